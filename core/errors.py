@@ -1,0 +1,19 @@
+"""Typed errors shared across the core.
+
+Every error the core raises on purpose derives from `KineticError`, so the CLI, `--script` and the TUI
+can show a one-line message for these and keep a traceback only for genuine bugs (or `--debug`).
+Validation problems stay plain `ValueError`s (the spec asks for them by name); `ValidationError`
+subclasses both so callers may catch either.
+"""
+
+
+class KineticError(Exception):
+    """Base of every deliberate, user-facing error."""
+
+
+class ValidationError(KineticError, ValueError):
+    """An argument is malformed; the message names the field and the allowed values."""
+
+
+class NotFoundError(KineticError, LookupError):
+    """An id, name, group or version does not exist; the message names what does."""

@@ -1,0 +1,25 @@
+"""Where the workspace lives on disk (SPEC 1): one home directory, private to the user."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def kinetic_home() -> Path:
+    """Return `KINETIC_HOME` (default `~/.kinetic`), creating it with mode 0700 on first use."""
+    home = Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
+    if not home.exists():
+        home.mkdir(parents=True, mode=0o700)
+        home.chmod(0o700)  # mkdir's mode is filtered by the umask
+    return home
+
+
+def state_db_path() -> Path:
+    return kinetic_home() / "state.db"
+
+
+def local_root() -> Path:
+    """Root of the local backend: buckets and per-job working directories."""
+    path = kinetic_home() / "local"
+    path.mkdir(exist_ok=True)
+    return path
