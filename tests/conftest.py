@@ -4,6 +4,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["tests.gcs_emulator"]
+
 settings.register_profile(
     "ci",
     deadline=None,

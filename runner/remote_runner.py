@@ -1,0 +1,527 @@
+"""The kinetic job runner: fetch a job, check it, run it, and store its result (SPEC 2.4).
+
+This file is shipped on its own into pods and local job processes, so it imports only the standard
+library and cloudpickle (google-cloud-storage lazily, for gs:// URIs only) and nothing of ours. It keeps
+its top-level imports to what every run needs because its start-up time is the floor of every job's
+latency; a warm fork server may also import it once and call `main` in forked children.
+
+Usage: python remote_runner.py --payload URI --context URI --result URI --payload-sha256 H
+       --context-sha256 H [--requirements URI] [--workdir DIR]
+URIs are gs://bucket/key or local paths. The host index comes from TPU_WORKER_ID (default 0). Host 0
+writes the result payload at --result; worker i != 0 writes result-worker-{i}.pkl next to it only when it
+fails. Exit status: 0 success, 1 the job failed (the result payload says where), 2 bad command line.
+
+Work dir layout: download/ (fetched artifacts), code/ (the extracted context), data/ (data refs),
+output/ (KINETIC_OUTPUT_DIR unless the launcher set one).
+
+`--requirements` (prebuilt-image mode) is installed with `pip install -r` into the running interpreter's
+environment: the pod's image is disposable and pip can then reuse what the image already ships.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import cloudpickle
+
+PHASES = ("download", "verify", "install", "extract", "unpickle", "environment", "data", "execute", "upload")
+DATA_REF_KEY = "__kinetic_data_ref__"
+PLAN_MEMBER = ".kinetic/plan.json"
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
+_MAX_LINK_DEPTH = 40
+_gcs_client: Any = None
+
+
+class PhaseError(Exception):
+    """A failure attributed to one phase; `cause` is the exception the job reports."""
+
+    def __init__(self, phase: str, cause: BaseException, tb: str) -> None:
+        super().__init__(f"{phase}: {cause!r}")
+        self.phase, self.cause, self.tb = phase, cause, tb
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr, which the launcher turns into the job's log."""
+    print(f"[kinetic] {message}", file=sys.stderr, flush=True)
+
+
+def _format_exc(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(exc))
+
+
+class _Phase:
+    """Time a phase, log its outcome and wrap whatever it raises in a PhaseError naming it."""
+
+    def __init__(self, name: str) -> None:
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r}; phases: {', '.join(PHASES)}")
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, _tb: Any) -> bool:
+        elapsed = time.perf_counter() - self.start
+        if exc is None:
+            log(f"phase {self.name} ok ({elapsed:.2f}s)")
+            return False
+        log(f"phase {self.name} FAILED ({elapsed:.2f}s): {type(exc).__name__}: {exc}")
+        raise PhaseError(self.name, exc, _format_exc(exc)) from exc
+
+
+# --- storage: local paths and gs:// ---------------------------------------------------------------
+
+def _split_gs(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri[len("gs://"):].partition("/")
+    if not bucket:
+        raise ValueError(f"URI {uri!r} names no bucket (expected gs://BUCKET/KEY)")
+    return bucket, key
+
+
+def _gcs() -> Any:
+    global _gcs_client
+    if _gcs_client is None:
+        from google.cloud import storage  # only jobs that use gs:// pay for this import
+
+        _gcs_client = storage.Client()
+    return _gcs_client
+
+
+def _blob(uri: str) -> Any:
+    bucket, key = _split_gs(uri)
+    return _gcs().bucket(bucket).blob(key)
+
+
+def fetch(uri: str, dest: Path) -> None:
+    """Copy one object (gs:// or a local path) to `dest`."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if uri.startswith("gs://"):
+        _blob(uri).download_to_filename(str(dest))
+    else:
+        import shutil
+
+        shutil.copyfile(uri, dest)
+
+
+def fetch_tree(uri: str, dest: Path) -> None:
+    """Copy everything under a directory URI (gs://.../prefix/ or a local directory) into `dest`."""
+    if not uri.startswith("gs://"):
+        import shutil
+
+        shutil.copytree(uri, dest, symlinks=False, dirs_exist_ok=True)
+        return
+    bucket, prefix = _split_gs(uri)
+    dest.mkdir(parents=True, exist_ok=True)
+    for blob in _gcs().list_blobs(bucket, prefix=prefix):
+        rel = blob.name[len(prefix):]
+        if not rel or rel.endswith("/"):  # the prefix itself or a folder placeholder
+            continue
+        parts = rel.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"object {blob.name!r} under {uri!r} would land outside {dest}")
+        target = dest.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob.download_to_filename(str(target))
+
+
+def store(uri: str, data: bytes) -> None:
+    """Write an object; a local result appears atomically so a poller never reads half of it."""
+    if uri.startswith("gs://"):
+        _blob(uri).upload_from_string(data, content_type="application/octet-stream")
+        return
+    path = Path(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def sibling_uri(uri: str, name: str) -> str:
+    """The URI of `name` in the same directory (or gs:// prefix) as `uri`."""
+    head, sep, _ = uri.rpartition("/")
+    return f"{head}{sep}{name}"
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_digest(what: str, actual: str, expected: str) -> None:
+    if actual != expected.strip().lower():
+        raise ValueError(f"{what} SHA-256 mismatch: expected {expected}, got {actual}; refusing to run it")
+
+
+# --- extract: nothing may land outside the code directory -------------------------------------------
+
+def _member_parts(name: str) -> list[str]:
+    normalized = name.replace("\\", "/")
+    if normalized.startswith("/") or (len(normalized) > 1 and normalized[1] == ":"):
+        raise ValueError(f"archive member {name!r} has an absolute path")
+    parts = [part for part in normalized.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"archive member {name!r} contains '..'")
+    return parts
+
+
+def _is_symlink(info: zipfile.ZipInfo) -> bool:
+    return (info.external_attr >> 16) & _S_IFMT == _S_IFLNK
+
+
+def _resolve(parts: list[str], links: dict[str, str], depth: int = 0) -> list[str] | None:
+    """Resolve a path inside the archive, following archive symlinks; None if it would leave the root.
+
+    Lexical checks alone are not enough: with `a -> .`, the link `a/b -> ..` looks harmless but resolves
+    to the parent of the root. Resolving physically through the archive's own links closes that hole.
+    """
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                return None
+            out.pop()
+            continue
+        out.append(part)
+        target = links.get("/".join(out))
+        if target is not None:
+            resolved = _follow(out[:-1], target, links, depth)
+            if resolved is None:
+                return None
+            out = resolved
+    return out
+
+
+def _follow(parent: list[str], target: str, links: dict[str, str], depth: int = 0) -> list[str] | None:
+    """Where a link in `parent` pointing at `target` lands; None if outside the root (or a loop)."""
+    if depth >= _MAX_LINK_DEPTH or target.startswith("/"):
+        return None
+    return _resolve(parent + target.split("/"), links, depth + 1)
+
+
+def check_archive(archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, list[str]]]:
+    """Validate every member before anything is written; returns members with their path parts."""
+    members = [(info, _member_parts(info.filename)) for info in archive.infolist()]
+    links = {"/".join(parts): archive.read(info).decode() for info, parts in members if _is_symlink(info)}
+    for info, parts in members:
+        if not parts:
+            raise ValueError(f"archive member {info.filename!r} names the archive root")
+        if _resolve(parts[:-1], links) is None:
+            raise ValueError(f"archive member {info.filename!r} would be written outside the work dir")
+        target = links.get("/".join(parts))
+        if target is not None and _follow(parts[:-1], target, links) is None:
+            raise ValueError(f"archive symlink {info.filename!r} -> {target!r} points outside the work dir")
+    return members
+
+
+def extract(archive_path: Path, dest: Path) -> None:
+    """Check every member, then unpack into a fresh `dest` (a stale symlink there could redirect writes)."""
+    with zipfile.ZipFile(archive_path) as archive:
+        members = check_archive(archive)
+        if dest.exists():
+            import shutil
+
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for info, parts in members:
+            target = dest.joinpath(*parts)
+            if _is_symlink(info):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(archive.read(info).decode(), target)
+            elif info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as source, open(target, "wb") as sink:
+                    while block := source.read(1 << 20):
+                        sink.write(block)
+                mode = (info.external_attr >> 16) & 0o777
+                if mode:
+                    os.chmod(target, mode)
+
+
+# --- unpickle and environment ----------------------------------------------------------------------
+
+_PAYLOAD_FIELDS: dict[str, tuple[type, ...]] = {
+    "args": (list, tuple), "kwargs": (dict,), "env_vars": (dict,), "volumes": (dict,)}
+
+
+def load_payload(data: bytes) -> dict[str, Any]:
+    payload = cloudpickle.loads(data)
+    if not isinstance(payload, dict) or not callable(payload.get("func")):
+        raise ValueError("payload.pkl must hold a dict with a callable 'func'")
+    for field, kinds in _PAYLOAD_FIELDS.items():
+        value = payload.setdefault(field, kinds[0]())
+        if not isinstance(value, kinds):
+            raise ValueError(f"payload field {field!r} has type {type(value).__name__}, "
+                             f"expected {' or '.join(kind.__name__ for kind in kinds)}")
+    return payload
+
+
+def _inside(root: Path, rel: str, field: str) -> Path:
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"plan.json {field} entry {rel!r} points outside the package root")
+    return path
+
+
+def apply_environment(code_dir: Path, env_vars: dict[str, str], output_dir: Path) -> None:
+    """Make the job see what the client saw: its sys.path entries, its cwd, its captured env vars."""
+    plan_path = code_dir / PLAN_MEMBER
+    if not plan_path.is_file():
+        raise FileNotFoundError(f"context archive has no {PLAN_MEMBER}")
+    plan = json.loads(plan_path.read_text())
+    entries = [str(_inside(code_dir, rel, "sys_path_rel")) for rel in plan.get("sys_path_rel") or []]
+    cwd_rel = plan.get("client_cwd_rel")
+    cwd = _inside(code_dir, cwd_rel, "client_cwd_rel") if cwd_rel is not None else code_dir
+    bad = {k: v for k, v in env_vars.items() if not (isinstance(k, str) and isinstance(v, str))}
+    if bad:
+        raise ValueError(f"env_vars must map str to str; bad entries: {sorted(map(repr, bad))}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    sys.path[:0] = entries
+    os.chdir(cwd)
+    os.environ.update(env_vars)
+    os.environ["KINETIC_OUTPUT_DIR"] = str(output_dir)
+
+
+# --- data refs -------------------------------------------------------------------------------------
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(DATA_REF_KEY) == 1 and isinstance(value.get("uri"), str)
+
+
+def _ref_name(ref: dict[str, Any]) -> str:
+    name = ref.get("name") or ref["uri"].rstrip("/").rsplit("/", 1)[-1]
+    if not isinstance(name, str) or "/" in name or name in (".", ".."):
+        raise ValueError(f"data ref name {name!r} is not a plain file name")
+    return name
+
+
+def materialize(ref: dict[str, Any], dest: Path) -> None:
+    """Download (gs://) or copy (local path) one data ref to `dest`."""
+    if ref.get("is_dir"):
+        fetch_tree(ref["uri"], dest)
+    else:
+        fetch(ref["uri"], dest)
+
+
+class DataResolver:
+    """Replace data refs at any nesting depth by local paths, fetching each distinct URI once."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.fetched: dict[str, str] = {}
+
+    def local_path(self, ref: dict[str, Any]) -> str:
+        uri = ref["uri"]
+        if uri not in self.fetched:
+            dest = self.data_dir / hashlib.sha256(uri.encode()).hexdigest()[:16] / _ref_name(ref)
+            materialize(ref, dest)
+            self.fetched[uri] = str(dest)
+        return self.fetched[uri]
+
+    def replace(self, value: Any) -> Any:
+        if _is_ref(value):
+            return self.local_path(value)
+        if isinstance(value, list):
+            return [self.replace(item) for item in value]
+        if isinstance(value, tuple):
+            items = [self.replace(item) for item in value]
+            return type(value)._make(items) if hasattr(value, "_fields") else type(value)(items)
+        if isinstance(value, dict):
+            return {key: self.replace(item) for key, item in value.items()}
+        return value
+
+
+def mount_volumes(volumes: dict[str, Any]) -> None:
+    """A volume's data appears at its absolute path; the launcher made that path usable for the job."""
+    for path, ref in volumes.items():
+        if not (isinstance(path, str) and os.path.isabs(path) and _is_ref(ref)):
+            raise ValueError(f"volume {path!r} must map an absolute path to a data ref")
+        materialize(ref, Path(path))
+
+
+# --- result ----------------------------------------------------------------------------------------
+
+def _round_trips(value: Any) -> bool:
+    try:
+        cloudpickle.loads(cloudpickle.dumps(value))
+    except Exception:
+        return False
+    return True
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:  # a broken __repr__ must not lose the report
+        return f"<{type(value).__qualname__} object; repr failed: {exc!r}>"
+
+
+def portable_exception(exc: BaseException) -> BaseException:
+    """The exception itself when it survives pickling, else a RuntimeError carrying its type and message."""
+    if _round_trips(exc):
+        return exc
+    return RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+
+
+def encode_result(outcome: dict[str, Any]) -> bytes:
+    """Pickle the result payload; an unpicklable return value turns it into an upload-phase failure."""
+    if outcome["exception"] is not None:
+        outcome["exception"] = portable_exception(outcome["exception"])
+    try:
+        return cloudpickle.dumps(outcome)
+    except Exception as exc:
+        value = outcome["result"]
+        kind = type(value).__qualname__
+        error = RuntimeError(f"the return value of type {kind} could not be pickled: {exc}")
+        log(f"phase upload FAILED: {error}")
+        outcome.update(success=False, result=None, exception=error, traceback=_format_exc(exc),
+                       phase="upload", serialization_failed=True, result_repr=_safe_repr(value))
+        return cloudpickle.dumps(outcome)
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+def _parse_args(argv: list[str]) -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="remote_runner.py", description="Run one kinetic job.")
+    for flag in ("--payload", "--context", "--result", "--payload-sha256", "--context-sha256"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--requirements")
+    parser.add_argument("--workdir")
+    args = parser.parse_args(argv)
+    # Resolve local paths now: the job will change directory before the result is written.
+    for field in ("payload", "context", "result", "requirements"):
+        uri = getattr(args, field)
+        if uri and not uri.startswith("gs://"):
+            setattr(args, field, os.path.abspath(uri))
+    return args
+
+
+def _host_index() -> int:
+    raw = os.environ.get("TPU_WORKER_ID", "0") or "0"
+    if not raw.isdigit():
+        raise ValueError(f"TPU_WORKER_ID={raw!r} is not a non-negative integer")
+    return int(raw)
+
+
+def _install(requirements: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+         "-r", str(requirements)],
+        capture_output=True, text=True,
+    )
+    sys.stderr.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise RuntimeError(f"pip install -r requirements failed (exit {done.returncode}): {last}")
+
+
+def run_job(args: Any, workdir: Path) -> Any:
+    """Run every phase in order and return the function's value; a failure raises PhaseError."""
+    downloads = workdir / "download"
+    payload_file, context_file = downloads / "payload.pkl", downloads / "context.zip"
+    with _Phase("download"):
+        fetch(args.payload, payload_file)
+        fetch(args.context, context_file)
+        if args.requirements:
+            fetch(args.requirements, downloads / "requirements.txt")
+    with _Phase("verify"):
+        payload_bytes = payload_file.read_bytes()
+        _check_digest("payload", hashlib.sha256(payload_bytes).hexdigest(), args.payload_sha256)
+        _check_digest("context", _sha256_file(context_file), args.context_sha256)
+    if args.requirements:
+        with _Phase("install"):
+            _install(downloads / "requirements.txt")
+    code_dir = workdir / "code"
+    with _Phase("extract"):
+        extract(context_file, code_dir)
+    with _Phase("unpickle"):
+        payload = load_payload(payload_bytes)
+    with _Phase("environment"):
+        output_dir = Path(os.environ.get("KINETIC_OUTPUT_DIR") or workdir / "output")
+        apply_environment(code_dir, payload["env_vars"], output_dir)
+    with _Phase("data"):
+        resolver = DataResolver(workdir / "data")
+        args_, kwargs = resolver.replace(list(payload["args"])), resolver.replace(payload["kwargs"])
+        mount_volumes(payload["volumes"])
+    func: Callable[..., Any] = payload["func"]
+    log(f"phase execute: calling {getattr(func, '__qualname__', func)!s}")
+    with _Phase("execute"):
+        return func(*args_, **kwargs)
+
+
+class _SavedProcessState:
+    """Restore cwd, sys.path and os.environ after a run, so `main` can be called in-process safely."""
+
+    def __enter__(self) -> None:
+        self.cwd, self.path, self.environ = os.getcwd(), list(sys.path), dict(os.environ)
+
+    def __exit__(self, *_exc: Any) -> None:
+        os.chdir(self.cwd)
+        sys.path[:] = self.path
+        os.environ.clear()
+        os.environ.update(self.environ)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one job; 0 on success, 1 when the job failed, 2 on a bad command line."""
+    try:
+        args = _parse_args(sys.argv[1:] if argv is None else argv)
+        host = _host_index()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except ValueError as exc:
+        log(f"error: {exc}")
+        return 2
+    if args.workdir:
+        workdir = Path(args.workdir).absolute()
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        import tempfile
+
+        workdir = Path(tempfile.mkdtemp(prefix="kinetic-run-"))
+    log(f"runner start: host {host}, workdir {workdir}")
+    # On success `phase` names the last phase reached; it is only meaningful on failure.
+    outcome: dict[str, Any] = {"success": True, "result": None, "exception": None, "traceback": "",
+                               "phase": "upload", "host_index": host}
+    with _SavedProcessState():
+        try:
+            outcome["result"] = run_job(args, workdir)
+        except PhaseError as failure:
+            outcome.update(success=False, exception=failure.cause, traceback=failure.tb, phase=failure.phase)
+        sys.stdout.flush()
+        data = encode_result(outcome)
+    if host == 0 or not outcome["success"]:
+        target = args.result if host == 0 else sibling_uri(args.result, f"result-worker-{host}.pkl")
+        try:
+            store(target, data)
+        except Exception as exc:
+            log(f"phase upload FAILED: could not write {target}: {type(exc).__name__}: {exc}")
+            return 1
+        log(f"phase upload ok: {target}")
+    log("job succeeded" if outcome["success"] else f"job failed in phase {outcome['phase']}")
+    return 0 if outcome["success"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
