@@ -1,0 +1,229 @@
+"""The SQLite database behind every console action: one file shared by the TUI, the CLI and clients.
+
+Settings and why:
+- WAL journal: readers never block the one writer, so the TUI can poll while the CLI commits.
+- `synchronous=NORMAL`: in WAL mode this never corrupts the file and keeps every commit across an
+  application crash (SIGKILL included: the WAL page is in the OS cache before COMMIT returns). Only an OS
+  crash or power loss can drop the last commits, and that also kills every local job those commits
+  describe, which the console reconciles on start. FULL would add an fsync per action for no gain here.
+- `busy_timeout`: a writer waits for another process's transaction instead of failing at once; a lock
+  held longer than the timeout becomes a `StoreError`.
+- Threads: one connection per thread (`threading.local`), because a sqlite3 connection carries its own
+  transaction state; sharing one behind a lock would let one thread's action commit another's writes.
+  SQLite's file locking then serialises the threads exactly as it does processes.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+from core.errors import KineticError, ValidationError
+from core.paths import state_db_path
+from core.store.migrations import MIGRATIONS
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class StoreError(KineticError):
+    """state.db cannot be used as is (corrupt, too new, or locked); the file is left untouched."""
+
+
+def dumps(value: Any, what: str) -> str:
+    """Compact JSON for a column; key order is kept (a run's steps stay in topological order), and
+    `what` names the value in the error when it is not serialisable."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration script into statements (executescript would commit our open transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending.strip()
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:60]!r}")
+
+
+class Database:
+    """Owns state.db: opens, checks and migrates it, and runs each action in one transaction."""
+
+    def __init__(self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.path = Path(path) if path is not None else state_db_path()
+        self.timeout = timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._open_checked()
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._translated():
+            conn = sqlite3.connect(self.path, timeout=self.timeout,  # sets busy_timeout isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (created on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+            self._local.depth = 0
+        return conn
+
+    def close(self) -> None:
+        """Close every thread's connection (each lives until here); later use opens fresh ones."""
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- opening: check before touching anything --------------------------------------------------
+
+    def _open_checked(self) -> None:
+        """Refuse a corrupt or newer file before writing a byte to it, then migrate."""
+        conn = self.connection
+        try:
+            with self._translated():
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+                if problems != ["ok"]:
+                    raise StoreError(self._corrupt_message("; ".join(problems[:3])))
+                latest = MIGRATIONS[-1][0]
+                if version > latest:
+                    raise StoreError(
+                        f"{self.path} has schema version {version} but this kinetic-tui only knows up to "
+                        f"{latest}; upgrade kinetic-tui (the file was left untouched)")
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                self._migrate(version)
+        except BaseException:
+            self.close()
+            raise
+
+    def _migrate(self, version: int) -> None:
+        for target, script in MIGRATIONS:
+            if target <= version:
+                continue
+            with self.transaction() as conn:
+                # another process may have migrated while we waited for the write lock
+                if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    continue
+                for statement in _statements(script):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {int(target)}")
+
+    def schema_version(self) -> int:
+        return self.connection.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- errors --------------------------------------------------------------------------------------
+
+    def _corrupt_message(self, detail: str) -> str:
+        return (f"{self.path} is not a usable kinetic state database ({detail}); it was left untouched: "
+                f"move it aside (or restore a backup) and start again")
+
+    def _store_error(self, exc: sqlite3.DatabaseError) -> StoreError | None:
+        """The one-line StoreError for SQLite's lock and corruption errors; None for anything else
+        (constraint violations and SQL mistakes are bugs, not states of the file)."""
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError):
+            if "locked" in text or "busy" in text:
+                return StoreError(f"{self.path} is locked by another process for more than {self.timeout:g}s; "
+                                  f"finish or close the other kinetic-tui session and retry")
+            return None
+        if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+            return None
+        return StoreError(self._corrupt_message(text))
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            error = self._store_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One atomic action: BEGIN IMMEDIATE, commit on success, roll back on any exception.
+
+        IMMEDIATE takes the write lock up front, so two processes never both read-then-write and
+        deadlock; `write=False` (BEGIN DEFERRED) gives a consistent snapshot for multi-query loads
+        without blocking writers (do not write inside one). Nested use joins the outer transaction
+        through a savepoint: an inner failure that the caller catches undoes only the inner writes, and
+        nothing is durable until the outer commit. (Written without helper context managers: this is
+        the per-action hot path.)
+        """
+        conn = self.connection
+        local = self._local
+        if local.depth:
+            savepoint = f"nested_{local.depth}"
+            conn.execute(f"SAVEPOINT {savepoint}")
+            local.depth += 1
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {savepoint}")
+                raise
+            finally:
+                local.depth -= 1
+                conn.execute(f"RELEASE {savepoint}")
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+            local.depth = 1
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = self._store_error(exc) if isinstance(exc, sqlite3.DatabaseError) else None
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            local.depth = 0
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(getattr(self._local, "depth", 0))
+
+    def write(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """One statement: it joins the current action as is (SQLite makes a single statement atomic, so
+        no savepoint is needed) or runs as its own transaction when there is none."""
+        if getattr(self._local, "depth", 0):
+            self._local.conn.execute(sql, params)
+            return
+        with self.transaction() as conn:
+            conn.execute(sql, params)
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A read outside any action (joins the current transaction when there is one)."""
+        with self._translated():
+            return self.connection.execute(sql, params).fetchall()

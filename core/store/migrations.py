@@ -1,0 +1,138 @@
+"""The schema, as an ordered list of migrations.
+
+Each entry is `(version, sql)`; `Store` applies every entry newer than the file's `PRAGMA user_version`,
+each in its own transaction together with the version bump, so a crash mid-migration leaves the previous
+version intact. Adding a table later is one appended tuple; never edit an entry that has shipped.
+"""
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, """
+        CREATE TABLE training_jobs (
+            name   TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            record TEXT NOT NULL
+        );
+        CREATE TABLE tuning_studies (
+            name   TEXT PRIMARY KEY,
+            config TEXT NOT NULL,
+            best   INTEGER
+        );
+        CREATE TABLE tuning_trials (
+            study           TEXT NOT NULL REFERENCES tuning_studies(name) ON DELETE CASCADE,
+            trial_id        INTEGER NOT NULL,
+            record          TEXT NOT NULL,
+            PRIMARY KEY (study, trial_id)
+        );
+        CREATE TABLE model_versions (
+            group_name    TEXT NOT NULL,
+            version       INTEGER NOT NULL,
+            artifact_hash TEXT NOT NULL,
+            metrics       TEXT NOT NULL,
+            source        TEXT,
+            -- no stage column: the last transition is the single source of truth for a version's stage
+            PRIMARY KEY (group_name, version)
+        );
+        CREATE TABLE model_transitions (
+            seq        INTEGER PRIMARY KEY,  -- rows are never deleted, so rowids only grow
+            group_name TEXT NOT NULL,
+            version    INTEGER NOT NULL,
+            from_stage TEXT NOT NULL,
+            to_stage   TEXT NOT NULL,
+            at         NOT NULL,
+            FOREIGN KEY (group_name, version) REFERENCES model_versions(group_name, version)
+        );
+        CREATE TABLE endpoints (
+            name   TEXT PRIMARY KEY,
+            record TEXT NOT NULL
+        );
+        CREATE TABLE scaling_events (
+            endpoint       TEXT NOT NULL REFERENCES endpoints(name) ON DELETE CASCADE,
+            seq            INTEGER NOT NULL,
+            tick,
+            concurrency    NOT NULL,
+            desired        INTEGER NOT NULL,
+            instance_count INTEGER NOT NULL,
+            action         TEXT NOT NULL,
+            PRIMARY KEY (endpoint, seq)
+        );
+        CREATE TABLE multimodel_endpoints (
+            name              TEXT PRIMARY KEY,
+            max_loaded_models INTEGER NOT NULL,
+            loaded            TEXT NOT NULL,
+            hits              INTEGER NOT NULL,
+            misses            INTEGER NOT NULL
+        );
+        CREATE TABLE multimodel_models (
+            endpoint TEXT NOT NULL REFERENCES multimodel_endpoints(name) ON DELETE CASCADE,
+            name     TEXT NOT NULL,
+            model    BLOB NOT NULL,
+            PRIMARY KEY (endpoint, name)
+        );
+        CREATE TABLE multimodel_events (
+            endpoint TEXT NOT NULL REFERENCES multimodel_endpoints(name) ON DELETE CASCADE,
+            kind     TEXT NOT NULL CHECK (kind IN ('load', 'evict')),
+            seq      INTEGER NOT NULL,
+            model    TEXT NOT NULL,
+            PRIMARY KEY (endpoint, kind, seq)
+        );
+        CREATE TABLE pipelines (
+            name           TEXT PRIMARY KEY,
+            ref            TEXT NOT NULL,
+            default_params TEXT NOT NULL
+        );
+        CREATE TABLE pipeline_runs (
+            pipeline TEXT NOT NULL REFERENCES pipelines(name) ON DELETE CASCADE,
+            number   INTEGER NOT NULL,
+            record   TEXT NOT NULL,
+            PRIMARY KEY (pipeline, number)
+        );
+        CREATE TABLE step_cache (
+            key     TEXT PRIMARY KEY,
+            outputs TEXT NOT NULL
+        );
+    """),
+    (2, """
+        -- the local backend: pools of (emulated) accelerator nodes and the jobs placed on them
+        CREATE TABLE settings (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE pools (
+            name        TEXT PRIMARY KEY,
+            accelerator TEXT NOT NULL,
+            nodes       INTEGER NOT NULL CHECK (nodes >= 1),
+            spot        INTEGER NOT NULL,
+            created_at  REAL NOT NULL
+        );
+        CREATE TABLE jobs (
+            seq         INTEGER PRIMARY KEY AUTOINCREMENT,  -- submission order: the queue order
+            job_id      TEXT NOT NULL UNIQUE,
+            backend     TEXT NOT NULL,
+            pool        TEXT,
+            nodes       INTEGER NOT NULL,
+            status      TEXT NOT NULL,
+            phase       TEXT,
+            detail      TEXT,
+            group_id    TEXT,
+            created_at  REAL NOT NULL,
+            started_at  REAL,
+            finished_at REAL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            hosts       TEXT,           -- JSON list of HostProcess while launched
+            handle      TEXT NOT NULL,  -- JSON JobHandle record (also handle.json in the bucket)
+            launch      TEXT NOT NULL   -- JSON: what the scheduler needs to start it
+        );
+        CREATE INDEX jobs_by_pool_status ON jobs (pool, status);
+        CREATE INDEX jobs_by_group ON jobs (group_id);
+        CREATE TABLE job_groups (
+            group_id       TEXT PRIMARY KEY,
+            max_concurrent INTEGER,
+            created_at     REAL NOT NULL
+        );
+        CREATE TABLE volume_locks (
+            path   TEXT PRIMARY KEY,
+            job_id TEXT NOT NULL
+        );
+    """),
+]
