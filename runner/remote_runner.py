@@ -396,6 +396,18 @@ def encode_result(outcome: dict[str, Any]) -> bytes:
         return cloudpickle.dumps(outcome)
 
 
+def summarize(outcome: dict[str, Any]) -> bytes:
+    """A JSON digest of the outcome beside the pickle, so schedulers and consoles can show why a job
+    failed without unpickling objects whose classes they may not have."""
+    exc = outcome["exception"]
+    return json.dumps({
+        "success": outcome["success"], "phase": outcome["phase"], "host_index": outcome["host_index"],
+        "error_type": None if exc is None else type(exc).__name__,
+        "error": None if exc is None else str(exc)[:2000],
+        "serialization_failed": bool(outcome.get("serialization_failed")),
+    }).encode()
+
+
 # --- the run ---------------------------------------------------------------------------------------
 
 def _parse_args(argv: list[str]) -> Any:
@@ -512,9 +524,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         data = encode_result(outcome)
     if host == 0 or not outcome["success"]:
-        target = args.result if host == 0 else sibling_uri(args.result, f"result-worker-{host}.pkl")
+        stem = "result" if host == 0 else f"result-worker-{host}"
+        target = args.result if host == 0 else sibling_uri(args.result, f"{stem}.pkl")
         try:
             store(target, data)
+            store(sibling_uri(args.result, f"{stem}.json"), summarize(outcome))
         except Exception as exc:
             log(f"phase upload FAILED: could not write {target}: {type(exc).__name__}: {exc}")
             return 1

@@ -1,0 +1,556 @@
+"""The embedded local backend (SPEC 2.5): pools of emulated nodes, a FIFO queue, real runner processes.
+
+Scheduling is shared by every process that touches the workspace (the console, the CLI, a client waiting
+on a handle, the reaper of a finished job): whoever looks first does the work. Claiming nodes is one
+`BEGIN IMMEDIATE` transaction that re-reads the pool's usage, so no job starts twice and no pool is ever
+over-committed, however many processes schedule at once. Processes are started after the claim commits
+(a fork server start may take a while and must not hold the write lock); a job claimed but never
+launched (its scheduler died in between) is found by `reconcile` and failed with phase `lost`.
+
+Matching: a job runs on a pool whose accelerator shape equals the job's (`v5litepod-2x4` on a
+`v5litepod-2x4` pool), and a spot job only on a spot pool, an on-demand job only on an on-demand pool,
+as GKE node selectors would place them. Queue order is strict FIFO per pool: a head job that does not
+fit blocks the jobs behind it, so a big slice is never starved by small ones.
+
+Volumes: the data appears at the absolute path for the job's lifetime. This backend does not use mount
+namespaces; it creates the path for the job (refusing a path that already exists on the host), locks it
+in the store against concurrent jobs (a second job wanting it waits in the queue), and removes what it
+created when the job settles. Where the path cannot be created, submit fails and says to pass the Data
+as an argument instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.accelerators import category, format_accelerator, parse_accelerator
+from core.backends import launcher
+from core.backends.launcher import HostProcess
+from core.errors import KineticError, NotFoundError, ValidationError
+from core.job_status import JobStatus
+from core.paths import kinetic_home
+from core.profiles import PROFILE_NAME_RULE
+from core.store import Store
+
+DEFAULT_POOL = "cpu"
+CANCEL_GRACE = 5.0
+LAUNCH_WINDOW = 60.0  # a claimed job with no processes after this long lost its scheduler
+_ENV_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME",
+                    "SYSTEMROOT", "STORAGE_EMULATOR_HOST", "KINETIC_HOME")
+
+
+class SubmitError(KineticError):
+    """The job cannot be placed at all (no matching pool, too few nodes, an unusable volume path)."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    accelerator: str
+    nodes: int
+    spot: bool
+    in_use: int
+    queued: int
+
+    @property
+    def emulated(self) -> bool:
+        """Every non-CPU local pool runs its jobs on this machine's CPU."""
+        return category(parse_accelerator(self.accelerator)) != "cpu"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    seq: int
+    job_id: str
+    pool: str | None
+    nodes: int
+    status: JobStatus
+    phase: str | None
+    detail: str | None
+    group_id: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested: bool
+    hosts: tuple[HostProcess, ...] | None
+    handle: dict[str, Any]
+    launch: dict[str, Any]
+
+    @property
+    def job_dir(self) -> Path:
+        return Path(self.launch["job_dir"])
+
+
+_JOB_COLUMNS = ("seq, job_id, pool, nodes, status, phase, detail, group_id, created_at, started_at, "
+                "finished_at, cancel_requested, hosts, handle, launch")
+
+
+def _row(values: tuple[Any, ...]) -> JobRow:
+    (seq, job_id, pool, nodes, status, phase, detail, group_id, created, started, finished, cancel,
+     hosts, handle, launch) = values
+    return JobRow(seq, job_id, pool, nodes, JobStatus(status), phase, detail, group_id, created, started,
+                  finished, bool(cancel),
+                  None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts)),
+                  json.loads(handle), json.loads(launch))
+
+
+def _shape(accelerator: str) -> tuple[str, bool]:
+    """(shape without spot, spot) of an accelerator string in canonical form."""
+    config = parse_accelerator(accelerator)
+    text = format_accelerator(config)
+    return text.removesuffix(":spot"), config.spot
+
+
+def job_dir_for(job_id: str) -> Path:
+    return kinetic_home() / "local" / "jobs" / job_id
+
+
+class LocalBackend:
+    """Pools, queue and processes of one KINETIC_HOME, all state in its `Store`."""
+
+    name = "local"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ensure_default_pool()
+
+    # -- pools ---------------------------------------------------------------------------------------
+
+    def _ensure_default_pool(self) -> None:
+        """A fresh home has pool `cpu` with one node per core; once removed it stays removed."""
+        if self.store.query("SELECT 1 FROM settings WHERE key = 'pools_initialised'"):
+            return
+        with self.store.transaction() as conn:
+            if conn.execute("SELECT 1 FROM settings WHERE key = 'pools_initialised'").fetchone():
+                return
+            conn.execute("INSERT INTO pools VALUES (?, 'cpu', ?, 0, ?)",
+                         (DEFAULT_POOL, os.cpu_count() or 1, time.time()))
+            conn.execute("INSERT INTO settings VALUES ('pools_initialised', '1')")
+
+    def pools(self) -> list[Pool]:
+        rows = self.store.query(
+            "SELECT p.name, p.accelerator, p.nodes, p.spot, "
+            "COALESCE(SUM(CASE WHEN j.status = 'RUNNING' THEN j.nodes END), 0), "
+            "COUNT(CASE WHEN j.status = 'PENDING' THEN 1 END) "
+            "FROM pools p LEFT JOIN jobs j ON j.pool = p.name AND j.status IN ('RUNNING', 'PENDING') "
+            "GROUP BY p.name ORDER BY p.name")
+        return [Pool(n, a, nodes, bool(s), used, queued) for n, a, nodes, s, used, queued in rows]
+
+    def pool(self, name: str) -> Pool:
+        for pool in self.pools():
+            if pool.name == name:
+                return pool
+        raise NotFoundError(f"unknown pool {name!r}; pools: {', '.join(p.name for p in self.pools()) or 'none'}")
+
+    def add_pool(self, name: str, accelerator: str, nodes: int, spot: bool = False) -> Pool:
+        import re
+
+        if not isinstance(name, str) or not re.match(PROFILE_NAME_RULE, name):
+            raise ValidationError(f"pool name {name!r} must match {PROFILE_NAME_RULE}")
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+            raise ValidationError(f"--nodes must be an integer >= 1, got {nodes!r}")
+        config = parse_accelerator(accelerator)
+        if spot and not config.spot:
+            config = parse_accelerator(format_accelerator(config) + ":spot")
+        if config.num_nodes > nodes:
+            raise ValidationError(f"a {format_accelerator(config)} slice needs {config.num_nodes} nodes; "
+                                  f"give the pool --nodes {config.num_nodes} or more")
+        with self.store.transaction() as conn:
+            if conn.execute("SELECT 1 FROM pools WHERE name = ?", (name,)).fetchone():
+                raise ValidationError(f"pool {name!r} already exists; remove it first or pick another name")
+            conn.execute("INSERT INTO pools VALUES (?, ?, ?, ?, ?)",
+                         (name, format_accelerator(config).removesuffix(":spot"), nodes, int(config.spot),
+                          time.time()))
+        return self.pool(name)
+
+    def remove_pool(self, name: str) -> Pool:
+        pool = self.pool(name)
+        with self.store.transaction() as conn:
+            active = conn.execute("SELECT COUNT(*) FROM jobs WHERE pool = ? AND status IN ('PENDING', 'RUNNING')",
+                                  (name,)).fetchone()[0]
+            if active:
+                raise ValidationError(f"pool {name!r} has {active} pending or running jobs; cancel them first")
+            conn.execute("DELETE FROM pools WHERE name = ?", (name,))
+        return pool
+
+    def _match_pool(self, accelerator: str, num_nodes: int) -> str:
+        shape, spot = _shape(accelerator)
+        pools = self.pools()
+        for pool in pools:
+            if pool.accelerator == shape and pool.spot == spot:
+                if pool.nodes < num_nodes:
+                    raise SubmitError(f"pool {pool.name!r} has {pool.nodes} nodes but {accelerator} needs "
+                                      f"{num_nodes}; grow it or add a bigger pool")
+                return pool.name
+        listing = ", ".join(f"{p.name} ({p.accelerator}{' spot' if p.spot else ''}, {p.nodes} nodes)"
+                            for p in pools) or "none"
+        spot_flag = " --spot" if spot else ""
+        raise SubmitError(f"no pool provides {accelerator}; pools: {listing}. Add one: kinetic-tui pool add "
+                          f"NAME --accelerator {shape} --nodes {num_nodes}{spot_flag}")
+
+    # -- submission ------------------------------------------------------------------------------------
+
+    def place(self, accelerator: str, num_nodes: int, volumes: tuple[str, ...] = ()) -> str:
+        """Choose the pool and check volume paths; raises before anything is created."""
+        pool = self._match_pool(accelerator, num_nodes)
+        for path in volumes:
+            _check_volume_path(path)
+        return pool
+
+    def submit(self, handle: dict[str, Any], runner_args: list[str], volumes: tuple[str, ...] = (),
+               group_id: str | None = None) -> JobRow:
+        """Queue the job (PENDING) and start whatever the pool can run now."""
+        job_id = handle["job_id"]
+        job_dir = job_dir_for(job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        output_dir = Path(handle["output_dir"]) if handle.get("output_dir") else None
+        launch = {"job_dir": str(job_dir), "runner_args": list(runner_args), "argv": [*runner_args, "--workdir", "."],
+                  "volumes": list(volumes), "output_dir": str(output_dir) if output_dir else None}
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs (job_id, backend, pool, nodes, status, group_id, created_at, handle, launch) "
+                "VALUES (?, 'local', ?, ?, 'PENDING', ?, ?, ?, ?)",
+                (job_id, handle["pool"], handle["num_nodes"], group_id, handle["created_at"],
+                 json.dumps(handle), json.dumps(launch)))
+        self.schedule(handle["pool"])
+        return self.job(job_id)
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRow:
+        rows = self.store.query(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
+        if not rows:
+            raise NotFoundError(self.unknown_job_message(job_id))
+        return _row(rows[0])
+
+    def unknown_job_message(self, job_id: str) -> str:
+        import difflib
+
+        ids = [r[0] for r in self.store.query("SELECT job_id FROM jobs ORDER BY seq DESC LIMIT 2000")]
+        near = difflib.get_close_matches(job_id, ids, n=5, cutoff=0.5) or ids[:5]
+        return f"unknown job {job_id!r}; " + (f"nearby ids: {', '.join(near)}" if near else "no jobs yet")
+
+    def jobs(self, status: JobStatus | None = None, group_id: str | None = None,
+             limit: int | None = None) -> list[JobRow]:
+        """Newest first; finished jobs included (the store keeps history)."""
+        where, params = [], []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status.value)
+        if group_id is not None:
+            where.append("group_id = ?")
+            params.append(group_id)
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_row(r) for r in self.store.query(sql, tuple(params))]
+
+    # -- scheduling ----------------------------------------------------------------------------------
+
+    def schedule(self, pool_name: str | None = None) -> list[str]:
+        """Start the queue heads that fit, per pool, in submission order; return the job ids started."""
+        claimed = self._claim(pool_name)
+        for row in claimed:
+            self._launch(row)
+        return [row.job_id for row in claimed]
+
+    def _claim(self, pool_name: str | None) -> list[JobRow]:
+        now = time.time()
+        claimed: list[JobRow] = []
+        with self.store.transaction() as conn:
+            pools = conn.execute("SELECT name, nodes FROM pools" + (" WHERE name = ?" if pool_name else ""),
+                                 (pool_name,) if pool_name else ()).fetchall()
+            for name, capacity in pools:
+                used = conn.execute("SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING'",
+                                    (name,)).fetchone()[0]
+                pending = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' "
+                                       "ORDER BY seq", (name,)).fetchall()
+                for values in pending:
+                    row = _row(values)
+                    if used + row.nodes > capacity or not self._group_has_room(conn, row.group_id):
+                        break
+                    if not self._lock_volumes(conn, row):
+                        break
+                    conn.execute("UPDATE jobs SET status = 'RUNNING', started_at = ? WHERE job_id = ?",
+                                 (now, row.job_id))
+                    used += row.nodes
+                    claimed.append(row)
+        return claimed
+
+    @staticmethod
+    def _group_has_room(conn: Any, group_id: str | None) -> bool:
+        if group_id is None:
+            return True
+        limit = conn.execute("SELECT max_concurrent FROM job_groups WHERE group_id = ?", (group_id,)).fetchone()
+        if limit is None or limit[0] is None:
+            return True
+        running = conn.execute("SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING'",
+                               (group_id,)).fetchone()[0]
+        return running < limit[0]
+
+    @staticmethod
+    def _lock_volumes(conn: Any, row: JobRow) -> bool:
+        paths = row.launch.get("volumes") or []
+        for path in paths:
+            holder = conn.execute("SELECT job_id FROM volume_locks WHERE path = ?", (path,)).fetchone()
+            if holder is not None and holder[0] != row.job_id:
+                return False
+        for path in paths:
+            conn.execute("INSERT OR IGNORE INTO volume_locks VALUES (?, ?)", (path, row.job_id))
+        return True
+
+    def _launch(self, row: JobRow) -> None:
+        env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
+        env["KINETIC_HOME"] = str(kinetic_home())
+        env["KINETIC_JOB_ID"] = row.job_id
+        if row.launch.get("output_dir"):
+            env["KINETIC_OUTPUT_DIR"] = row.launch["output_dir"]
+        created = []
+        try:
+            for path in row.launch.get("volumes") or []:
+                created.append(_create_volume_root(path))
+            _write_json(row.job_dir / "volumes.json", created)
+            hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes)
+        except (KineticError, OSError) as exc:
+            self._finish(row.job_id, JobStatus.FAILED, "launch", f"could not start the job: {exc}")
+            return
+        self.store.write("UPDATE jobs SET hosts = ? WHERE job_id = ?",
+                         (json.dumps([h.to_dict() for h in hosts]), row.job_id))
+
+    # -- settling ------------------------------------------------------------------------------------
+
+    def reconcile(self, job_id: str | None = None) -> list[str]:
+        """Settle RUNNING jobs whose processes are done (or gone); then start what fits. Returns settled ids."""
+        rows = [self.job(job_id)] if job_id else self.jobs(status=JobStatus.RUNNING)
+        settled, pools = [], set()
+        for row in rows:
+            if row.status is not JobStatus.RUNNING:
+                continue
+            outcome = self._outcome(row)
+            if outcome is not None and self._finish(row.job_id, *outcome):
+                settled.append(row.job_id)
+                pools.add(row.pool)
+        for pool in pools:
+            self.schedule(pool)
+        if job_id is None and not pools:
+            self.schedule()
+        return settled
+
+    def _outcome(self, row: JobRow) -> tuple[JobStatus, str | None, str | None] | None:
+        """(status, phase, detail) once every host is done, or None while it runs."""
+        if row.hosts is None:
+            if time.time() - (row.started_at or 0) < LAUNCH_WINDOW:
+                return None  # being launched right now by another process
+            return JobStatus.FAILED, "lost", "the job was claimed but its processes never started"
+        codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts]
+        if any(code is None for code in codes):
+            if any(code is None and h.is_alive() for h, code in zip(row.hosts, codes)):
+                return None
+            time.sleep(0.05)  # a reaper may be writing the exit file right now
+            codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts]
+        if row.cancel_requested:
+            return JobStatus.CANCELLED, None, "cancelled"
+        return self._judge(row, codes)
+
+    def _judge(self, row: JobRow, codes: list[int | None]) -> tuple[JobStatus, str | None, str | None]:
+        result_dir = Path(row.handle["result_uri"]).parent if row.handle.get("result_uri") else None
+        summaries = {}
+        for host in range(row.nodes):
+            name = "result.json" if host == 0 else f"result-worker-{host}.json"
+            if result_dir is not None and (result_dir / name).exists():
+                summaries[host] = json.loads((result_dir / name).read_text())
+        for host, code in enumerate(codes):
+            summary = summaries.get(host)
+            if summary is not None and not summary["success"]:
+                where = "" if row.nodes == 1 else f"host {host}: "
+                return JobStatus.FAILED, summary["phase"], f"{where}{summary['error_type']}: {summary['error']}"
+            if code is None:
+                return JobStatus.FAILED, "lost", f"host {host} vanished without an exit status or result"
+            if code != 0:
+                return JobStatus.FAILED, "lost" if code < 0 else "runner", f"host {host} exited with {code}"
+        if 0 not in summaries:
+            return JobStatus.FAILED, "lost", "the job exited without writing its result"
+        return JobStatus.SUCCEEDED, None, None
+
+    def _finish(self, job_id: str, status: JobStatus, phase: str | None, detail: str | None) -> bool:
+        """Settle a job once (a concurrent settler loses quietly) and release its volumes."""
+        with self.store.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE jobs SET status = ?, phase = ?, detail = ?, finished_at = ? "
+                "WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
+                (status.value, phase, detail, time.time(), job_id)).rowcount
+            locked = [p for (p,) in conn.execute("SELECT path FROM volume_locks WHERE job_id = ?", (job_id,))]
+            conn.execute("DELETE FROM volume_locks WHERE job_id = ?", (job_id,))
+        if changed and locked:
+            _remove_volume_roots(job_dir_for(job_id))
+        return bool(changed)
+
+    def cancel(self, job_id: str, grace: float = CANCEL_GRACE) -> JobRow:
+        """PENDING: cancelled at once. RUNNING: SIGTERM, then SIGKILL after `grace`, then CANCELLED."""
+        row = self.job(job_id)
+        if row.status.finished:
+            return row
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?", (job_id,))
+            conn.execute("UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
+                         "WHERE job_id = ? AND status = 'PENDING'", (time.time(), job_id))
+        row = self.job(job_id)
+        if row.status is JobStatus.RUNNING:
+            deadline = time.monotonic() + LAUNCH_WINDOW
+            while row.hosts is None and time.monotonic() < deadline:  # wait out a launch in flight
+                time.sleep(0.01)
+                row = self.job(job_id)
+            if row.hosts:
+                launcher.terminate(row.hosts, grace=grace)
+            self._finish(job_id, JobStatus.CANCELLED, None, "cancelled")
+            self.schedule(row.pool)
+        return self.job(job_id)
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobRow:
+        """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay, last_full = 0.0005, time.monotonic()
+        while True:
+            row = self.job(job_id)
+            if row.status.finished:
+                return row
+            if row.status is JobStatus.RUNNING and row.hosts is not None:
+                if all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts):
+                    self.reconcile(job_id)
+                    continue
+            if time.monotonic() - last_full > 0.5:  # the slow path: liveness checks, queue heads
+                last_full = time.monotonic()
+                self.reconcile(job_id) if row.status is JobStatus.RUNNING else self.schedule(row.pool)
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    # -- logs ------------------------------------------------------------------------------------------
+
+    def log_paths(self, row: JobRow) -> list[Path]:
+        return [launcher.log_path(row.job_dir, host) for host in range(row.nodes)]
+
+    def read_logs(self, job_id: str, follow: bool = False, poll: float = 0.05,
+                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+        """Batches of complete lines; with `follow`, keeps reading until the job settles (or `stop` is set)
+        and the files end. Multi-host jobs prefix each line with its host."""
+        reader = _LogReader(self.log_paths(self.job(job_id)))
+        while True:
+            batch = reader.read()
+            if batch:
+                yield batch
+            if not follow or (stop is not None and stop.is_set()):
+                break
+            if not batch:
+                row = self.job(job_id)
+                if row.status is JobStatus.RUNNING:
+                    self.reconcile(job_id)
+                elif row.status.finished:
+                    break
+                if stop is not None:
+                    stop.wait(poll)
+                else:
+                    time.sleep(poll)
+        rest = reader.read() + reader.rest()
+        if rest:
+            yield rest
+
+    def cleanup(self, job_id: str) -> None:
+        """Remove the job's working directories (logs and result stay)."""
+        row = self.job(job_id)
+        if not row.status.finished:
+            raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
+        shutil.rmtree(row.job_dir / "work", ignore_errors=True)
+
+
+class _LogReader:
+    """Incremental reader of one job's host logs: only whole lines, each file from where it stopped."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.offsets = [0] * len(paths)
+        self.partial = [""] * len(paths)
+
+    def _prefix(self, host: int) -> str:
+        return f"[host {host}] " if len(self.paths) > 1 else ""
+
+    def read(self) -> list[str]:
+        batch: list[str] = []
+        for i, path in enumerate(self.paths):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets[i])
+                    chunk = fh.read()
+            except FileNotFoundError:
+                continue
+            self.offsets[i] += len(chunk)
+            lines = (self.partial[i] + chunk.decode("utf-8", "replace")).split("\n")
+            self.partial[i] = lines.pop()
+            batch.extend(self._prefix(i) + line for line in lines)
+        return batch
+
+    def rest(self) -> list[str]:
+        """The unterminated last line of each file (a job killed mid-line)."""
+        rest = [self._prefix(i) + text for i, text in enumerate(self.partial) if text]
+        self.partial = [""] * len(self.paths)
+        return rest
+
+
+# -- volumes -------------------------------------------------------------------------------------------
+
+
+def _check_volume_path(path: str) -> None:
+    target = Path(path)
+    hint = "pass the Data as a function argument instead (it arrives as a local path)"
+    if target.exists():
+        raise SubmitError(f"volume path {path} already exists on this machine and the local backend never "
+                          f"overwrites host paths; choose a path that does not exist, or {hint}")
+    ancestor = target.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SubmitError(f"cannot create volume path {path} here ({ancestor} is not writable); {hint}")
+
+
+def _create_volume_root(path: str) -> str:
+    """Return the topmost directory that did not exist (removed again when the job settles)."""
+    target = Path(path)
+    top = target
+    while not top.parent.exists():
+        top = top.parent
+    if target.exists():
+        raise SubmitError(f"volume path {path} appeared on the host before the job started; refusing to use it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return str(top)
+
+
+def _remove_volume_roots(job_dir: Path) -> None:
+    try:
+        created = json.loads((job_dir / "volumes.json").read_text())
+    except FileNotFoundError:
+        return
+    for top in created:
+        path = Path(top)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)

@@ -1,0 +1,185 @@
+"""JobHandle: the durable, JSON-serialisable record of one job, and what a client can do with it (SPEC 2.6).
+
+A handle carries no live state: every method asks the backend, so a handle rebuilt by `attach` in another
+process (or from `handle.json` on another machine) behaves exactly like the one `run_async` returned.
+
+`result(cleanup=True)` removes the job's inputs (payload, archive, working directories) once the result
+is read; the result, `handle.json`, the output directory and the logs stay, so `result()` can be asked
+again and the console can still show the job.
+"""
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import cloudpickle
+
+from core.backends.local import JobRow
+from core.errors import KineticError, NotFoundError, ValidationError
+from core.job_status import JobStatus
+from core.paths import kinetic_home
+from core.storage.local import LocalStorage
+from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
+
+
+class RemoteJobError(KineticError):
+    """The job ended without a value to return: cancelled, lost, or its result is unreadable."""
+
+
+class ResultSerializationError(RemoteJobError):
+    """The function returned a value that could not be pickled; `result_repr` shows what it was."""
+
+    def __init__(self, message: str, result_repr: str) -> None:
+        super().__init__(message)
+        self.result_repr = result_repr
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    job_id: str
+    backend: str
+    project: str
+    cluster: str
+    zone: str
+    namespace: str
+    bucket: str
+    accelerator: str
+    num_nodes: int
+    pool: str | None
+    func_name: str
+    display_name: str
+    created_at: float
+    group_id: str | None
+    profile: str | None
+    result_uri: str
+    output_dir: str
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> JobHandle:
+        names = {f.name for f in fields(cls)}
+        missing = sorted(names - set(record))
+        if missing:
+            raise ValidationError(f"job handle is missing {', '.join(missing)}")
+        return cls(**{k: record[k] for k in names})
+
+    def to_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_record(), indent=2)
+
+    # -- backend access ------------------------------------------------------------------------------
+
+    def _local(self):  # noqa: ANN202 - the backend type depends on the handle
+        if self.backend != "local":
+            raise ValidationError(f"job {self.job_id} runs on the {self.backend} backend, which this build cannot "
+                                  f"reach yet; only the local backend is available")
+        from core.workspace import local_backend
+
+        return local_backend()
+
+    def storage(self) -> LocalStorage:
+        return LocalStorage(kinetic_home() / "local" / "buckets", self.bucket)
+
+    def row(self) -> JobRow:
+        return self._local().job(self.job_id)
+
+    # -- the API -------------------------------------------------------------------------------------
+
+    def status(self) -> JobStatus:
+        backend = self._local()
+        try:
+            row = backend.job(self.job_id)
+        except NotFoundError:
+            return JobStatus.NOT_FOUND
+        if row.status is JobStatus.RUNNING:
+            backend.reconcile(self.job_id)
+        elif row.status is JobStatus.PENDING:
+            backend.schedule(row.pool)
+        return backend.job(self.job_id).status
+
+    def logs(self, follow: bool = False) -> Iterator[str]:
+        """The job's log lines; with `follow`, yields new lines as they are written until the job settles."""
+        for batch in self._local().read_logs(self.job_id, follow=follow):
+            yield from batch
+
+    def tail(self, n: int = 100) -> list[str]:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
+        lines: deque[str] = deque(maxlen=n)
+        for batch in self._local().read_logs(self.job_id):
+            lines.extend(batch)
+        return list(lines)
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        return self._local().wait(self.job_id, timeout).status
+
+    def result(self, timeout: float | None = None, cleanup: bool = True) -> Any:
+        """The function's value; re-raises the remote exception (original type, remote traceback and phase
+        in its notes). TimeoutError leaves the job running."""
+        row = self._local().wait(self.job_id, timeout)
+        if row.status is JobStatus.CANCELLED:
+            raise RemoteJobError(f"job {self.job_id} was cancelled")
+        try:
+            data = self.storage().get_bytes(f"{self.job_id}/{RESULT}")
+        except NotFoundError:
+            raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
+                                 f"result: {row.detail or 'no detail'}") from None
+        outcome = cloudpickle.loads(data)
+        if cleanup:
+            self.cleanup()
+        if outcome["success"] and row.status is JobStatus.SUCCEEDED:
+            return outcome["result"]
+        if outcome.get("serialization_failed"):
+            raise ResultSerializationError(
+                f"job {self.job_id} returned a value that could not be pickled: {outcome['result_repr']}",
+                outcome["result_repr"])
+        if outcome["success"]:  # host 0 succeeded but a worker failed
+            raise RemoteJobError(f"job {self.job_id} failed in phase {row.phase}: {row.detail}")
+        exc: BaseException = outcome["exception"]
+        exc.add_note(f"[kinetic] job {self.job_id} failed in phase '{outcome['phase']}' "
+                     f"on host {outcome['host_index']}; remote traceback:")
+        exc.add_note(outcome["traceback"].rstrip())
+        raise exc
+
+    def cancel(self) -> JobStatus:
+        return self._local().cancel(self.job_id).status
+
+    def cleanup(self) -> None:
+        """Remove the job's inputs and working directories; keep result, handle, output and logs."""
+        backend = self._local()
+        if backend.job(self.job_id).status.finished:
+            backend.cleanup(self.job_id)
+            storage = self.storage()
+            for name in (PAYLOAD, CONTEXT):
+                storage.delete_prefix(f"{self.job_id}/{name}")
+
+
+def attach(job_id: str) -> JobHandle:
+    """Rebuild a handle from the workspace's store, else from `handle.json` in the local buckets."""
+    from core.workspace import local_backend
+
+    backend = local_backend()
+    try:
+        return JobHandle.from_record(backend.job(job_id).handle)
+    except NotFoundError as missing:
+        buckets = kinetic_home() / "local" / "buckets"
+        for path in sorted(buckets.glob(f"*/{job_id}/{HANDLE}")) if buckets.is_dir() else []:
+            try:
+                return JobHandle.from_record(json.loads(path.read_text()))
+            except (ValueError, ValidationError) as exc:
+                raise ValidationError(f"{path} is corrupt ({exc}); the job's record cannot be rebuilt") from None
+        raise missing
+
+
+def list_jobs(status: JobStatus | str | None = None, limit: int | None = None) -> list[JobHandle]:
+    """Newest first, finished jobs included."""
+    from core.workspace import local_backend
+
+    wanted = JobStatus.parse(status) if isinstance(status, str) else status
+    backend = local_backend()
+    backend.reconcile()
+    return [JobHandle.from_record(row.handle) for row in backend.jobs(status=wanted, limit=limit)]
