@@ -21,7 +21,7 @@ from core.backends.local import JobRow
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.paths import kinetic_home
-from core.storage.local import LocalStorage
+from core.storage import Storage, bucket_storage
 from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
 
 
@@ -81,8 +81,8 @@ class JobHandle:
 
         return local_backend()
 
-    def storage(self) -> LocalStorage:
-        return LocalStorage(kinetic_home() / "local" / "buckets", self.bucket)
+    def storage(self) -> Storage:
+        return bucket_storage(self.bucket, self.result_uri)
 
     def row(self) -> JobRow:
         return self._local().job(self.job_id)

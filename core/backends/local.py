@@ -38,6 +38,7 @@ from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.paths import kinetic_home
 from core.profiles import PROFILE_NAME_RULE
+from core.storage import bucket_storage
 from core.store import Store
 
 DEFAULT_POOL = "cpu"
@@ -364,12 +365,14 @@ class LocalBackend:
         return self._judge(row, codes)
 
     def _judge(self, row: JobRow, codes: list[int | None]) -> tuple[JobStatus, str | None, str | None]:
-        result_dir = Path(row.handle["result_uri"]).parent if row.handle.get("result_uri") else None
+        storage = bucket_storage(row.handle["bucket"], row.handle["result_uri"])
         summaries = {}
         for host in range(row.nodes):
             name = "result.json" if host == 0 else f"result-worker-{host}.json"
-            if result_dir is not None and (result_dir / name).exists():
-                summaries[host] = json.loads((result_dir / name).read_text())
+            try:
+                summaries[host] = json.loads(storage.get_bytes(f"{row.job_id}/{name}"))
+            except NotFoundError:
+                pass
         for host, code in enumerate(codes):
             summary = summaries.get(host)
             if summary is not None and not summary["success"]:

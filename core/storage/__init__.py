@@ -3,4 +3,14 @@ from core.storage.base import Storage
 from core.storage.gcs import GcsStorage, MissingExtraError
 from core.storage.local import LocalStorage
 
-__all__ = ["GcsStorage", "LocalStorage", "MissingExtraError", "Storage"]
+__all__ = ["GcsStorage", "LocalStorage", "MissingExtraError", "Storage", "bucket_storage"]
+
+
+def bucket_storage(bucket: str, uri: str) -> Storage:
+    """The storage holding `uri` (a `gs://` URI or a local path) for the jobs bucket `bucket`.
+
+    Handles and schedulers only know URIs they recorded; this maps one back to a Storage.
+    """
+    if uri.startswith("gs://"):
+        return GcsStorage(bucket)
+    return LocalStorage.in_home(bucket)
