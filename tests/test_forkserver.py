@@ -1,0 +1,148 @@
+"""The warm fork server: isolation between jobs, one server per home, stale sockets, retirement."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from core.backends import forkserver
+from core.backends.launcher import server_status, shutdown_server, wait_exit, work_dir
+from tests.test_launcher import REPO, Jobs, jobs, runner_file, server_processes  # noqa: F401  (fixtures)
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.01)
+
+
+def test_jobs_forked_from_one_server_see_none_of_each_others_state(jobs: Jobs, tmp_path: Path) -> None:
+    seen = []
+    pids = set()
+    for i, env in enumerate([jobs.env(LEAK_GIVEN="1"), jobs.env()]):
+        job_dir, _ = jobs.launch("leak", str(tmp_path / f"seen-{i}.json"), env=env)
+        assert wait_exit(job_dir, 1, timeout=20) == [0]
+        seen.append(json.loads((tmp_path / f"seen-{i}.json").read_text()))
+        pids.add(server_status()["pid"])
+    assert len(pids) == 1  # the same warm template served both
+    clean = {"cloudpickle_attr": False, "module": False, "globals": 0}
+    assert seen[0] == {**clean, "env": ["LEAK_GIVEN"], "cwd": str(work_dir(job_dir.parent / "job-0", 0))}
+    assert seen[1] == {**clean, "env": [], "cwd": str(work_dir(job_dir, 0))}  # os.environ was replaced
+
+
+def test_runner_classes_unpickle_without_the_runner_module(jobs: Jobs, tmp_path: Path) -> None:
+    """A cold runner is __main__, so its classes travel by value; forked jobs must match that."""
+    job_dir, _ = jobs.launch("pickle", str(tmp_path / "marker.pkl"))
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    assert forkserver.RUNNER_MODULE not in sys.modules
+    assert cloudpickle.loads((tmp_path / "marker.pkl").read_bytes()).value == 42
+
+
+def test_a_killed_server_leaves_a_stale_socket_that_the_next_launch_replaces(jobs: Jobs) -> None:
+    job_dir, _ = jobs.launch("hello")
+    wait_exit(job_dir, 1, timeout=20)
+    old = server_status()["pid"]
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: not forkserver.pid_alive(old))
+    assert (jobs.run_dir / forkserver.SOCKET_NAME).exists()
+    job_dir, _ = jobs.launch("hello")
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    assert server_status()["pid"] not in (None, old)
+
+
+def test_a_leftover_socket_file_with_no_listener_is_replaced(jobs: Jobs) -> None:
+    jobs.run_dir.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(jobs.run_dir / forkserver.SOCKET_NAME))
+    dead.close()
+    job_dir, _ = jobs.launch("hello")
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    assert server_status() is not None
+
+
+CLIENT = """
+import os, sys, time
+from pathlib import Path
+from core.backends.launcher import launch, server_status
+print("ready", flush=True)
+while not Path(sys.argv[1]).exists():
+    time.sleep(0.001)
+launch(Path(sys.argv[2]), ["hello"], {"PATH": os.environ["PATH"]})
+print(server_status()["pid"], flush=True)
+"""
+
+
+def test_concurrent_starters_end_with_exactly_one_server(jobs: Jobs, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    dirs = [jobs.new_dir() for _ in range(4)]
+    clients = [subprocess.Popen([sys.executable, "-c", CLIENT, str(go), str(d)], stdout=subprocess.PIPE,
+                                text=True, cwd=REPO) for d in dirs]
+    for client in clients:
+        assert client.stdout.readline() == "ready\n"
+    go.touch()
+    pids = {int(client.communicate(timeout=60)[0]) for client in clients}
+    assert all(client.returncode == 0 for client in clients)
+    assert len(pids) == 1
+    wait_until(lambda: server_processes(jobs.run_dir) == list(pids))  # losing starters exit at once
+    for d in dirs:
+        assert wait_exit(d, 1, timeout=20) == [0]
+
+
+def test_an_idle_server_exits_by_itself(jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KINETIC_FORKSERVER_IDLE", "0.6")
+    job_dir, _ = jobs.launch("sleep", "0.3")
+    pid = server_status()["pid"]
+    wait_exit(job_dir, 1, timeout=20)
+    assert forkserver.pid_alive(pid)  # it waited for its job, then the idle period
+    wait_until(lambda: not forkserver.pid_alive(pid))
+    assert not (jobs.run_dir / forkserver.SOCKET_NAME).exists()
+
+
+def test_an_edited_runner_retires_the_server_that_imported_the_old_one(jobs: Jobs, runner_file: Path) -> None:
+    job_dir, _ = jobs.launch("hello")
+    wait_exit(job_dir, 1, timeout=20)
+    old = server_status()["pid"]
+    runner_file.write_text(runner_file.read_text().replace('print("out"', 'print("new out"'))
+    job_dir, _ = jobs.launch("hello")
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    assert "new out 0" in (job_dir / "logs" / "host-0.log").read_text()
+    assert server_status()["pid"] != old
+    wait_until(lambda: not forkserver.pid_alive(old))
+
+
+def test_a_changed_startup_environment_gets_its_own_server(jobs: Jobs) -> None:
+    jobs.launch("hello")
+    old = server_status()["pid"]
+    job_dir, _ = jobs.launch("hello", env=jobs.env(PYTHONDONTWRITEBYTECODE="1"))
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    assert server_status()["pid"] != old
+
+
+def test_shutdown_lets_running_jobs_finish_and_record_their_exit(jobs: Jobs) -> None:
+    job_dir, hosts = jobs.launch("sleep", "0.5")
+    pid = shutdown_server(timeout=0.05)
+    assert not (jobs.run_dir / forkserver.SOCKET_NAME).exists() and server_status() is None
+    assert hosts[0].is_alive() and forkserver.pid_alive(pid)
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+    wait_until(lambda: not forkserver.pid_alive(pid))
+    assert shutdown_server() is None
+
+
+def test_a_runner_that_cannot_be_imported_still_yields_a_log_and_an_exit_file(
+    jobs: Jobs, runner_file: Path
+) -> None:
+    runner_file.write_text("raise ImportError('broken runner')\n")
+    job_dir, _ = jobs.launch("hello")  # the server cannot warm up, so the job starts cold
+    assert wait_exit(job_dir, 1, timeout=20) == [1]
+    assert "ImportError: broken runner" in (job_dir / "logs" / "host-0.log").read_text()
+    assert server_status() is None
+    wait_until(lambda: server_processes(jobs.run_dir) == [])
