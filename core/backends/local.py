@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from core.accelerators import category, format_accelerator, parse_accelerator
-from core.backends import launcher
+from core.backends import launcher, queue_watcher
 from core.backends.launcher import HostProcess
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
@@ -202,8 +202,10 @@ class LocalBackend:
     def place(self, accelerator: str, num_nodes: int, volumes: tuple[str, ...] = ()) -> str:
         """Choose the pool and check volume paths; raises before anything is created."""
         pool = self._match_pool(accelerator, num_nodes)
+        held = {path for (path,) in self.store.query("SELECT path FROM volume_locks")}
         for path in volumes:
-            _check_volume_path(path)
+            if path not in held:  # a path a job holds exists only for that job; this one queues behind it
+                _check_volume_path(path)
         return pool
 
     def submit(self, handle: dict[str, Any], runner_args: list[str], volumes: tuple[str, ...] = (),
@@ -222,7 +224,10 @@ class LocalBackend:
                 (job_id, handle["pool"], handle["num_nodes"], group_id, handle["created_at"],
                  json.dumps(handle), json.dumps(launch)))
         self.schedule(handle["pool"])
-        return self.job(job_id)
+        row = self.job(job_id)
+        if row.status is JobStatus.PENDING:
+            queue_watcher.ensure_running()
+        return row
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -315,13 +320,14 @@ class LocalBackend:
         env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
         env["KINETIC_HOME"] = str(kinetic_home())
         env["KINETIC_JOB_ID"] = row.job_id
+        env["PYTHONUNBUFFERED"] = "1"  # the log is a file: without this a job's prints arrive only at its exit
         if row.launch.get("output_dir"):
             env["KINETIC_OUTPUT_DIR"] = row.launch["output_dir"]
-        created = []
+        created: list[str] = []
         try:
             for path in row.launch.get("volumes") or []:
                 created.append(_create_volume_root(path))
-            _write_json(row.job_dir / "volumes.json", created)
+                _write_json(row.job_dir / "volumes.json", created)  # after each: a failed launch removes them
             hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes)
         except (KineticError, OSError) as exc:
             self._finish(row.job_id, JobStatus.FAILED, "launch", f"could not start the job: {exc}")
@@ -387,16 +393,19 @@ class LocalBackend:
         return JobStatus.SUCCEEDED, None, None
 
     def _finish(self, job_id: str, status: JobStatus, phase: str | None, detail: str | None) -> bool:
-        """Settle a job once (a concurrent settler loses quietly) and release its volumes."""
+        """Settle a job once (a concurrent settler loses quietly) and release its volumes.
+
+        The paths are removed before their locks go, in the same transaction: a job queued for the same
+        path may be launched the moment the lock is released and must find the path free.
+        """
         with self.store.transaction() as conn:
             changed = conn.execute(
                 "UPDATE jobs SET status = ?, phase = ?, detail = ?, finished_at = ? "
                 "WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
                 (status.value, phase, detail, time.time(), job_id)).rowcount
-            locked = [p for (p,) in conn.execute("SELECT path FROM volume_locks WHERE job_id = ?", (job_id,))]
+            if changed and conn.execute("SELECT 1 FROM volume_locks WHERE job_id = ?", (job_id,)).fetchone():
+                _remove_volume_roots(job_dir_for(job_id))
             conn.execute("DELETE FROM volume_locks WHERE job_id = ?", (job_id,))
-        if changed and locked:
-            _remove_volume_roots(job_dir_for(job_id))
         return bool(changed)
 
     def cancel(self, job_id: str, grace: float = CANCEL_GRACE) -> JobRow:
@@ -409,7 +418,9 @@ class LocalBackend:
             conn.execute("UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
                          "WHERE job_id = ? AND status = 'PENDING'", (time.time(), job_id))
         row = self.job(job_id)
-        if row.status is JobStatus.RUNNING:
+        if row.status is JobStatus.CANCELLED:
+            self.schedule(row.pool)  # a cancelled queue head may have been blocking the jobs behind it
+        elif row.status is JobStatus.RUNNING:
             deadline = time.monotonic() + LAUNCH_WINDOW
             while row.hosts is None and time.monotonic() < deadline:  # wait out a launch in flight
                 time.sleep(0.01)
@@ -515,25 +526,34 @@ class _LogReader:
 # -- volumes -------------------------------------------------------------------------------------------
 
 
+def _missing_top(target: Path) -> Path:
+    """The topmost directory of `target` that does not exist yet: what a job creates and later removes."""
+    top = target
+    while not top.parent.exists():
+        top = top.parent
+    return top
+
+
 def _check_volume_path(path: str) -> None:
+    """Refuse host paths that exist or cannot be created. Creating is tried for real (then undone): write
+    permission bits say nothing for root, nor for read-only mounts and pseudo file systems like /proc."""
     target = Path(path)
     hint = "pass the Data as a function argument instead (it arrives as a local path)"
     if target.exists():
         raise SubmitError(f"volume path {path} already exists on this machine and the local backend never "
                           f"overwrites host paths; choose a path that does not exist, or {hint}")
-    ancestor = target.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SubmitError(f"cannot create volume path {path} here ({ancestor} is not writable); {hint}")
+    top = _missing_top(target)
+    try:
+        top.mkdir()
+        top.rmdir()
+    except OSError as exc:
+        raise SubmitError(f"cannot create volume path {path} here ({top}: {exc.strerror}); {hint}") from None
 
 
 def _create_volume_root(path: str) -> str:
     """Return the topmost directory that did not exist (removed again when the job settles)."""
     target = Path(path)
-    top = target
-    while not top.parent.exists():
-        top = top.parent
+    top = _missing_top(target)
     if target.exists():
         raise SubmitError(f"volume path {path} appeared on the host before the job started; refusing to use it")
     target.parent.mkdir(parents=True, exist_ok=True)
