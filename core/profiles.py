@@ -269,6 +269,15 @@ def create_profile(
     return profile
 
 
+def ensure_profiles_file() -> Path:
+    """`init`: write profiles.json (a fresh home's virtual `local` profile made concrete) if it is missing."""
+    with _locked():
+        if not profiles_path().exists():
+            current, profiles = _load()
+            _save(current, profiles)
+    return profiles_path()
+
+
 def list_profiles() -> list[Profile]:
     """Every profile, sorted by name (`current_profile_name()` says which one is current)."""
     _, profiles = _load()
