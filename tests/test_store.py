@@ -86,15 +86,16 @@ def test_fresh_store_is_wal_migrated_and_enforces_foreign_keys(store):
 
 
 def test_appended_migration_applies_once_on_next_open(store, monkeypatch):
-    monkeypatch.setattr(store_db, "MIGRATIONS", [*store_db.MIGRATIONS, (2, "CREATE TABLE pools (name TEXT);")])
+    target = store_db.MIGRATIONS[-1][0] + 1
+    monkeypatch.setattr(store_db, "MIGRATIONS", [*store_db.MIGRATIONS, (target, "CREATE TABLE extra (name TEXT);")])
     store = reopen(store)
-    assert store.schema_version() == 2
-    store.query("SELECT name FROM pools")
-    reopen(store).close()  # already at 2: nothing re-applied (a second CREATE TABLE would fail)
+    assert store.schema_version() == target
+    store.query("SELECT name FROM extra")
+    reopen(store).close()  # already there: nothing re-applied (a second CREATE TABLE would fail)
 
 
 def test_failing_migration_leaves_the_previous_version(store, monkeypatch):
-    bad = (2, "CREATE TABLE pools (name TEXT);\nINSERT INTO nowhere VALUES (1);")
+    bad = (store_db.MIGRATIONS[-1][0] + 1, "CREATE TABLE extra (name TEXT);\nINSERT INTO nowhere VALUES (1);")
     monkeypatch.setattr(store_db, "MIGRATIONS", [*store_db.MIGRATIONS, bad])
     path = store.path
     store.close()
@@ -102,8 +103,8 @@ def test_failing_migration_leaves_the_previous_version(store, monkeypatch):
         Store(path)
     monkeypatch.undo()
     with Store(path) as again:
-        assert again.schema_version() == 1
-        assert not again.query("SELECT name FROM sqlite_master WHERE name = 'pools'")
+        assert again.schema_version() == bad[0] - 1
+        assert not again.query("SELECT name FROM sqlite_master WHERE name = 'extra'")
 
 
 def _count(store: Store) -> int:

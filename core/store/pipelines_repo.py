@@ -82,12 +82,12 @@ class PipelineRepo:
     def register(self, ref: str) -> Pipeline:
         """Record (or re-point) the pipeline `ref` names; returns it bound to the persistent cache."""
         pipeline = resolve_pipeline(ref)
-        params = dumps(pipeline.defaults, f"default params of pipeline {pipeline.name!r}")
+        params = dumps(pipeline.params, f"default params of pipeline {pipeline.name!r}")
         with self._db.transaction() as conn:
             conn.execute("INSERT INTO pipelines (name, ref, default_params) VALUES (?, ?, ?) "
                          "ON CONFLICT (name) DO UPDATE SET ref = excluded.ref, "
                          "default_params = excluded.default_params", (pipeline.name, ref, params))
-        return Pipeline(pipeline.name, pipeline.steps, pipeline.defaults, cache=self.cache)
+        return Pipeline(pipeline.name, pipeline.steps, pipeline.params, cache=self.cache)
 
     def names(self) -> list[str]:
         return [name for (name,) in self._db.query("SELECT name FROM pipelines ORDER BY name")]
