@@ -15,17 +15,24 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
-from core.dispatch import resubmit, submit_call
+from core.backends import launcher
+from core.backends.local import JobRow
+from core.context import new_job_id
+from core.dispatch import jobs_storage, resubmit, stage
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.jobs import JobHandle, attach
 from core.paths import kinetic_home
-from core.storage.local import LocalStorage
+from core.storage import LocalStorage, Storage, bucket_storage
 from core.workspace import local_backend
 
 DISPATCH = ("auto", "args", "kwargs", "single")
+POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles...
+EXIT_POLL = 0.003  # ...but exit files, one stat each, are checked this often in between
+FULL_POLL = 0.5  # how often a watching client also reconciles the whole workspace
 
 
 class BatchError(KineticError):
@@ -57,7 +64,11 @@ def _manifest_key(group_id: str) -> str:
 
 def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
               fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
-    """Submit one job per input of the RemoteCallable `remote` and return the batch."""
+    """Submit one job per input of the RemoteCallable `remote` and return the batch.
+
+    Every input is checked and pickled before anything is written, so a bad input submits nothing; job
+    ids are chosen up front, so the manifest is written once, before the first submission.
+    """
     if dispatch not in DISPATCH:
         raise ValidationError(f"dispatch {dispatch!r} is not one of: {', '.join(DISPATCH)}")
     if max_concurrent is not None and (isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int)
@@ -68,35 +79,48 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     calls = [_call_args(item, dispatch) for item in inputs]
     group_id = f"group-{secrets.token_hex(4)}"
     first = remote._context(group_id=group_id)
-    storage = LocalStorage(kinetic_home() / "local" / "buckets", first.bucket)
+    contexts = [replace(first, job_id=new_job_id()) if index else first for index in range(len(calls))]
     manifest = {"group_id": group_id, "func_name": first.func_name, "created_at": time.time(),
                 "count": len(calls), "max_concurrent": max_concurrent, "retries": retries,
-                "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[] for _ in calls]}
-    storage.put_bytes(_manifest_key(group_id), json.dumps(manifest).encode())
-    local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)", (group_id, max_concurrent, time.time()))
-    batch = BatchHandle(manifest, storage)
-    for index, (args, kwargs) in enumerate(calls):
-        ctx = first if index == 0 else remote._context(group_id=group_id)
-        batch._record_attempt(index, submit_call(ctx, args, kwargs))
+                "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[ctx.job_id] for ctx in contexts]}
+    with stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True) as staged:
+        storage = jobs_storage(first.bucket)
+        storage.put_bytes(_manifest_key(group_id), json.dumps(manifest).encode())
+        local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)",
+                                    (group_id, max_concurrent, time.time()))
+        batch = BatchHandle(manifest, storage)
+        for item in staged:
+            handle = item.submit()
+            batch._handles[handle.job_id] = handle
     return batch
 
 
 def attach_batch(group_id: str) -> BatchHandle:
+    """Reattach by group id: through the store's jobs of the group (whatever bucket they use), else by
+    looking for the manifest in the local buckets (a batch with no inputs has no jobs)."""
+    rows = local_backend().jobs(group_id=group_id, limit=1)
+    if rows:
+        storage = bucket_storage(rows[0].handle["bucket"], rows[0].handle["result_uri"])
+        return BatchHandle(json.loads(storage.get_bytes(_manifest_key(group_id))), storage)
     buckets = kinetic_home() / "local" / "buckets"
     for path in sorted(buckets.glob(f"*/_groups/{group_id}/manifest.json")) if buckets.is_dir() else []:
         manifest = json.loads(path.read_text())
-        return BatchHandle(manifest, LocalStorage(buckets, manifest["bucket"]))
-    raise NotFoundError(f"unknown batch {group_id!r}: no manifest {_manifest_key(group_id)} in the local buckets")
+        return BatchHandle(manifest, LocalStorage.in_home(manifest["bucket"]))
+    raise NotFoundError(f"unknown batch {group_id!r}: no job of that group and no manifest {_manifest_key(group_id)}")
 
 
 class BatchHandle:
-    def __init__(self, manifest: dict[str, Any], storage: LocalStorage) -> None:
+    """The jobs of one `map`, durable through its manifest: any process can watch, retry or cancel them."""
+
+    def __init__(self, manifest: dict[str, Any], storage: Storage) -> None:
         self.manifest = manifest
         self.group_id: str = manifest["group_id"]
         self._storage = storage
         self._handles: dict[str, JobHandle] = {}
         self._failures: dict[int, BaseException] = {}
         self._results: dict[int, Any] = {}
+        self._finished_at: dict[int, float] = {}
+        self._running: list[JobRow] = []
 
     def __len__(self) -> int:
         return self.manifest["count"]
@@ -116,16 +140,37 @@ class BatchHandle:
         return [self._handle(attempts[-1]) for attempts in self.manifest["attempts"]]
 
     def statuses(self) -> list[JobStatus]:
+        """The latest attempt's status per input (settling every finished process of the workspace first)."""
         local_backend().reconcile()
-        rows = {row.job_id: row.status for row in local_backend().jobs(group_id=self.group_id)}
-        return [rows.get(attempts[-1], JobStatus.NOT_FOUND) for attempts in self.manifest["attempts"]]
+        return self._read()
+
+    def _read(self) -> list[JobStatus]:
+        rows = {row.job_id: row for row in local_backend().jobs(group_id=self.group_id)}
+        latest = [rows.get(attempts[-1]) for attempts in self.manifest["attempts"]]
+        self._finished_at = {i: row.finished_at for i, row in enumerate(latest) if row and row.finished_at}
+        self._running = [row for row in latest if row and row.status is JobStatus.RUNNING]
+        return [row.status if row else JobStatus.NOT_FOUND for row in latest]
+
+    def _exited(self) -> list[str]:
+        """Running inputs whose every host has an exit file: settling them needs no liveness scan."""
+        return [row.job_id for row in self._running
+                if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)]
 
     def status_counts(self) -> dict[str, int]:
         return dict(Counter(status.value for status in self.statuses()))
 
-    def _advance(self) -> list[JobStatus]:
-        """Retry failed inputs with attempts left; with fail_fast, cancel the rest at the first final failure."""
-        statuses = self.statuses()
+    def _advance(self, full: bool = True) -> list[JobStatus]:
+        """Retry failed inputs with attempts left; with fail_fast, cancel the rest at the first final failure.
+
+        `full=False` settles only this batch's exited inputs (each settle starts the next queued job);
+        the full reconcile also catches lost processes and nodes freed by other work."""
+        if full:
+            statuses = self.statuses()
+        else:
+            backend = local_backend()
+            for job_id in self._exited():
+                backend.reconcile(job_id)
+            statuses = self._read()
         for index, status in enumerate(statuses):
             attempts = self.manifest["attempts"][index]
             if status is JobStatus.FAILED and len(attempts) <= self.manifest["retries"]:
@@ -138,33 +183,42 @@ class BatchHandle:
 
     def wait(self, timeout: float | None = None) -> list[JobStatus]:
         """Block until every input settled for good (retries included); TimeoutError leaves them running."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.002
-        while True:
-            statuses = self._advance()
-            if all(status.finished for status in statuses):
-                return statuses
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"batch {self.group_id}: {self.status_counts()} after {timeout} s")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+        for _ in self._completed(timeout):
+            pass
+        return self.statuses()
 
     def as_completed(self, timeout: float | None = None) -> Iterator[JobHandle]:
         """Final attempts as they settle (a failure that will be retried is not yielded)."""
+        for index in self._completed(timeout):
+            yield self._handle(self.manifest["attempts"][index][-1])
+
+    def _completed(self, timeout: float | None) -> Iterator[int]:
+        """Input indices as they settle for good, driving retries and fail-fast on every poll."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: set[int] = set()
-        delay = 0.002
+        delay, last_full = POLL_MIN, -FULL_POLL
         while len(seen) < len(self):
-            statuses = self._advance()
-            fresh = [i for i, s in enumerate(statuses) if s.finished and i not in seen]
+            full = time.monotonic() - last_full >= FULL_POLL
+            last_full = time.monotonic() if full else last_full
+            statuses = self._advance(full)
+            fresh = sorted((i for i, s in enumerate(statuses) if s.finished and i not in seen),
+                           key=lambda i: self._finished_at.get(i, 0.0))  # settled in one poll: in finishing order
             for index in fresh:
                 seen.add(index)
-                yield self._handle(self.manifest["attempts"][index][-1])
-            if not fresh:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"batch {self.group_id}: {self.status_counts()} after {timeout} s")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.1)
+                yield index
+            if len(seen) == len(self):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"batch {self.group_id}: {self.status_counts()} after {timeout} s")
+            delay = POLL_MIN if fresh else min(delay * 2, POLL_MAX)
+            self._pause(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep up to `seconds`, but return as soon as a running input's process exits: settling it frees
+        its node for the next queued input, so a batch never waits out a whole poll interval per job."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not self._exited():
+            time.sleep(EXIT_POLL)
 
     def _collect(self, index: int) -> None:
         if index in self._results or index in self._failures:
@@ -177,18 +231,16 @@ class BatchHandle:
     def results(self, ordered: bool = True, return_exceptions: bool = False, timeout: float | None = None) -> list[Any]:
         """Every input's value (input order, or completion order with ordered=False). A failure raises
         BatchError with the partial results, unless return_exceptions puts the exception in its place."""
-        order: list[int] = []
         if ordered:
             self.wait(timeout)
             order = list(range(len(self)))
         else:
-            for handle in self.as_completed(timeout):
-                order.append(next(i for i, a in enumerate(self.manifest["attempts"]) if a[-1] == handle.job_id))
+            order = list(self._completed(timeout))
         for index in order:
             self._collect(index)
         values = [self._failures[i] if i in self._failures else self._results[i] for i in order]
         if self._failures and not return_exceptions:
-            partial = [self._results.get(i) for i in order]
+            partial = [self._results.get(i) for i in range(len(self))]  # input order, like `failures`
             first = min(self._failures)
             raise BatchError(f"batch {self.group_id}: {len(self._failures)} of {len(self)} inputs failed; "
                              f"first: input {first}: {type(self._failures[first]).__name__}: "

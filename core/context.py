@@ -6,10 +6,12 @@ upload, the backend) reads from it, so a setting is never resolved twice in two 
 from __future__ import annotations
 
 import inspect
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
@@ -71,6 +73,22 @@ def check_env_patterns(patterns: Iterable[str] | None) -> tuple[str, ...]:
     return result
 
 
+def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) -> str | None:
+    """A local job writes KINETIC_OUTPUT_DIR with plain file I/O, so it needs a local path (relative paths
+    mean the client's cwd); a GKE job may name a bucket path."""
+    if output_dir is None:
+        return None
+    text = os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text:
+        raise ValidationError(f"output_dir must be a non-empty path, got {output_dir!r}")
+    if backend != "local":
+        return text
+    if text.startswith("gs://"):
+        raise ValidationError(f"output_dir {text!r}: the local backend writes outputs to a local directory; "
+                              f"pass a local path or omit output_dir")
+    return str(Path(text).expanduser().resolve())
+
+
 @dataclass(frozen=True)
 class JobContext:
     job_id: str
@@ -117,7 +135,7 @@ class JobContext:
         capture_env_vars: Iterable[str] | None = None,
         volumes: Mapping[str, Any] | None = None,
         spot: bool = False,
-        output_dir: str | None = None,
+        output_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
         display_name: str | None = None,
         group_id: str | None = None,
@@ -130,6 +148,7 @@ class JobContext:
         infra_backend = "gke" if backend == "pathways" else backend
         infra = resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace,
                               backend=infra_backend, profile=profile)
+        chosen_backend = choose_backend(infra.backend, parsed, backend)
         func_name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
         return cls(
             job_id=job_id or new_job_id(),
@@ -138,13 +157,13 @@ class JobContext:
             display_name=display_name or getattr(func, "__name__", func_name),
             infra=infra,
             accelerator=parsed,
-            backend=choose_backend(infra.backend, parsed, backend),
+            backend=chosen_backend,
             image_mode=image_mode(container_image),
             container_image=container_image,
             spot=parsed.spot,
             env_patterns=check_env_patterns(capture_env_vars),
             volumes=check_volumes(volumes),
-            output_dir=output_dir,
+            output_dir=check_output_dir(output_dir, chosen_backend),
             created_at=time.time(),
             group_id=group_id,
         )

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
+from core.collections import BatchHandle, map_calls
 from core.context import JobContext, check_callable
 from core.dispatch import submit_call
 from core.jobs import JobHandle
@@ -44,10 +45,8 @@ class RemoteCallable:
             streamer.join()
 
     def map(self, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
-            fail_fast: bool = False, dispatch: str = "auto") -> Any:
+            fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
         """One job per input; returns a BatchHandle (see core.collections for argument dispatch)."""
-        from core.collections import map_calls
-
         return map_calls(self, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
                          dispatch=dispatch)
 

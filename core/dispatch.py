@@ -1,32 +1,122 @@
-"""Submit one call: context -> pool -> artifacts -> handle.json -> backend (SPEC 2.3, 2.5)."""
+"""Submit calls: context -> pool -> artifacts -> handle.json -> backend (SPEC 2.3, 2.5).
+
+Jobs of the local backend always run as local processes, but their jobs bucket may live elsewhere:
+`KINETIC_LOCAL_STORAGE` picks it, `local` (default: a directory under KINETIC_HOME laid out like the
+bucket) or `gcs` (the GCS bucket `{project}-kn-{cluster}-jobs`; fake-gcs-server via
+STORAGE_EMULATOR_HOST in tests). Handles record `gs://` URIs then, and everything that reads them back
+(`attach`, the scheduler, the runner) follows those URIs.
+"""
 from __future__ import annotations
 
+import os
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from core.backends.local import job_dir_for
 from core.context import JobContext, new_job_id
 from core.errors import ValidationError
 from core.jobs import JobHandle
-from core.paths import kinetic_home
-from core.storage.local import LocalStorage
-from core.submit import CONTEXT, PAYLOAD, RESULT, handle_record, prepare, write_handle
+from core.packaging import PayloadError
+from core.storage import GcsStorage, LocalStorage, Storage
+from core.submit import (
+    CONTEXT,
+    PAYLOAD,
+    RESULT,
+    Archives,
+    DeferredWrites,
+    Packed,
+    captured_env,
+    handle_record,
+    pack,
+    upload,
+    write_handle,
+)
 from core.workspace import local_backend
+
+STORAGE_SETTING = "KINETIC_LOCAL_STORAGE"
+STORAGE_KINDS = ("local", "gcs")
+
+Call = tuple[JobContext, Sequence[Any], Mapping[str, Any]]
+
+
+def jobs_storage(bucket: str) -> Storage:
+    """The jobs bucket of the local backend, where KINETIC_LOCAL_STORAGE says it lives."""
+    kind = os.environ.get(STORAGE_SETTING) or "local"
+    if kind == "local":
+        return LocalStorage.in_home(bucket)
+    if kind == "gcs":
+        return GcsStorage(bucket)
+    raise ValidationError(f"{STORAGE_SETTING}={kind!r} is not one of: {', '.join(STORAGE_KINDS)}")
+
+
+def default_output_dir(job_id: str, storage: Storage) -> str:
+    """KINETIC_OUTPUT_DIR must be a local directory for a local process: beside the result in a local
+    bucket, else in the job's own directory (which outlives the job like its logs)."""
+    if isinstance(storage, LocalStorage):
+        return storage.uri(f"{job_id}/output/")
+    return str(job_dir_for(job_id) / "output")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A call placed on a pool and packed, with nothing written; `submit` uploads it and queues the job."""
+
+    packed: Packed
+    pool: str
+    writes: DeferredWrites
+    archives: Archives
+
+    def submit(self) -> JobHandle:
+        ctx, storage = self.packed.ctx, self.writes.storage
+        self.writes.flush()
+        prepared = upload(self.packed, storage, self.archives)
+        record = handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
+        write_handle(storage, record)
+        local_backend().submit(record, prepared.runner_args(), prepared.volume_paths, ctx.group_id)
+        return JobHandle.from_record(record)
+
+
+@contextmanager
+def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Staged]]:
+    """Place and pack every call before any is written, so one bad input of a map submits nothing; the
+    staged calls share one temp dir of archives until the block ends.
+
+    With `numbered`, a failure names the input (`input 3: ...`).
+    """
+    backend = local_backend()
+    views: dict[str, DeferredWrites] = {}
+    envs: dict[tuple[str, ...], dict[str, str]] = {}  # captured once per batch: one warning, not one per input
+    packed: list[tuple[Packed, str, DeferredWrites]] = []
+    for index, (ctx, args, kwargs) in enumerate(calls):
+        if ctx.backend != "local":
+            raise ValidationError(f"the {ctx.backend} backend is not available in this build yet; use a local "
+                                  f"profile (kinetic-tui profile use local)")
+        try:
+            pool = backend.place(ctx.accelerator_text, ctx.num_nodes, tuple(ctx.volumes))
+            if ctx.bucket not in views:
+                views[ctx.bucket] = DeferredWrites(jobs_storage(ctx.bucket))
+            if ctx.env_patterns not in envs:
+                envs[ctx.env_patterns] = captured_env(ctx.env_patterns)
+            packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool,
+                           views[ctx.bucket]))
+        except (PayloadError, ValidationError) as exc:
+            if not numbered:
+                raise
+            raise type(exc)(f"input {index}: {exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
+        archives = Archives(Path(tmp))
+        yield [Staged(item, pool, writes, archives) for item, pool, writes in packed]
 
 
 def submit_call(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobHandle:
     """Queue the call and return its handle; every check runs before anything is written."""
-    if ctx.backend != "local":
-        raise ValidationError(f"the {ctx.backend} backend is not available in this build yet; use a local "
-                              f"profile (kinetic-tui profile use local)")
-    backend = local_backend()
-    pool = backend.place(ctx.accelerator_text, ctx.num_nodes, tuple(ctx.volumes))
-    storage = LocalStorage(kinetic_home() / "local" / "buckets", ctx.bucket)
-    prepared = prepare(ctx, args, kwargs, storage)
-    record = handle_record(ctx, pool, storage)
-    write_handle(storage, record)
-    backend.submit(record, prepared.runner_args(), prepared.volume_paths, ctx.group_id)
-    return JobHandle.from_record(record)
+    with stage([(ctx, args, kwargs)]) as (one,):
+        return one.submit()
 
 
 def resubmit(handle: JobHandle) -> JobHandle:
@@ -38,8 +128,10 @@ def resubmit(handle: JobHandle) -> JobHandle:
     job_id = new_job_id()
     for name in (PAYLOAD, CONTEXT):
         storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{handle.job_id}/{name}"))
+    chosen = handle.output_dir != default_output_dir(handle.job_id, storage)  # the user's output_dir= stays
     record = {**handle.to_record(), "job_id": job_id, "created_at": time.time(),
-              "result_uri": storage.uri(f"{job_id}/{RESULT}"), "output_dir": storage.uri(f"{job_id}/output/")}
+              "result_uri": storage.uri(f"{job_id}/{RESULT}"),
+              "output_dir": handle.output_dir if chosen else default_output_dir(job_id, storage)}
     write_handle(storage, record)
     old_prefix, new_prefix = storage.uri(f"{handle.job_id}/"), storage.uri(f"{job_id}/")
     argv = [arg.replace(old_prefix, new_prefix) for arg in old.launch["runner_args"]]

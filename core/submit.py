@@ -1,8 +1,10 @@
 """Turn a JobContext and a call into uploaded artifacts (SPEC 2.3 steps 2-7), ready for any backend.
 
-The steps are the same for every backend; only the Storage differs (a local directory laid out like the
-jobs bucket, or GCS). `handle.json` is written before the backend creates the job, so a crash between
-the two leaves a handle that `attach` can explain instead of a job nobody can find.
+Submission is split in two so that a call that raises writes nothing: `pack` checks and pickles the call
+(Data found, env captured, payload pickled, plan taken from the client's cwd and sys.path) while every
+Data upload waits in a `DeferredWrites` queue; only then `upload` writes the data cache, the payload
+and the archive. `handle.json` is written before the backend creates the job, so a crash between the
+two leaves a handle that `attach` can explain instead of a job nobody can find.
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,10 +21,62 @@ from typing import Any
 
 from core.context import JobContext
 from core.data import replace_data_refs
-from core.packaging import SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, make_plan
+from core.packaging import (
+    SensitiveEnvWarning,
+    build_context_zip,
+    build_payload,
+    capture_env,
+    find_package_root,
+    make_plan,
+)
 from core.storage.base import Storage
 
 PAYLOAD, CONTEXT, RESULT, HANDLE = "payload.pkl", "context.zip", "result.pkl", "handle.json"
+
+
+class DeferredWrites:
+    """A Storage view for Data uploads: reads pass through, writes queue until `flush`.
+
+    Queued keys count as existing, so the same content in many inputs of a map is uploaded once; the
+    queue keeps insertion order, so each Data's marker is still written after its files.
+    """
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.bucket = storage.bucket
+        self._queue: dict[str, bytes | Path] = {}
+
+    def uri(self, key: str) -> str:
+        return self.storage.uri(key)
+
+    def exists(self, key: str) -> bool:
+        return key in self._queue or self.storage.exists(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._queue[key] = bytes(data)
+
+    def put_file(self, key: str, path: Path) -> None:
+        self._queue[key] = Path(path)
+
+    def flush(self) -> None:
+        while self._queue:
+            key, value = next(iter(self._queue.items()))
+            if isinstance(value, Path):
+                self.storage.put_file(key, value)
+            else:
+                self.storage.put_bytes(key, value)
+            del self._queue[key]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One call, checked and pickled; nothing of it is written yet."""
+
+    ctx: JobContext
+    payload: bytes
+    root: Path
+    plan: Mapping[str, Any]
+    data_paths: tuple[Path, ...]  # local Data, kept out of context.zip
 
 
 @dataclass(frozen=True)
@@ -42,10 +95,9 @@ class Prepared:
                 "--payload-sha256", self.payload_sha256, "--context-sha256", self.context_sha256]
 
 
-def handle_record(ctx: JobContext, pool: str | None, storage: Storage) -> dict[str, Any]:
+def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_dir: str) -> dict[str, Any]:
     """The durable, JSON-serialisable JobHandle (SPEC 2.6)."""
     infra = ctx.infra
-    output_dir = ctx.output_dir or storage.uri(f"{ctx.job_id}/output/")
     return {
         "job_id": ctx.job_id, "backend": ctx.backend, "project": infra.project, "cluster": infra.cluster,
         "zone": infra.zone, "namespace": infra.namespace, "bucket": ctx.bucket,
@@ -77,24 +129,49 @@ def package_root_for(func: Any) -> Path:
     return find_package_root(module_file)
 
 
-def prepare(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], storage: Storage) -> Prepared:
-    """Package and upload; raises before anything is uploaded on bad input (bad Data, unpicklable args)."""
-    (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), storage)
-    volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), storage, label="volumes")
+def captured_env(patterns: Sequence[str]) -> dict[str, str]:
+    """The variables `capture_env_vars` selects; each secret-looking one warns every time it is captured."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", SensitiveEnvWarning)
-        env_vars, _ = capture_env(ctx.env_patterns)
+        env_vars, _ = capture_env(patterns)
+    return env_vars
+
+
+def pack(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes: DeferredWrites,
+         env_vars: Mapping[str, str]) -> Packed:
+    """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
+    (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
+    volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
     root = package_root_for(ctx.func)
     payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
-    local = [d.local_path for d in (*datas, *volume_datas) if d.local_path is not None]
-    plan = make_plan(root, _module_file(ctx.func))
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        zip_path, context_sha = build_context_zip(root, Path(tmp) / CONTEXT, local, plan=plan)
-        prefix = ctx.job_id
-        storage.put_bytes(f"{prefix}/{PAYLOAD}", payload)
-        storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
+    local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
+    return Packed(ctx, payload, root, make_plan(root, _module_file(ctx.func)), local)
+
+
+class Archives:
+    """The context.zip files of one submission, in one temp dir: each distinct (root, plan, kept-out Data)
+    is zipped once, so a map of N inputs builds and removes one archive, not N."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._built: dict[tuple[str, str, tuple[Path, ...]], tuple[Path, str]] = {}
+
+    def get(self, packed: Packed) -> tuple[Path, str]:
+        key = (str(packed.root), json.dumps(dict(packed.plan), sort_keys=True), packed.data_paths)
+        if key not in self._built:
+            dest = self._directory / f"{len(self._built)}-{CONTEXT}"
+            self._built[key] = build_context_zip(packed.root, dest, packed.data_paths, plan=packed.plan)
+        return self._built[key]
+
+
+def upload(packed: Packed, storage: Storage, archives: Archives) -> Prepared:
+    """Write payload.pkl and context.zip under the job's prefix and return what the runner needs."""
+    prefix = packed.ctx.job_id
+    zip_path, context_sha = archives.get(packed)
+    storage.put_bytes(f"{prefix}/{PAYLOAD}", packed.payload)
+    storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
     return Prepared(
         payload_uri=storage.uri(f"{prefix}/{PAYLOAD}"), context_uri=storage.uri(f"{prefix}/{CONTEXT}"),
-        result_uri=storage.uri(f"{prefix}/{RESULT}"), payload_sha256=hashlib.sha256(payload).hexdigest(),
-        context_sha256=context_sha, volume_paths=tuple(ctx.volumes),
+        result_uri=storage.uri(f"{prefix}/{RESULT}"), payload_sha256=hashlib.sha256(packed.payload).hexdigest(),
+        context_sha256=context_sha, volume_paths=tuple(packed.ctx.volumes),
     )

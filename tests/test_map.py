@@ -1,0 +1,273 @@
+"""`map` and batches with real job processes (SPEC 2.6, issue 3 part B): dispatch, concurrency limits,
+retries, fail-fast, partial failures, completion order and reattaching from another process."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import kinetic_tui as kinetic
+from core.errors import ValidationError
+from core.job_status import JobStatus
+from core.jobs import RemoteJobError
+from core.packaging import PayloadError
+from core.workspace import local_backend
+from tests.lifecycle.run_projects import (
+    client_result,
+    load_module,
+    make_project,
+    run_client,
+    stop_jobs,  # noqa: F401  (autouse fixture)
+)
+
+TIMEOUT = 60
+
+TASKS = '''
+import json
+import os
+import time
+from pathlib import Path
+
+import kinetic_tui as kinetic
+
+
+def wait_for(path, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(path)
+        time.sleep(0.02)
+
+
+@kinetic.run()
+def echo(*args, **kwargs):
+    return [list(args), kwargs]
+
+
+@kinetic.run(accelerator="l4")
+def timed(index, out_dir, seconds):
+    start = time.time()
+    time.sleep(seconds)
+    Path(out_dir, f"{index}.json").write_text(json.dumps([start, time.time()]))
+    return index
+
+
+@kinetic.run()
+def flaky(x, marker_dir):
+    marker = Path(marker_dir) / str(x)
+    if not marker.exists():
+        marker.write_text("first attempt")
+        raise RuntimeError(f"first attempt of {x} fails")
+    return x * 10
+
+
+@kinetic.run()
+def divide(x):
+    return 10 / x
+
+
+@kinetic.run()
+def step(action, marker_dir):
+    if action == "fail":
+        raise RuntimeError("fails fast")
+    if action == "wait":
+        wait_for(Path(marker_dir) / "release")
+        Path(marker_dir, f"done-{os.getpid()}").write_text("")
+        return "waited"
+    if action == "early":
+        Path(marker_dir, "early").write_text("")
+        return "early"
+    wait_for(Path(marker_dir) / "early")
+    time.sleep(1.0)
+    return "late"
+
+
+def square(x):
+    return x * x
+'''
+
+
+@pytest.fixture
+def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    project = make_project(tmp_path / "inproc", {"kt_map/__init__.py": "", "kt_map/tasks.py": TASKS})
+    return load_module(monkeypatch, project, "kt_map.tasks")
+
+
+def nothing_submitted(home: Path) -> bool:
+    buckets = home / "local" / "buckets"
+    return kinetic.list_jobs() == [] and not list(buckets.glob("*/job-*")) and not list(buckets.glob("*/_groups/*"))
+
+
+# -- argument dispatch -----------------------------------------------------------------------------------
+
+def test_auto_dispatch_unpacks_dicts_as_kwargs_tuples_as_args_and_passes_anything_else_whole(
+        tasks: ModuleType) -> None:
+    batch = tasks.echo.map([{"a": 1}, (1, 2), 5, [3, 4]])
+    assert batch.results(timeout=TIMEOUT) == [[[], {"a": 1}], [[1, 2], {}], [[5], {}], [[[3, 4]], {}]]
+    assert len(batch) == 4
+
+
+@pytest.mark.parametrize(("dispatch", "inputs", "expected"), [
+    ("args", [(1, 2), [3, 4]], [[[1, 2], {}], [[3, 4], {}]]),
+    ("kwargs", [{"b": 2}], [[[], {"b": 2}]]),
+    ("single", [(1, 2), {"a": 1}], [[[(1, 2)], {}], [[{"a": 1}], {}]]),
+])
+def test_explicit_dispatch(tasks: ModuleType, dispatch: str, inputs: list, expected: list) -> None:
+    assert tasks.echo.map(inputs, dispatch=dispatch).results(timeout=TIMEOUT) == expected
+
+
+def test_bad_dispatch_settings_are_value_errors_with_nothing_submitted(tasks: ModuleType, kinetic_home: Path) -> None:
+    with pytest.raises(ValueError, match="'bogus' is not one of: auto, args, kwargs, single"):
+        tasks.echo.map([1], dispatch="bogus")
+    with pytest.raises(ValidationError, match="dispatch='kwargs' needs mapping inputs, got int"):
+        tasks.echo.map([{"a": 1}, 2], dispatch="kwargs")
+    with pytest.raises(ValueError, match="max_concurrent must be an integer >= 1"):
+        tasks.echo.map([1], max_concurrent=0)
+    with pytest.raises(ValueError, match="retries must be an integer >= 0"):
+        tasks.echo.map([1], retries=-1)
+    assert nothing_submitted(kinetic_home)
+
+
+def test_an_unpicklable_input_is_named_and_no_input_is_submitted(tasks: ModuleType, kinetic_home: Path) -> None:
+    with pytest.raises(PayloadError, match=r"input 1: argument 'x' \(args\[0\]\) cannot be pickled"):
+        tasks.divide.map([1, threading.Lock(), 3])
+    assert nothing_submitted(kinetic_home)
+
+
+def test_kinetic_map_runs_a_plain_function_with_run_options(tasks: ModuleType) -> None:
+    batch = kinetic.map(tasks.square, [1, 2, 3], accelerator="cpu")
+    assert batch.results(timeout=TIMEOUT) == [1, 4, 9]
+
+
+# -- max_concurrent ----------------------------------------------------------------------------------------
+
+def _max_overlap(out_dir: Path) -> int:
+    spans = [json.loads(p.read_text()) for p in out_dir.glob("*.json")]
+    return max(sum(1 for start, end in spans if start <= t < end) for t, _ in spans)
+
+
+def test_max_concurrent_caps_how_many_inputs_run_at_once(tasks: ModuleType, tmp_path: Path) -> None:
+    local_backend().add_pool("wide", "l4", 6)  # room for every input: only the batch limit holds them back
+    limited, free = tmp_path / "limited", tmp_path / "free"
+    limited.mkdir(), free.mkdir()
+    assert tasks.timed.map([(i, str(limited), 0.4) for i in range(5)], max_concurrent=2).results(
+        timeout=TIMEOUT) == list(range(5))
+    assert _max_overlap(limited) <= 2
+    assert tasks.timed.map([(i, str(free), 1.0) for i in range(4)]).results(timeout=TIMEOUT) == list(range(4))
+    assert _max_overlap(free) >= 3  # control: the measurement does see overlap when nothing limits it
+
+
+# -- retries, fail-fast, partial failures --------------------------------------------------------------------
+
+def test_retries_rerun_a_failed_input_until_it_succeeds(tasks: ModuleType, tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.flaky.map([(1, str(markers)), (2, str(markers))], retries=1)
+    assert batch.results(timeout=TIMEOUT) == [10, 20]
+    assert [len(attempts) for attempts in batch.manifest["attempts"]] == [2, 2]
+    first_attempts = [kinetic.attach(attempts[0]).status() for attempts in batch.manifest["attempts"]]
+    assert first_attempts == [JobStatus.FAILED, JobStatus.FAILED]
+    assert batch.status_counts() == {"SUCCEEDED": 2}
+
+
+def test_without_retries_the_first_failure_is_final(tasks: ModuleType, tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.flaky.map([(1, str(markers)), (2, str(markers))], retries=0)
+    with pytest.raises(kinetic.BatchError) as info:
+        batch.results(timeout=TIMEOUT)
+    assert sorted(info.value.failures) == [0, 1]
+    assert all(isinstance(exc, RuntimeError) and "first attempt" in str(exc) for exc in info.value.failures.values())
+    assert [len(attempts) for attempts in batch.manifest["attempts"]] == [1, 1]
+
+
+def test_fail_fast_cancels_the_inputs_still_running_or_queued(tasks: ModuleType, tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.step.map([("fail", str(markers)), ("wait", str(markers)), ("wait", str(markers))],
+                           fail_fast=True)
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.CANCELLED]
+    failures = batch.failures()
+    assert isinstance(failures[0], RuntimeError) and "fails fast" in str(failures[0])
+    assert isinstance(failures[1], RemoteJobError) and isinstance(failures[2], RemoteJobError)
+    assert not list(markers.glob("done-*"))  # the cancelled inputs never got to finish
+
+
+def test_a_failing_input_raises_batch_error_with_the_failures_and_partial_results(tasks: ModuleType) -> None:
+    batch = tasks.divide.map([1, 0, 2])
+    with pytest.raises(kinetic.BatchError) as info:
+        batch.results(timeout=TIMEOUT)
+    assert list(info.value.failures) == [1] and isinstance(info.value.failures[1], ZeroDivisionError)
+    assert "phase 'execute'" in "\n".join(info.value.failures[1].__notes__)
+    assert info.value.results == [10.0, None, 5.0]
+    assert "input 1: ZeroDivisionError" in str(info.value)
+    assert batch.status_counts() == {"SUCCEEDED": 2, "FAILED": 1}
+    assert list(batch.failures()) == [1]
+    values = batch.results(return_exceptions=True)
+    assert values[0] == 10.0 and isinstance(values[1], ZeroDivisionError) and values[2] == 5.0
+
+
+# -- completion order ----------------------------------------------------------------------------------------
+
+def test_as_completed_and_unordered_results_follow_completion_order(tasks: ModuleType, tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.step.map([("late", str(markers)), ("early", str(markers))])
+    late, early = batch.handles()
+    assert [h.job_id for h in batch.as_completed(timeout=TIMEOUT)] == [early.job_id, late.job_id]
+    assert batch.results(ordered=False) == ["early", "late"]  # asked after both settled: still by finish time
+    assert batch.results() == ["late", "early"]
+    assert batch.statuses() == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
+
+
+# -- reattaching ---------------------------------------------------------------------------------------------
+
+SUBMIT_MAIN = '''
+import json, sys
+
+import kinetic_tui as kinetic
+
+
+@kinetic.run()
+def cube(x):
+    return x ** 3
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "submit":
+        batch = cube.map(range(4), max_concurrent=1)
+        print("RESULT " + json.dumps(batch.group_id))  # and exit at once: the jobs run on without us
+    else:
+        print("RESULT " + json.dumps(kinetic.attach_batch(sys.argv[2]).results(timeout=60)))
+'''
+
+
+def test_attach_batch_in_other_processes_returns_the_same_results(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "batchy", {"pkg/__init__.py": "", "pkg/main.py": SUBMIT_MAIN})
+    group_id = client_result(run_client(project, "-m", "pkg.main", "submit"))
+    batch = kinetic.attach_batch(group_id)
+    assert batch.results(timeout=TIMEOUT) == [0, 1, 8, 27]
+    assert batch.manifest["max_concurrent"] == 1 and len(batch) == 4
+    assert client_result(run_client(project, "-m", "pkg.main", "attach", group_id)) == [0, 1, 8, 27]
+
+
+def test_attach_batch_of_an_unknown_group_is_a_lookup_error() -> None:
+    with pytest.raises(LookupError, match="unknown batch 'group-nope'"):
+        kinetic.attach_batch("group-nope")
+
+
+def test_a_batch_captures_the_environment_once_and_warns_once_about_secrets(
+        tasks: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from core.packaging import SensitiveEnvWarning
+
+    monkeypatch.setenv("KT_API_KEY", "k")
+    remote = kinetic.run(capture_env_vars=["KT_API_KEY"])(tasks.square)
+    with warnings.catch_warnings(record=True) as caught:
+        batch = remote.map([1, 2, 3])
+    assert [w.category for w in caught] == [SensitiveEnvWarning]
+    assert batch.results(timeout=TIMEOUT) == [1, 4, 9]
