@@ -6,6 +6,7 @@ unchanged project costs one stat walk instead of a re-zip.
 """
 from __future__ import annotations
 
+import collections
 import fnmatch
 import functools
 import hashlib
@@ -380,12 +381,41 @@ def build_payload(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping
         registered = _register_by_value(Path(package_root).resolve())
         try:
             try:
-                return cloudpickle.dumps(payload)
+                return _dumps_keeping_filenames(payload, Path(package_root).resolve())
             except Exception as exc:
                 raise PayloadError(_explain_pickle_failure(func, payload["args"], payload["kwargs"], exc)) from exc
         finally:
             for module in registered:
                 cloudpickle.unregister_pickle_by_value(module)
+
+
+def _dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
+    """cloudpickle.dumps, except that by-value code keeps its file name relative to the package root.
+
+    cloudpickle replaces every co_filename with "<dynamic-code>", which leaves remote tracebacks without
+    file names or source lines. A root-relative name resolves against the extracted archive on the job's
+    sys.path, so `linecache` finds the source and the traceback reads like a local one.
+    """
+    import io
+    import types
+
+    from cloudpickle import cloudpickle as impl
+
+    inside = os.path.join(str(root), "")
+
+    def reduce_code(code: types.CodeType) -> Any:
+        rebuild, args = impl._code_reduce(code)
+        name = code.co_filename
+        if name.startswith(inside):
+            name = name[len(inside):]
+        return rebuild, tuple(name if arg == "<dynamic-code>" else arg for arg in args)
+
+    class Pickler(cloudpickle.Pickler):  # the C pickler reads dispatch_table once, at construction
+        dispatch_table = collections.ChainMap({types.CodeType: reduce_code}, cloudpickle.Pickler.dispatch_table)
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(payload)
+    return buffer.getvalue()
 
 
 def _register_by_value(root: Path) -> list[Any]:

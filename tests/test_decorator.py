@@ -166,9 +166,6 @@ def test_a_remote_exception_keeps_its_builtin_type_with_the_remote_traceback_and
     assert kinetic.list_jobs()[0].status() is JobStatus.FAILED
 
 
-@pytest.mark.xfail(strict=True, reason="cloudpickle 3.1 rewrites co_filename of by-value code to '<dynamic-code>' "
-                   "(cloudpickle._code_reduce), so the remote traceback names neither the user's file nor the "
-                   "failing source line; fix belongs in core/packaging.py (pickler) or the runner, not owned here")
 def test_the_remote_traceback_names_the_users_file_and_line(tasks: ModuleType) -> None:
     with pytest.raises(KeyError) as info:
         tasks.fail("key")
