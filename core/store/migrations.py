@@ -135,4 +135,20 @@ MIGRATIONS: list[tuple[int, str]] = [
             job_id TEXT NOT NULL
         );
     """),
+    (3, """
+        -- console training runs (core/training_runs.py): what a TrainingJob record does not carry
+        CREATE TABLE training_runs (
+            name  TEXT PRIMARY KEY REFERENCES training_jobs(name) ON DELETE CASCADE,
+            pool  TEXT NOT NULL,
+            study TEXT,           -- the tuning study this training is a trial of, if any
+            meta  TEXT NOT NULL   -- JSON: step, checkpoints {bucket, uri, prefix}, job_ids, times, last_metric
+        );
+        CREATE INDEX training_runs_by_pool ON training_runs (pool);
+        -- no foreign key: TuningRepo.save replaces the tuning_studies row, which would cascade here
+        CREATE TABLE tuning_runs (
+            name TEXT PRIMARY KEY,
+            pool TEXT NOT NULL,
+            step TEXT
+        );
+    """),
 ]

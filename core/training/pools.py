@@ -1,0 +1,34 @@
+"""Which pools a training can run on, and how many training instances each offers."""
+from __future__ import annotations
+
+from core.accelerators import parse_accelerator
+from core.backends.local import LocalBackend, Pool
+from core.errors import ValidationError
+
+
+def accelerator(pool: Pool) -> str:
+    """The accelerator string a job must ask for to be placed on `pool`."""
+    return pool.accelerator + (":spot" if pool.spot else "")
+
+
+def instances(pool: Pool) -> int:
+    """Training instances a pool offers: one per job-sized group of nodes (a multi-host slice takes several)."""
+    return max(pool.nodes // parse_accelerator(accelerator(pool)).num_nodes, 1)
+
+
+def _placed_on(backend: LocalBackend, pool: Pool) -> str:
+    text = accelerator(pool)
+    return backend.place(text, parse_accelerator(text).num_nodes)
+
+
+def targetable(backend: LocalBackend, pool: Pool) -> bool:
+    return _placed_on(backend, pool) == pool.name
+
+
+def require_targetable(backend: LocalBackend, pool: Pool) -> None:
+    """The local backend places a job on the first pool with its accelerator; a pool behind another with
+    the same accelerator cannot be chosen, so say so instead of silently running elsewhere."""
+    first = _placed_on(backend, pool)
+    if first != pool.name:
+        raise ValidationError(f"pool {pool.name!r} cannot be targeted: jobs for {accelerator(pool)} run on pool "
+                              f"{first!r}, the first with that accelerator; use --pool {first}")

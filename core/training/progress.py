@@ -1,0 +1,60 @@
+"""Fold one attempt's structured log lines and its end into the stored TrainingJob (SPEC 3.1 meanings).
+
+Folding is idempotent: every event sets absolute values, so re-reading an attempt's whole log on each
+refresh (from any process) converges on the same record. Settling happens once, guarded by the caller's
+transaction (only an InProgress run whose current attempt ended is settled).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from core.backends.local import JobRow
+from core.job_status import JobStatus
+from core.platform.train_entry import PREEMPTED_EXIT_CODE, parse_event
+from core.platform.training import Checkpoint, TrainingStatus
+from core.training.records import Run
+
+TERMINAL_EVENTS = ("completed", "failed")
+
+
+def events_in(lines: Iterable[str]) -> list[dict[str, Any]]:
+    return [event for event in map(parse_event, lines) if event is not None]
+
+
+def fold(run: Run, events: list[dict[str, Any]], load_checkpoint: Callable[[int], Checkpoint]) -> None:
+    """Apply epoch and checkpoint events; a checkpoint's state comes from durable storage, not the log."""
+    job = run.job
+    for event in events:
+        epoch = event.get("epoch")
+        if event["type"] == "epoch":
+            job.current_epoch = epoch
+            run.meta.last_metric = event.get("metric")
+        elif event["type"] == "checkpoint" and (job.checkpoint is None or epoch > job.checkpoint.epoch):
+            job.checkpoint = load_checkpoint(epoch)
+
+
+def settle(run: Run, row: JobRow, events: list[dict[str, Any]], exit_code: int | None) -> None:
+    """Decide how the attempt ended: its own last word first, then how its process ended.
+
+    An attempt killed by the interrupt action (a cancelled job), by a signal from outside (what a spot
+    reclaim does to a node's processes) or that stopped itself is a preemption: Stopped at the checkpoint
+    epoch, one more interruption, the instance kept, resumable. Anything else unreported is a failure.
+    """
+    job = run.job
+    terminal = next((e for e in reversed(events) if e["type"] in TERMINAL_EVENTS), None)
+    if terminal is not None and terminal["type"] == "completed":
+        job.current_epoch = terminal["epoch"]
+        job.metric = terminal["metric"]
+        job.artifact_hash = terminal["artifact_hash"]
+        job.status = TrainingStatus.COMPLETED
+    elif terminal is not None:
+        job.status, job.error = TrainingStatus.FAILED, terminal["error"]
+    elif row.status is JobStatus.CANCELLED or exit_code == PREEMPTED_EXIT_CODE or (exit_code or 0) < 0:
+        job.status = TrainingStatus.STOPPED
+        job.current_epoch = job.checkpoint.epoch if job.checkpoint else 0
+        job.interruptions += 1
+    else:
+        job.status = TrainingStatus.FAILED
+        job.error = (f"attempt {row.job_id} ended {row.status.value} in phase {row.phase or '-'} without "
+                     f"reporting completion: {row.detail or 'no detail'}")

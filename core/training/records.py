@@ -1,0 +1,158 @@
+"""What the console persists per training run, and the immutable snapshots it hands out.
+
+The mechanism's `TrainingJob` record (store.training) stays the single meaning of status, current epoch,
+checkpoint, interruptions, metric and artifact hash; `training_runs` adds only what a run on a pool needs
+on top: the pool, the step reference, where its checkpoints live, its attempts and the last epoch metric.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.errors import ValidationError
+from core.platform.training import TrainingJob, TrainingStatus
+from core.store import Store
+from core.store.db import dumps
+
+# Names become storage keys (the checkpoint prefix) and command arguments: one safe path segment.
+NAME_RULE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+HOLDING = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
+
+
+def require_run_name(field_name: str, name: Any) -> str:
+    if not isinstance(name, str) or not re.match(NAME_RULE, name):
+        raise ValidationError(f"{field_name} {name!r} is invalid: use 1-128 letters, digits, '_', '.' or '-', "
+                              f"starting with a letter or digit")
+    return name
+
+
+@dataclass
+class RunMeta:
+    pool: str
+    checkpoints: dict[str, str]
+    step: str | None = None
+    study: str | None = None
+    started_at: float | None = None
+    attempt_at: float | None = None
+    job_ids: list[str] = field(default_factory=list)
+    last_metric: Any = None
+
+
+@dataclass
+class Run:
+    """One training run as stored: the mechanism's job plus the console's metadata."""
+
+    job: TrainingJob
+    meta: RunMeta
+
+    @property
+    def current_job_id(self) -> str | None:
+        return self.meta.job_ids[-1] if self.meta.job_ids else None
+
+
+@dataclass(frozen=True)
+class TrainingSnapshot:
+    name: str
+    status: str
+    current_epoch: int
+    checkpoint_epoch: int | None
+    interruptions: int
+    metric: Any
+    artifact_hash: str | None
+    max_epochs: int
+    checkpoint_every: int
+    hyperparameters: dict
+    pool: str
+    job_ids: tuple[str, ...]
+    error: str | None
+    step: str | None
+    study: str | None
+    last_metric: Any
+    started_at: float | None
+
+    @classmethod
+    def of(cls, run: Run) -> TrainingSnapshot:
+        job, meta = run.job, run.meta
+        return cls(name=job.name, status=job.status.value, current_epoch=job.current_epoch,
+                   checkpoint_epoch=job.checkpoint.epoch if job.checkpoint else None,
+                   interruptions=job.interruptions, metric=job.metric, artifact_hash=job.artifact_hash,
+                   max_epochs=job.max_epochs, checkpoint_every=job.checkpoint_every,
+                   hyperparameters=copy.deepcopy(job.hyperparameters), pool=meta.pool,
+                   job_ids=tuple(meta.job_ids), error=job.error, step=meta.step, study=meta.study,
+                   last_metric=meta.last_metric, started_at=meta.started_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable (job_ids as a list), for `--output json` and the TUI."""
+        return {**asdict(self), "job_ids": list(self.job_ids)}
+
+
+@dataclass(frozen=True)
+class TrialSnapshot:
+    trial_id: int
+    hyperparameters: dict
+    status: str
+    metric: Any
+    artifact_hash: str | None
+    training: str
+
+
+@dataclass(frozen=True)
+class StudySnapshot:
+    name: str
+    strategy: str
+    status: str
+    pool: str
+    budget: int
+    parallelism: int
+    trials: tuple[TrialSnapshot, ...]
+    best: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "trials": [asdict(t) for t in self.trials]}
+
+
+class RunRepo:
+    """training_runs rows, always written together with the store.training record of the same name."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def exists(self, name: str) -> bool:
+        return bool(self.store.query("SELECT 1 FROM training_jobs WHERE name = ?", (name,)))
+
+    def get(self, name: str) -> Run:
+        job = self.store.training.get(name)  # NotFoundError naming the known trainings
+        rows = self.store.query("SELECT pool, study, meta FROM training_runs WHERE name = ?", (name,))
+        if not rows:
+            raise ValidationError(f"training job {name!r} was not started by the console (no run record)")
+        return Run(job, _meta(*rows[0]))
+
+    def all(self, where: str = "", params: tuple[Any, ...] = ()) -> list[Run]:
+        """Runs by name; `where` filters on training_runs columns (r.pool, r.study)."""
+        rows = self.store.query("SELECT j.record, r.pool, r.study, r.meta FROM training_runs r "
+                                f"JOIN training_jobs j ON j.name = r.name {where} ORDER BY r.name", params)
+        return [Run(TrainingJob.from_record(json.loads(record)), _meta(pool, study, meta))
+                for record, pool, study, meta in rows]
+
+    def holders(self, pool: str) -> list[Run]:
+        """Runs holding an instance of `pool` (InProgress or Stopped)."""
+        return [run for run in self.all("WHERE r.pool = ?", (pool,)) if run.job.status in HOLDING]
+
+    def save(self, run: Run) -> None:
+        with self.store.transaction():
+            self.store.training.save(run.job)
+            meta = {k: v for k, v in asdict(run.meta).items() if k not in ("pool", "study")}
+            self.store.write("INSERT INTO training_runs (name, pool, study, meta) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (name) DO UPDATE SET meta = excluded.meta",
+                             (run.job.name, run.meta.pool, run.meta.study, dumps(meta, f"run {run.job.name!r}")))
+
+    def delete(self, name: str) -> None:
+        """Undo a start whose submission failed (training_runs goes with it by cascade)."""
+        self.store.write("DELETE FROM training_jobs WHERE name = ?", (name,))
+
+
+def _meta(pool: str, study: str | None, meta: str) -> RunMeta:
+    return RunMeta(pool=pool, study=study, **json.loads(meta))

@@ -1,0 +1,178 @@
+"""Tuning studies whose trials are console training runs on one pool (SPEC 3.2, console paragraph).
+
+Candidates come from the study's own `HyperparameterTuner` (its grid, planned positions and bayesian
+rule), so a console study tries exactly the trials, in the same order, that `HyperparameterTuner.run()`
+would. Grid and random plans are fixed up front, so up to the pool's instance count run at once; a
+bayesian candidate depends on every finished trial, so bayesian trials run one after another, as the
+tuner defines them.
+
+The trials' training runs (training_runs.study) are the source of truth; the store.tuning rows (trials and
+best) are re-derived from them on every advance, so concurrent advances from several processes converge.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from core.errors import ValidationError
+from core.platform.train_entry import check_step_ref
+from core.platform.training import CapacityError, TrainingStatus
+from core.platform.tuning import HyperparameterTuner, Trial, best_trial
+from core.training.pools import instances
+from core.training.records import Run, StudySnapshot, TrialSnapshot, require_run_name
+
+if TYPE_CHECKING:
+    from core.training_runs import TrainingService
+
+IN_FLIGHT = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
+_POLL = 0.2
+
+
+def trial_name(study: str, trial_id: int) -> str:
+    return f"{study}.trial-{trial_id}"
+
+
+def next_position(tuner: HyperparameterTuner, trials: Sequence[Trial]) -> int:
+    """The grid position of the next trial, by the tuner's own rules (bayesian positions are replayed from
+    the finished trials, which is exactly how the tuner chose them)."""
+    planned = tuner._planned_positions()  # noqa: SLF001 - the tuner's candidate rules, reused not copied
+    if planned is not None:
+        return planned[len(trials)]
+    positions: list[int] = []
+    for count in range(len(trials) + 1):
+        positions.append(tuner._bayesian_next(trials[:count], positions))  # noqa: SLF001
+    return positions[-1]
+
+
+def study_status(trials: Sequence[Trial], budget: int) -> TrainingStatus:
+    """InProgress while a trial runs; Stopped when one is stopped and none runs; Completed when the budget
+    is spent and settled; Pending when the next trial waits for a free instance."""
+    statuses = {t.status for t in trials}
+    if TrainingStatus.IN_PROGRESS in statuses:
+        return TrainingStatus.IN_PROGRESS
+    if TrainingStatus.STOPPED in statuses:
+        return TrainingStatus.STOPPED
+    return TrainingStatus.COMPLETED if len(trials) >= budget else TrainingStatus.PENDING
+
+
+class StudyDriver:
+    def __init__(self, service: TrainingService) -> None:
+        self.service = service
+        self.store = service.store
+
+    def start(self, name: str, space: dict[str, list], strategy: str, max_trials: int, seed: int,
+              pool: str | None, epochs: int, checkpoint_every: int, wait: bool, step: str | None) -> StudySnapshot:
+        require_run_name("study name", name)
+        self._require_new(name)
+        check_step_ref(step)
+        target = self.service.choose_pool(pool)
+        self.service.check_capacity(target)
+        tuner = HyperparameterTuner(space, strategy, max_trials, seed=seed, max_epochs=epochs,
+                                    checkpoint_every=checkpoint_every, parallelism=instances(target))
+        taken = [trial_name(name, i) for i in range(1, tuner.budget + 1)]
+        for trial in taken:
+            require_run_name("trial name", trial)
+        clash = [trial for trial in taken if self.service.runs.exists(trial)]
+        if clash:
+            raise ValidationError(f"study {name!r} would reuse training names {', '.join(clash)}; pick another name")
+        with self.store.transaction():
+            self._require_new(name)
+            self.store.tuning.save(name, tuner)
+            self.store.write("INSERT INTO tuning_runs (name, pool, step) VALUES (?, ?, ?)", (name, target.name, step))
+        snapshot = self.advance(name)
+        while wait and self._unsettled(snapshot):
+            running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
+            if running:
+                try:
+                    self.service.wait(running[0], timeout=_POLL)
+                except TimeoutError:
+                    pass
+            else:
+                time.sleep(_POLL)
+            snapshot = self.advance(name)
+        return snapshot
+
+    def _require_new(self, name: str) -> None:
+        if self.store.query("SELECT 1 FROM tuning_studies WHERE name = ?", (name,)):
+            raise ValidationError(f"study {name!r} already exists; pick another name")
+
+    def _unsettled(self, snapshot: StudySnapshot) -> bool:
+        """Still moving by itself: a trial runs, or the next one waits for an instance a running job frees."""
+        if snapshot.status == TrainingStatus.IN_PROGRESS:
+            return True
+        return snapshot.status == TrainingStatus.PENDING and any(
+            run.job.status is TrainingStatus.IN_PROGRESS for run in self.service.runs.holders(snapshot.pool))
+
+    def advance(self, name: str) -> StudySnapshot:
+        """Fold the trials' progress, launch the next candidates that fit, and persist trials and best."""
+        tuner = self._tuner(name)
+        pool, step = self._run_row(name)
+        for run in self._runs(name):
+            if run.job.status in IN_FLIGHT:
+                self.service.refresh(run.job.name)
+        trials = [_trial(run) for run in self._runs(name)]
+        while len(trials) < tuner.budget and self._may_launch(tuner, trials):
+            trial_id = len(trials) + 1
+            hyperparameters = tuner._grid[next_position(tuner, trials)]  # noqa: SLF001
+            try:
+                snapshot = self.service.start(trial_name(name, trial_id), hyperparameters, tuner.max_epochs,
+                                              tuner.checkpoint_every, pool, step, study=name)
+            except CapacityError:
+                break
+            except ValidationError:
+                if not self.service.runs.exists(trial_name(name, trial_id)):
+                    raise
+                break  # another process launched this trial first; it persists the study
+            trials.append(Trial(trial_id, snapshot.hyperparameters, None, None, TrainingStatus.IN_PROGRESS))
+        best = best_trial(trials, tuner.maximize)
+        record = {**tuner.to_record(), "trials": [t.to_record() for t in trials],
+                  "best": None if best is None else best.trial_id}
+        self.store.tuning.save(name, HyperparameterTuner.from_record(record))
+        return self.snapshot(name)
+
+    def advance_all(self) -> None:
+        for name in self.store.tuning.names():
+            if self.snapshot(name).status != TrainingStatus.COMPLETED:
+                self.advance(name)
+
+    def snapshot(self, name: str) -> StudySnapshot:
+        stored = self.store.tuning.get(name)
+        pool, _ = self._run_row(name)
+        trials = stored.result.trials
+        return StudySnapshot(
+            name=name, strategy=stored.config["strategy"], status=study_status(trials, stored.config["budget"]).value,
+            pool=pool, budget=stored.config["budget"], parallelism=stored.config["parallelism"],
+            trials=tuple(TrialSnapshot(t.trial_id, t.hyperparameters, t.status.value, t.metric, t.artifact_hash,
+                                       trial_name(name, t.trial_id)) for t in trials),
+            best=None if stored.result.best is None else stored.result.best.trial_id)
+
+    @staticmethod
+    def _may_launch(tuner: HyperparameterTuner, trials: Sequence[Trial]) -> bool:
+        in_flight = sum(t.status in IN_FLIGHT for t in trials)
+        if tuner.strategy == "bayesian":
+            return in_flight == 0
+        return in_flight < tuner.cluster.instance_count
+
+    def _tuner(self, name: str) -> HyperparameterTuner:
+        stored = self.store.tuning.get(name)  # NotFoundError naming the known studies
+        return HyperparameterTuner.from_record({**stored.config, "trials": [], "best": None})
+
+    def _runs(self, name: str) -> list[Run]:
+        runs = self.service.runs.all("WHERE r.study = ?", (name,))
+        return sorted(runs, key=lambda run: _trial_id(run.job.name))
+
+    def _run_row(self, name: str) -> tuple[str, str | None]:
+        rows = self.store.query("SELECT pool, step FROM tuning_runs WHERE name = ?", (name,))
+        if not rows:
+            raise ValidationError(f"study {name!r} was not started by the console (no run record)")
+        return rows[0]
+
+
+def _trial_id(training: str) -> int:
+    return int(training.rsplit("-", 1)[1])
+
+
+def _trial(run: Run) -> Trial:
+    job = run.job
+    return Trial(_trial_id(job.name), job.hyperparameters, job.metric, job.artifact_hash, job.status, job.error)
