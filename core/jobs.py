@@ -17,12 +17,13 @@ from typing import Any
 
 import cloudpickle
 
-from core.backends.local import JobRow
+from core.backends.local import JobRow, LocalBackend
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.paths import kinetic_home
 from core.storage import Storage, bucket_storage
 from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
+from core.workspace import local_backend
 
 
 class RemoteJobError(KineticError):
@@ -73,12 +74,10 @@ class JobHandle:
 
     # -- backend access ------------------------------------------------------------------------------
 
-    def _local(self):  # noqa: ANN202 - the backend type depends on the handle
+    def _local(self) -> LocalBackend:
         if self.backend != "local":
             raise ValidationError(f"job {self.job_id} runs on the {self.backend} backend, which this build cannot "
                                   f"reach yet; only the local backend is available")
-        from core.workspace import local_backend
-
         return local_backend()
 
     def storage(self) -> Storage:
@@ -90,16 +89,10 @@ class JobHandle:
     # -- the API -------------------------------------------------------------------------------------
 
     def status(self) -> JobStatus:
-        backend = self._local()
         try:
-            row = backend.job(self.job_id)
+            return self._local().refresh(self.job_id).status
         except NotFoundError:
             return JobStatus.NOT_FOUND
-        if row.status is JobStatus.RUNNING:
-            backend.reconcile(self.job_id)
-        elif row.status is JobStatus.PENDING:
-            backend.schedule(row.pool)
-        return backend.job(self.job_id).status
 
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The job's log lines; with `follow`, yields new lines as they are written until the job settles."""
@@ -137,31 +130,42 @@ class JobHandle:
             raise ResultSerializationError(
                 f"job {self.job_id} returned a value that could not be pickled: {outcome['result_repr']}",
                 outcome["result_repr"])
-        if outcome["success"]:  # host 0 succeeded but a worker failed
-            raise RemoteJobError(f"job {self.job_id} failed in phase {row.phase}: {row.detail}")
+        if outcome["success"]:  # host 0 succeeded but a worker failed: raise what the worker raised
+            outcome = self._worker_failure(row)
         exc: BaseException = outcome["exception"]
         exc.add_note(f"[kinetic] job {self.job_id} failed in phase '{outcome['phase']}' "
                      f"on host {outcome['host_index']}; remote traceback:")
         exc.add_note(outcome["traceback"].rstrip())
         raise exc
 
+    def _worker_failure(self, row: JobRow) -> dict[str, Any]:
+        """The result payload of the first failed worker; RemoteJobError if none wrote one (it was killed)."""
+        storage = self.storage()
+        for host in range(1, row.nodes):
+            try:
+                outcome = cloudpickle.loads(storage.get_bytes(f"{self.job_id}/result-worker-{host}.pkl"))
+            except NotFoundError:
+                continue
+            if not outcome["success"]:
+                return outcome
+        raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'}: "
+                             f"{row.detail or 'no detail'}")
+
     def cancel(self) -> JobStatus:
         return self._local().cancel(self.job_id).status
 
     def cleanup(self) -> None:
-        """Remove the job's inputs and working directories; keep result, handle, output and logs."""
-        backend = self._local()
-        if backend.job(self.job_id).status.finished:
-            backend.cleanup(self.job_id)
-            storage = self.storage()
-            for name in (PAYLOAD, CONTEXT):
-                storage.delete_prefix(f"{self.job_id}/{name}")
+        """Remove the job's inputs and working directories; keep result, handle, output and logs.
+
+        Refused (ValidationError, nothing removed) while the job is pending or running: it still needs them."""
+        self._local().cleanup(self.job_id)
+        storage = self.storage()
+        for name in (PAYLOAD, CONTEXT):
+            storage.delete_prefix(f"{self.job_id}/{name}")
 
 
 def attach(job_id: str) -> JobHandle:
     """Rebuild a handle from the workspace's store, else from `handle.json` in the local buckets."""
-    from core.workspace import local_backend
-
     backend = local_backend()
     try:
         return JobHandle.from_record(backend.job(job_id).handle)
@@ -177,8 +181,6 @@ def attach(job_id: str) -> JobHandle:
 
 def list_jobs(status: JobStatus | str | None = None, limit: int | None = None) -> list[JobHandle]:
     """Newest first, finished jobs included."""
-    from core.workspace import local_backend
-
     wanted = JobStatus.parse(status) if isinstance(status, str) else status
     backend = local_backend()
     backend.reconcile()

@@ -20,10 +20,11 @@ as an argument instead.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -152,8 +153,6 @@ class LocalBackend:
         raise NotFoundError(f"unknown pool {name!r}; pools: {', '.join(p.name for p in self.pools()) or 'none'}")
 
     def add_pool(self, name: str, accelerator: str, nodes: int, spot: bool = False) -> Pool:
-        import re
-
         if not isinstance(name, str) or not re.match(PROFILE_NAME_RULE, name):
             raise ValidationError(f"pool name {name!r} must match {PROFILE_NAME_RULE}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
@@ -226,6 +225,9 @@ class LocalBackend:
         self.schedule(handle["pool"])
         row = self.job(job_id)
         if row.status is JobStatus.PENDING:
+            self.reconcile()  # jobs that ended while nobody looked may still hold the nodes; settling starts us
+            row = self.job(job_id)
+        if row.status is JobStatus.PENDING:
             queue_watcher.ensure_running()
         return row
 
@@ -237,9 +239,18 @@ class LocalBackend:
             raise NotFoundError(self.unknown_job_message(job_id))
         return _row(rows[0])
 
-    def unknown_job_message(self, job_id: str) -> str:
-        import difflib
+    def refresh(self, job_id: str) -> JobRow:
+        """The job's row after settling it if its processes are done, or starting it if it now fits."""
+        row = self.job(job_id)
+        if row.status is JobStatus.RUNNING:
+            self.reconcile(job_id)
+        elif row.status is JobStatus.PENDING:
+            self.schedule(row.pool)
+        else:
+            return row
+        return self.job(job_id)
 
+    def unknown_job_message(self, job_id: str) -> str:
         ids = [r[0] for r in self.store.query("SELECT job_id FROM jobs ORDER BY seq DESC LIMIT 2000")]
         near = difflib.get_close_matches(job_id, ids, n=5, cutoff=0.5) or ids[:5]
         return f"unknown job {job_id!r}; " + (f"nearby ids: {', '.join(near)}" if near else "no jobs yet")
@@ -484,7 +495,7 @@ class LocalBackend:
 
     def cleanup(self, job_id: str) -> None:
         """Remove the job's working directories (logs and result stay)."""
-        row = self.job(job_id)
+        row = self.refresh(job_id)
         if not row.status.finished:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
         shutil.rmtree(row.job_dir / "work", ignore_errors=True)
