@@ -1,0 +1,86 @@
+"""Pipelines through the console: definitions by reference, runs whose step cache and history live in the
+store, so a rerun in another process with the same params executes nothing. Steps run in-process, inside
+the run's transaction: a run whose params are refused records nothing and caches nothing."""
+from __future__ import annotations
+
+from typing import Any
+
+from core.console.base import ConsoleBase, importable_cwd
+from core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot, RunSummary
+from core.errors import ValidationError
+from core.events import Event, PipelineRegistered, PipelineRunFinished, StepStatusChanged
+
+
+class PipelinesMixin(ConsoleBase):
+    def _pipeline_snapshot(self, name: str) -> PipelineSnapshot:
+        importable_cwd()
+        ref, _ = self.store.pipelines.definition(name)
+        runs = tuple(RunSummary(stored.number, stored.run.status.value, tuple(stored.run.executed()))
+                     for stored in self.store.pipelines.runs(name))
+        return PipelineSnapshot.of(ref, self.store.pipelines.load(name), runs)
+
+    async def pipelines(self) -> tuple[PipelineSnapshot, ...]:
+        return await self._query(lambda: tuple(self._pipeline_snapshot(n) for n in self.store.pipelines.names()))
+
+    async def pipeline(self, name: str) -> PipelineSnapshot:
+        return await self._query(self._pipeline_snapshot, name)
+
+    async def pipeline_run(self, name: str, number: int | None = None) -> PipelineRunSnapshot:
+        """A recorded run with its per-step results (the latest without `number`)."""
+        def read() -> PipelineRunSnapshot:
+            runs = self.store.pipelines.runs(name)
+            if not runs:
+                raise ValidationError(f"pipeline {name!r} has no runs yet; run it with: pipeline run {name}")
+            chosen = runs[-1] if number is None else next((r for r in runs if r.number == number), None)
+            if chosen is None:
+                raise ValidationError(f"pipeline {name!r} has no run {number}; runs are 1..{len(runs)}")
+            return PipelineRunSnapshot.of(chosen.number, chosen.run)
+
+        return await self._query(read)
+
+    async def register_pipeline(self, ref: str) -> PipelineSnapshot:
+        def act() -> tuple[PipelineSnapshot, list[Event]]:
+            importable_cwd()
+            pipeline = self.store.pipelines.register(ref)
+            return self._pipeline_snapshot(pipeline.name), [PipelineRegistered(pipeline.name, ref)]
+
+        return await self._act(act)
+
+    async def run_pipeline(self, name: str, params: dict[str, Any] | None = None,
+                           wait: bool | None = None) -> PipelineRunSnapshot:
+        """`params` are merged over the pipeline's defaults."""
+        return await self._start_run(name, params, rerun=False, wait=wait)
+
+    async def rerun(self, name: str, params: dict[str, Any] | None = None,
+                    wait: bool | None = None) -> PipelineRunSnapshot:
+        """Run again with the last run's params, `params` merged over them."""
+        return await self._start_run(name, params, rerun=True, wait=wait)
+
+    async def _start_run(self, name: str, params: dict[str, Any] | None, rerun: bool, wait: bool | None,
+                         ) -> PipelineRunSnapshot:
+        params = {} if params is None else params
+        if not isinstance(params, dict):
+            raise ValidationError(f"params: expected a mapping of param name to JSON value, got {params!r}")
+        if self._wants_wait(wait):
+            return await self._act(self._run, name, params, rerun)
+        number = await self._blocking(self._next_run_number, name)  # expected: another run may land first
+        self._spawn(f"{'rerun' if rerun else 'pipeline run'} {name}", self._act(self._run, name, params, rerun))
+        return PipelineRunSnapshot(name, number, "Running", dict(params), {}, (), ())
+
+    def _next_run_number(self, name: str) -> int:
+        return len(self.store.pipelines.runs(name)) + 1
+
+    def _run(self, name: str, params: dict[str, Any], rerun: bool) -> tuple[PipelineRunSnapshot, list[Event]]:
+        importable_cwd()
+        pipeline = self.store.pipelines.load(name)
+        if rerun:
+            runs = self.store.pipelines.runs(name)
+            if not runs:
+                raise ValidationError(f"pipeline {name!r} has no runs to rerun; start one with: pipeline run {name}")
+            params = {**runs[-1].run.params, **params}
+        run = pipeline.run(params)
+        number = self.store.pipelines.record_run(run)
+        events: list[Event] = [StepStatusChanged(name, number, step, result.status.value)
+                               for step, result in run.steps.items()]
+        events.append(PipelineRunFinished(name, number, run.status.value, tuple(run.executed())))
+        return PipelineRunSnapshot.of(number, run), events

@@ -1,0 +1,91 @@
+"""Training runs and tuning studies through the console, delegated to `core.training_runs.TrainingService`
+(which runs the epoch loop as real jobs on pools). The service manages its own transactions: a training
+attempt spans processes, so it cannot sit inside one console transaction."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from core.console.base import ConsoleBase
+from core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
+
+if TYPE_CHECKING:
+    from core.training_runs import StudySnapshot, TrainingService, TrainingSnapshot
+
+
+def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -> list[Event]:
+    """What changed between two snapshots of one run: epochs done, a new checkpoint, the status."""
+    events: list[Event] = []
+    start = before.current_epoch if before is not None else 0
+    events += [EpochCompleted(after.name, epoch) for epoch in range(start + 1, after.current_epoch + 1)]
+    old_checkpoint = before.checkpoint_epoch if before is not None else None
+    if after.checkpoint_epoch is not None and after.checkpoint_epoch != old_checkpoint:
+        events.append(CheckpointSaved(after.name, after.checkpoint_epoch))
+    if before is None or (before.status, before.current_epoch) != (after.status, after.current_epoch):
+        events.append(TrainingChanged(after.name, str(after.status), after.current_epoch, after.checkpoint_epoch))
+    return events
+
+
+class TrainingMixin(ConsoleBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._training: TrainingService | None = None
+        self._seen_runs: dict[str, TrainingSnapshot] = {}
+
+    def training_service(self) -> TrainingService:
+        """Created on first use: importing it pulls in the training entry point, which most verbs never need."""
+        if self._training is None:
+            from core.training_runs import TrainingService
+
+            self._training = TrainingService(self.store, self.backend, clock=self.clock)
+        return self._training
+
+    def _announce(self, snapshot: TrainingSnapshot) -> TrainingSnapshot:
+        for event in _training_events(self._seen_runs.get(snapshot.name), snapshot):
+            self.events.publish(event)
+        self._seen_runs[snapshot.name] = snapshot
+        return snapshot
+
+    async def _training_call(self, method: str, *args: Any, **kwargs: Any) -> TrainingSnapshot:
+        call = getattr(self.training_service(), method)
+        return self._announce(await self._blocking(lambda: call(*args, **kwargs)))
+
+    async def _settled(self, snapshot: TrainingSnapshot, wait: bool | None) -> TrainingSnapshot:
+        if self._wants_wait(wait):
+            return await self._training_call("wait", snapshot.name)
+        return snapshot
+
+    async def train(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
+                    checkpoint_every: int = 1, pool: str | None = None, interrupt_before_epoch: int | None = None,
+                    wait: bool | None = None) -> TrainingSnapshot:
+        started = await self._training_call("start", name, dict(hyperparameters or {}), epochs, checkpoint_every,
+                                            pool, interrupt_before_epoch=interrupt_before_epoch)
+        return await self._settled(started, wait)
+
+    async def interrupt(self, name: str) -> TrainingSnapshot:
+        return await self._training_call("interrupt", name)
+
+    async def resume(self, name: str, interrupt_before_epoch: int | None = None,
+                     wait: bool | None = None) -> TrainingSnapshot:
+        resumed = await self._training_call("resume", name, interrupt_before_epoch=interrupt_before_epoch)
+        return await self._settled(resumed, wait)
+
+    async def training(self, name: str) -> TrainingSnapshot:
+        """The run with its latest progress folded in."""
+        return self._announce((await self._blocking(self.training_service().refresh, name))[0])
+
+    async def trainings(self) -> tuple[TrainingSnapshot, ...]:
+        return tuple(self._announce(s) for s in await self._blocking(self.training_service().refresh))
+
+    async def tune(self, name: str, space: dict[str, list[Any]], strategy: str, max_trials: int, seed: int = 0,
+                   pool: str | None = None, wait: bool | None = None) -> StudySnapshot:
+        service = self.training_service()
+        study = await self._blocking(lambda: service.tune(name, space, strategy, max_trials, seed=seed, pool=pool,
+                                                          wait=self._wants_wait(wait)))
+        self.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
+        return study
+
+    async def study(self, name: str) -> StudySnapshot:
+        return await self._blocking(self.training_service().study, name)
+
+    async def studies(self) -> tuple[StudySnapshot, ...]:
+        return tuple(await self._blocking(self.training_service().studies))

@@ -1,0 +1,122 @@
+"""`kinetic-tui --script FILE|-`: run command lines headless, for SSH sessions and CI (SPEC 4).
+
+Exit codes are an API: 0 every command succeeded; 1 a command failed (the script stops there unless
+`keep_going`, and what earlier lines did stays done); 2 a line did not parse, reported with its line and
+column before anything runs. Errors are one line each; a traceback is printed only with `debug`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from core.commands import Command, ParseError, parse_script
+from core.commands.execute import execute, render_text
+from core.console import Console
+from core.console.base import one_line
+from core.errors import ValidationError
+from core.events import DetachedWorkFailed
+
+OUTPUTS = ("text", "json")
+EXIT_OK, EXIT_FAILED, EXIT_PARSE = 0, 1, 2
+
+
+def read_script(source: str, stdin: TextIO | None = None) -> str:
+    """The script text of a FILE argument; `-` reads standard input."""
+    if source == "-":
+        return (stdin or sys.stdin).read()
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ValidationError(f"--script {source!r}: cannot read it ({exc.strerror or exc})") from None
+
+
+class _Reporter:
+    """Writes one result or error per command in the chosen format."""
+
+    def __init__(self, output: str, stdout: TextIO, stderr: TextIO, debug: bool) -> None:
+        self.output, self.stdout, self.stderr, self.debug = output, stdout, stderr, debug
+
+    def _json(self, record: dict[str, Any]) -> None:
+        self.stdout.write(json.dumps(record, separators=(",", ":"), default=repr) + "\n")
+
+    def ok(self, line: int, command: Command, result: Any) -> None:
+        if self.output == "json":
+            self._json({"line": line, "command": command.text, "ok": True, "result": result})
+        else:
+            text = render_text(command.verb, result)
+            self.stdout.write(text + "\n" if text else "")
+        self.stdout.flush()
+
+    def error(self, line: int, text: str, exc: BaseException) -> None:
+        self.failure(line, text, type(exc).__name__, one_line(exc))
+        if self.debug:
+            traceback.print_exception(exc, file=self.stderr)
+            self.stderr.flush()
+
+    def failure(self, line: int, text: str, error_type: str, message: str) -> None:
+        if self.output == "json":
+            self._json({"line": line, "command": text, "ok": False,
+                        "error": {"type": error_type, "message": message}})
+            self.stdout.flush()
+        else:
+            self.stderr.write(f"line {line}: {text}: {error_type}: {message}\n")
+            self.stderr.flush()
+
+
+async def _run(commands: list[tuple[int, Command]], reporter: _Reporter, keep_going: bool,
+               console_factory: Callable[[], Console]) -> int:
+    try:
+        console = console_factory()
+    except Exception as exc:  # an unusable workspace (corrupt or locked state.db): nothing ran
+        reporter.error(0, "open workspace", exc)
+        return EXIT_FAILED
+    status = EXIT_OK
+    detached = console.events.subscribe()
+    try:
+        for line, command in commands:
+            try:
+                result = await execute(console, command)
+            except Exception as exc:  # every failure is reported on one line; bugs too (traceback with debug)
+                reporter.error(line, command.text, exc)
+                status = EXIT_FAILED
+                if not keep_going:
+                    break
+            else:
+                reporter.ok(line, command, result)
+    finally:
+        await console.aclose()
+    # work started with --detach settles before the script ends; its failures count (as line 0)
+    while detached.pending():
+        event = await detached.__anext__()
+        if isinstance(event, DetachedWorkFailed):
+            reporter.failure(0, event.work, event.error_type, event.message)
+            status = EXIT_FAILED
+    return status
+
+
+def run_script(text: str, output: str = "text", keep_going: bool = False, stdout: TextIO | None = None,
+               stderr: TextIO | None = None, debug: bool = False,
+               console_factory: Callable[[], Console] | None = None) -> int:
+    """Parse every line, then run them in order against the active workspace; returns the exit code.
+
+    Starting verbs wait by default here (`default_wait=True`), and commands run one at a time with no UI
+    to keep responsive, so blocking calls run inline (`offload=False`). `console_factory` lets a caller
+    supply its own Console (a test's clock, another workspace).
+    """
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    if output not in OUTPUTS:
+        raise ValidationError(f"--output {output!r} is not one of: {', '.join(OUTPUTS)}")
+    reporter = _Reporter(output, out, err, debug)
+    try:
+        commands = parse_script(text)
+    except ParseError as exc:
+        source = text.split("\n")[exc.line - 1] if 0 < exc.line <= text.count("\n") + 1 else ""
+        reporter.error(exc.line, source.strip(), exc)
+        return EXIT_PARSE
+    factory = console_factory or (lambda: Console(default_wait=True, offload=False))
+    return asyncio.run(_run(commands, reporter, keep_going, factory))
