@@ -1,0 +1,44 @@
+"""The contract between the app shell and its views.
+
+A view is a container the app mounts once in its view switcher. The app owns the Console, the clock and
+the refresh cadence: it calls `reload()` on the visible view after every poll and after every action, and
+routes errors to notifications. Views stay thin: they turn Console snapshots into widgets through the
+pure functions in `kinetic_tui.render`, and they start actions by building command-language lines and
+handing them to `self.app.run_command(line)`, so a key binding and the `:` bar share one code path.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.containers import Container
+
+if TYPE_CHECKING:
+    from core.console import Console
+
+
+class View(Container, can_focus=False):
+    """One numbered view. Subclasses set `key` ("1".."6"), `title`, BINDINGS (with descriptions: `?` lists
+    them) and `MUTATING` (the action names that `--readonly` hides)."""
+
+    key: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    MUTATING: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def console(self) -> Console:
+        return self.app.console  # type: ignore[attr-defined]
+
+    @property
+    def readonly(self) -> bool:
+        return bool(getattr(self.app, "readonly", False))
+
+    async def reload(self) -> None:
+        """Fetch fresh snapshots from the console and update widgets in place (keyed, never clear-and-refill)."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.readonly and action in self.MUTATING:
+            return None  # hidden from the footer and `?`, and the key does nothing
+        return True
+
+    def filter(self, query: str) -> None:
+        """Apply the `/` filter to this view's main table (views without a table ignore it)."""
