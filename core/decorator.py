@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
@@ -35,14 +34,12 @@ class RemoteCallable:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Block, stream the job's output to this terminal, return the value or re-raise the remote error."""
         handle = self.run_async(*args, **kwargs)
-        stop = threading.Event()
-        streamer = threading.Thread(target=_stream, args=(handle, stop), daemon=True)
-        streamer.start()
+        echo = _LogEcho(handle)
         try:
-            return handle.result()
+            handle.wait(on_poll=echo.pump)
         finally:
-            stop.set()
-            streamer.join()
+            echo.pump(final=True)
+        return handle.result()
 
     def map(self, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
             fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
@@ -51,11 +48,17 @@ class RemoteCallable:
                          dispatch=dispatch)
 
 
-def _stream(handle: JobHandle, stop: threading.Event) -> None:
-    """Echo the job's own output; the runner's progress lines only with KINETIC_VERBOSE=1."""
-    verbose = os.environ.get("KINETIC_VERBOSE", "") not in ("", "0")
-    for batch in handle._local().read_logs(handle.job_id, follow=True, stop=stop):
-        lines = [line for line in batch if verbose or not line.startswith(RUNNER_PREFIX)]
+class _LogEcho:
+    """Echo the job's own output while waiting; the runner's progress lines only with KINETIC_VERBOSE=1.
+    Runs in the waiting thread, between polls, so it adds no thread start or join to the round trip."""
+
+    def __init__(self, handle: JobHandle) -> None:
+        self.reader = handle._local().log_reader(handle.job_id)
+        self.verbose = os.environ.get("KINETIC_VERBOSE", "") not in ("", "0")
+
+    def pump(self, final: bool = False) -> None:
+        batch = self.reader.read() + (self.reader.rest() if final else [])
+        lines = [line for line in batch if self.verbose or not line.startswith(RUNNER_PREFIX)]
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -107,8 +107,9 @@ class JobHandle:
             lines.extend(batch)
         return list(lines)
 
-    def wait(self, timeout: float | None = None) -> JobStatus:
-        return self._local().wait(self.job_id, timeout).status
+    def wait(self, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobStatus:
+        """Block until the job settles (TimeoutError leaves it running); `on_poll` runs between polls."""
+        return self._local().wait(self.job_id, timeout, on_poll).status
 
     def result(self, timeout: float | None = None, cleanup: bool = True) -> Any:
         """The function's value; re-raises the remote exception (original type, remote traceback and phase

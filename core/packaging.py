@@ -418,11 +418,21 @@ def _dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
     return buffer.getvalue()
 
 
+@functools.lru_cache(maxsize=1)
+def _interpreter_dirs() -> tuple[str, ...]:
+    return tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+# realpath per module directory, kept for the process: resolving them is most of a payload's cost on a
+# slow filesystem, and a module's directory does not move while it is imported
+_REAL_DIRS: dict[str, str] = {}
+
+
 def _register_by_value(root: Path) -> list[Any]:
     already = set(cloudpickle.list_registry_pickle_by_value())
     inside = os.path.join(str(root), "")
-    interpreter = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-    real_dirs: dict[str, str] = {}  # realpath per directory, not per module: a tenth of the system calls
+    interpreter = _interpreter_dirs()
+    real_dirs = _REAL_DIRS
     registered = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)

@@ -27,7 +27,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -375,11 +375,19 @@ class LocalBackend:
         if any(code is None for code in codes):
             if any(code is None and h.is_alive() for h, code in zip(row.hosts, codes)):
                 return None
-            time.sleep(0.05)  # a reaper may be writing the exit file right now
-            codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts]
+            codes = self._await_exit_files(row, codes)
         if row.cancel_requested:
             return JobStatus.CANCELLED, None, "cancelled"
         return self._judge(row, codes)
+
+    @staticmethod
+    def _await_exit_files(row: JobRow, codes: list[int | None], patience: float = 0.05) -> list[int | None]:
+        """The processes are gone; a reaper may be writing their exit files right now: give it `patience`."""
+        deadline = time.monotonic() + patience
+        while any(code is None for code in codes) and time.monotonic() < deadline:
+            time.sleep(0.002)
+            codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts or ()]
+        return codes
 
     def _judge(self, row: JobRow, codes: list[int | None]) -> tuple[JobStatus, str | None, str | None]:
         storage = bucket_storage(row.handle["bucket"], row.handle["result_uri"])
@@ -442,11 +450,15 @@ class LocalBackend:
             self.schedule(row.pool)
         return self.job(job_id)
 
-    def wait(self, job_id: str, timeout: float | None = None) -> JobRow:
-        """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds."""
+    def wait(self, job_id: str, timeout: float | None = None,
+             on_poll: Callable[[], None] | None = None) -> JobRow:
+        """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds.
+        `on_poll` runs on every poll (the decorator echoes new log lines from there, in this thread)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay, last_full = 0.0005, time.monotonic()
         while True:
+            if on_poll is not None:
+                on_poll()
             row = self.job(job_id)
             if row.status.finished:
                 return row
@@ -498,7 +510,49 @@ class LocalBackend:
         row = self.refresh(job_id)
         if not row.status.finished:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
-        shutil.rmtree(row.job_dir / "work", ignore_errors=True)
+        _discard(row.job_dir / "work")
+
+    def log_reader(self, job_id: str) -> _LogReader:
+        return _LogReader(self.log_paths(self.job(job_id)))
+
+
+_trash_lock = threading.Lock()
+_emptying = False
+
+
+def _discard(path: Path) -> None:
+    """Remove a directory tree off the caller's path: rename it into the workspace trash (one cheap
+    metadata operation) and empty the trash in a background thread. Whatever an exiting process leaves
+    in the trash is emptied by the next one."""
+    trash = kinetic_home() / "local" / "trash"
+    trash.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(path, trash / f"{path.parent.name}-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    except FileNotFoundError:
+        return
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    global _emptying
+    with _trash_lock:
+        if _emptying:
+            return
+        _emptying = True
+    threading.Thread(target=_empty_trash, args=(trash,), name="kinetic-trash", daemon=True).start()
+
+
+def _empty_trash(trash: Path) -> None:
+    global _emptying
+    try:
+        while True:
+            entries = list(trash.iterdir())
+            if not entries:
+                return
+            for entry in entries:
+                shutil.rmtree(entry, ignore_errors=True)
+    finally:
+        with _trash_lock:
+            _emptying = False
 
 
 class _LogReader:

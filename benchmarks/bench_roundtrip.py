@@ -1,0 +1,38 @@
+"""Round trip of a trivial @run function on the local backend (submit to result) vs the process floor.
+
+Baseline: `python -c "import cloudpickle"`, a fresh interpreter importing what the runner needs, measured
+interleaved in the same run. Two candidates: the cold path (KINETIC_NO_FORKSERVER=1: a new interpreter per
+job; goal <= 1.5x) and the warm fork server (a template that has imported the runner forks each job;
+goal <= 0.5x).
+"""
+from __future__ import annotations
+
+import os
+
+from _workspace import fresh_workspace, import_cloudpickle_floor, median_ms, timed, user_module
+
+ROUNDS = 25
+
+
+def main() -> None:
+    fresh_workspace("kinetic-bench-rt-")
+    module = user_module()
+    from core.backends import launcher
+
+    module.remote_square(3)  # warm: packaging cache, store, fork server
+    floor, cold, warm = [], [], []
+    for i in range(ROUNDS):
+        floor.append(import_cloudpickle_floor())
+        os.environ["KINETIC_NO_FORKSERVER"] = "1"
+        cold.append(timed(lambda: module.remote_square(i)))
+        os.environ.pop("KINETIC_NO_FORKSERVER")
+        warm.append(timed(lambda: module.remote_square(i)))
+    launcher.shutdown_server()
+    f, c, w = median_ms(floor), median_ms(cold), median_ms(warm)
+    print(f"baseline python -c 'import cloudpickle': {f:.1f} ms (median of {ROUNDS})")
+    print(f"cold round trip (new interpreter per job): {c:.1f} ms  ratio {c / f:.2f}x  goal <= 1.5x")
+    print(f"warm round trip (fork server):             {w:.1f} ms  ratio {w / f:.2f}x  goal <= 0.5x")
+
+
+if __name__ == "__main__":
+    main()
