@@ -56,6 +56,8 @@ class HostProcess:
         stat = forkserver.read_proc_stat(self.pid)
         if stat is not None and self.start_time is not None and stat.start_time != self.start_time:
             return False  # the pid was reused, so the number is free of our group: it is gone
+        if stat is not None and stat.state not in ("Z", "X") and stat.pgrp == self.pgid:
+            return True  # the leader itself runs: no need to scan /proc for the rest of its group
         return _group_alive(self.pgid)
 
 
