@@ -45,9 +45,9 @@ FULL = [
     ("interrupt t1", {"training": "t1"}, None),
     ("resume t1 --detach", {"training": "t1"}, False),
     ("tune s1 --space learning_rate=0.1,0.2 --space opt=adam,sgd --strategy Bayesian --max-trials 4 --seed 7 "
-     "--wait",
+     "--pool tpu --wait",
      {"name": "s1", "space": {"learning_rate": [0.1, 0.2], "opt": ["adam", "sgd"]}, "strategy": "bayesian",
-      "max_trials": 4, "seed": 7}, True),
+      "max_trials": 4, "seed": 7, "pool": "tpu"}, True),
     ("register g1 --from-training t1", {"group": "g1", "from_training": "t1"}, None),
     ("promote g1 3 STAGING --no-archive-existing",
      {"group": "g1", "version": 3, "stage": "Staging", "no_archive_existing": True}, None),
@@ -78,7 +78,7 @@ MINIMAL = [
     ("train t", {"name": "t", "hp": {}, "epochs": 5, "checkpoint_every": 1, "pool": None,
                  "interrupt_before_epoch": None}),
     ("tune s --space lr=0.1 --strategy grid --max-trials 1",
-     {"name": "s", "space": {"lr": [0.1]}, "strategy": "grid", "max_trials": 1, "seed": 0}),
+     {"name": "s", "space": {"lr": [0.1]}, "strategy": "grid", "max_trials": 1, "seed": 0, "pool": None}),
     ("promote g 1 None", {"group": "g", "version": 1, "stage": "None", "no_archive_existing": False}),
     ("models", {"group": None}),
     ("endpoint create e --model g", {"name": "e", "model": "g", "min": 1, "max": 5, "target": 10,
@@ -555,7 +555,7 @@ def test_help_for_a_verb_shows_usage_and_every_flag(name):
 def test_usage_matches_the_spec_notation():
     assert VERBS["pool add"].usage() == "pool add NAME --accelerator ACC --nodes N [--spot]"
     assert VERBS["tune"].usage() == (
-        "tune NAME --space K=V1,V2 ... --strategy S --max-trials N [--seed N] [--wait | --detach]")
+        "tune NAME --space K=V1,V2 ... --strategy S --max-trials N [--seed N] [--pool NAME] [--wait | --detach]")
     assert VERBS["help"].usage() == "help [VERB...]"
 
 
