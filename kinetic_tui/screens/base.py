@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from textual.binding import Binding
 from textual.containers import Container
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class View(Container, can_focus=False):
 
     @property
     def console(self) -> Console:
-        return self.app.console  # type: ignore[attr-defined]
+        return self.app.service  # type: ignore[attr-defined]  # App.console is Textual's own
 
     @property
     def readonly(self) -> bool:
@@ -40,5 +41,14 @@ class View(Container, can_focus=False):
             return None  # hidden from the footer and `?`, and the key does nothing
         return True
 
+    def visible_bindings(self) -> list[Binding]:
+        """This view's own bindings that `check_action` allows now: what `?` and the palette list."""
+        return [binding for binding in Binding.make_bindings(self.BINDINGS)
+                if self.check_action(binding.action, ()) is True]
+
     def filter(self, query: str) -> None:
         """Apply the `/` filter to this view's main table (views without a table ignore it)."""
+
+    def reveal(self, name: str) -> None:
+        """Select the object called `name` (a job id, training, group, endpoint, pipeline): where the
+        command palette's jump-to-object lands after switching to this view. Views without one ignore it."""
