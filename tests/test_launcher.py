@@ -236,26 +236,6 @@ def test_a_job_survives_the_client_that_launched_it(jobs: Jobs, path_mode: str) 
     assert (work_dir(job_dir, 0) / "done").read_text() == "done"
 
 
-ON_EXIT = (  # records which exit files exist when it runs, and that it got the job's env
-    "import json, os, pathlib\n"
-    "seen = [sorted(p.name for p in pathlib.Path('.').glob('exit-*')), os.environ.get('MARK')]\n"
-    "pathlib.Path('on-exit.tmp').write_text(json.dumps(seen))\n"
-    "os.replace('on-exit.tmp', 'on-exit.json')\n"
-)
-
-
-@pytest.mark.parametrize("argv", [("hello",), ("hang",)])
-def test_on_exit_runs_once_every_host_has_an_exit_file(jobs: Jobs, path_mode: str, argv: tuple[str, ...]) -> None:
-    job_dir = jobs.new_dir()
-    hosts = launch(job_dir, list(argv), jobs.env(MARK="m"), hosts=2, on_exit=[sys.executable, "-c", ON_EXIT])
-    jobs.started.extend(hosts)
-    if argv == ("hang",):  # a cancelled job settles too
-        wait_for(work_dir(job_dir, 1) / "ready")
-        terminate(hosts, grace=5)
-    wait_for(job_dir / "on-exit.json", timeout=20)
-    assert json.loads((job_dir / "on-exit.json").read_text()) == [["exit-0", "exit-1"], "m"]
-
-
 def test_terminate_sends_sigterm_to_the_group(jobs: Jobs, path_mode: str) -> None:
     job_dir, hosts = jobs.launch("hang")
     wait_for(work_dir(job_dir, 0) / "ready")
@@ -327,7 +307,6 @@ def test_wait_exit_times_out_and_leaves_the_job_running(jobs: Jobs) -> None:
      ({"env": {"A=B": "x"}}, "env key 'A=B'"),
      ({"env": {"A": 1}}, r"env\['A'\] must be a string"),
      ({"argv": ["ok", None]}, "argv must be a list of strings"),
-     ({"on_exit": []}, "on_exit must be a non-empty list of strings"),
      ({"runner": Path("/nonexistent/runner.py")}, "runner file '/nonexistent/runner.py' does not exist")],
 )
 def test_bad_arguments_are_refused_before_anything_changes(jobs: Jobs, kwargs: dict, message: str) -> None:

@@ -95,24 +95,12 @@ def write_exit(job_dir: str, host: int, code: int) -> None:
     os.replace(tmp, final)
 
 
-class _Job:
-    """The hosts of one job still running, so its on_exit command runs once the last one is reaped."""
-
-    def __init__(self, on_exit: dict[str, Any] | None) -> None:
-        self.on_exit = on_exit  # {"argv", "env", "cwd", "log"}, or None
-        self.running = 0
-
-    def host_exited(self, spec: dict[str, Any], pid: int, status: int) -> None:
-        try:
-            write_exit(spec["job_dir"], spec["host"], os.waitstatus_to_exitcode(status))
-        except OSError as exc:  # the job directory was removed under us; the reaper must keep going
-            print(f"cannot record the exit of pid {pid}: {exc}", file=sys.stderr, flush=True)
-        self.running -= 1
-        if self.running == 0 and self.on_exit is not None:
-            try:
-                _popen_detached(self.on_exit["argv"], self.on_exit)
-            except OSError as exc:
-                print(f"cannot run on_exit {self.on_exit['argv']}: {exc}", file=sys.stderr, flush=True)
+def host_exited(spec: dict[str, Any], pid: int, status: int) -> None:
+    """Record a reaped host's exit code; a reaper must keep going whatever happens to one job."""
+    try:
+        write_exit(spec["job_dir"], spec["host"], os.waitstatus_to_exitcode(status))
+    except OSError as exc:  # the job directory was removed under us
+        print(f"cannot record the exit of pid {pid}: {exc}", file=sys.stderr, flush=True)
 
 
 def _popen_detached(argv: list[str], spec: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -155,8 +143,7 @@ def _recv_json(sock: socket.socket) -> dict[str, Any]:
 
 
 def spawn(
-    run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float,
-    on_exit: dict[str, Any] | None = None,
+    run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float
 ) -> list[tuple[int, int | None]]:
     """Have the warm server fork one process per host spec; start the server if none runs.
 
@@ -164,7 +151,7 @@ def spawn(
     starts. Returns (pid, start_time) per host, in order.
     """
     identity = {"python": sys.executable, "runner": runner, "startup_env": startup_env(server_env)}
-    request = {"op": "spawn", "identity": identity, "hosts": hosts, "on_exit": on_exit}
+    request = {"op": "spawn", "identity": identity, "hosts": hosts}
     deadline = time.monotonic() + START_TIMEOUT
     for _ in range(3):
         sock = _connect_or_start(run_dir, identity, server_env, idle, deadline)
@@ -281,16 +268,14 @@ def _start_server(
     return line.split(" ", 1)[0] if line.startswith(("ready", "busy")) else (line or "exited during start-up")
 
 
-def spawn_cold(
-    runner: str, hosts: list[dict[str, Any]], on_exit: dict[str, Any] | None = None
-) -> list[tuple[int, int | None]]:
+def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
     """Start each host as `python runner argv` under a detached reaper that writes the exit files."""
     proc = subprocess.Popen(
         [sys.executable, "-I", str(Path(__file__).resolve()), "reap"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
         start_new_session=True,
     )
-    out, err = proc.communicate(json.dumps({"runner": runner, "hosts": hosts, "on_exit": on_exit}).encode())
+    out, err = proc.communicate(json.dumps({"runner": runner, "hosts": hosts}).encode())
     try:
         reply = json.loads(out)
     except ValueError:
@@ -307,7 +292,6 @@ def _reap_main() -> None:
     """Cold path: spawn every host, report (pid, start_time) on stdout, then wait and write exit files."""
     request = json.loads(sys.stdin.buffer.read())
     _daemonize()
-    job = _Job(request["on_exit"])
     children: dict[int, dict[str, Any]] = {}
     # Keep every Popen referenced: a collected one joins subprocess's cleanup list, and the next Popen
     # call would reap it behind the back of our os.wait(), losing that host's exit code.
@@ -325,12 +309,11 @@ def _reap_main() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # let the client's read see EOF while we keep waiting
     os.dup2(devnull, 2)
-    job.running = len(children)
     while children:
         pid, status = os.wait()
         spec = children.pop(pid, None)
         if spec is not None:
-            job.host_exited(spec, pid, status)
+            host_exited(spec, pid, status)
 
 
 # ---------------------------------------------------------------------------------------- the server
@@ -366,7 +349,7 @@ class _Server:
         self.idle = idle
         self.lock_fd = lock_fd
         self.sources = self._source_stamps()
-        self.children: dict[int, tuple[dict[str, Any], _Job]] = {}
+        self.children: dict[int, dict[str, Any]] = {}
         self.conns: list[socket.socket] = []  # open client connections, which a job must not inherit
         self.retiring = False
         self.last_activity = time.monotonic()
@@ -432,9 +415,9 @@ class _Server:
             if pid == 0:
                 return
             self.last_activity = time.monotonic()
-            entry = self.children.pop(pid, None)
-            if entry is not None:
-                entry[1].host_exited(entry[0], pid, status)
+            spec = self.children.pop(pid, None)
+            if spec is not None:
+                host_exited(spec, pid, status)
 
     def _serve_one(self, listener: socket.socket) -> None:
         try:
@@ -473,10 +456,9 @@ class _Server:
             self._retire()
             return {"retired": True}
         started: list[tuple[int, int | None]] = []
-        job = _Job(request.get("on_exit"))
         try:
             for spec in request["hosts"]:
-                started.append(self._fork(spec, job))
+                started.append(self._fork(spec))
         except OSError as exc:
             for pid, _ in started:
                 self.children.pop(pid, None)
@@ -498,7 +480,7 @@ class _Server:
         self.listener = None
         os.close(self.lock_fd)  # only now may a new server take the path
 
-    def _fork(self, spec: dict[str, Any], job: _Job) -> tuple[int, int | None]:
+    def _fork(self, spec: dict[str, Any]) -> tuple[int, int | None]:
         sync_r, sync_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -511,8 +493,7 @@ class _Server:
             os.read(sync_r, 1)  # returns once the child leads its own group, so killpg(pid) reaches it
         finally:
             os.close(sync_r)
-        self.children[pid] = (spec, job)
-        job.running += 1
+        self.children[pid] = spec
         return pid, proc_start_time(pid)  # not reaped yet, so /proc still has it even if it exited
 
     def _become_job(self, spec: dict[str, Any], sync_fd: int) -> None:

@@ -4,7 +4,6 @@ For a job directory J and host i (the same layout whether one host or many, so r
   J/logs/host-{i}.log   stdout and stderr of the host, appended
   J/work/host-{i}/      the host's working directory
   J/exit-{i}            its exit code once reaped (negative N: killed by signal N), written atomically
-  J/logs/on-exit.log    output of the optional on_exit command, run once every host has exited
 Each host runs in its own session (so its own process group), detached from the client, which may exit.
 Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO_FORKSERVER=1, or when
 the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
@@ -106,19 +105,16 @@ def wait_exit(job_dir: Path, hosts: int = 1, timeout: float | None = None) -> li
 
 
 def launch(
-    job_dir: Path, argv: list[str], env: dict[str, str], hosts: int = 1, runner: Path | None = None,
-    on_exit: list[str] | None = None,
+    job_dir: Path, argv: list[str], env: dict[str, str], hosts: int = 1, runner: Path | None = None
 ) -> list[HostProcess]:
     """Start one runner process per host with TPU_WORKER_ID=i and return them in host order.
 
-    `env` replaces the environment entirely. `runner` defaults to `default_runner_file()`. `on_exit`, a
-    command, runs detached (env `env`, cwd job_dir) after every exit file is written, whoever reaped
-    the hosts, so the outcome is acted on even when no client is left; it is lost if the reaper dies.
+    `env` replaces the environment entirely. `runner` defaults to `default_runner_file()`.
     ValidationError (nothing changed) for bad arguments; LaunchError if the processes could not start.
     """
     job_dir = Path(job_dir)
     runner_file = Path(runner).resolve() if runner is not None else default_runner_file()
-    _validate(job_dir, argv, env, hosts, runner_file, on_exit)
+    _validate(job_dir, argv, env, hosts, runner_file)
     idle = _idle_seconds()
     specs = []
     for i in range(hosts):
@@ -129,30 +125,24 @@ def launch(
             "host": i, "argv": list(argv), "env": {**env, "TPU_WORKER_ID": str(i)},
             "cwd": str(work_dir(job_dir, i)), "log": str(log_path(job_dir, i)), "job_dir": str(job_dir),
         })
-    exit_hook = None if on_exit is None else {
-        "argv": list(on_exit), "env": dict(env), "cwd": str(job_dir), "log": str(job_dir / "logs" / "on-exit.log")}
     try:
-        started = _start(str(runner_file), specs, idle, exit_hook)
+        started = _start(str(runner_file), specs, idle)
     except forkserver.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
     return [HostProcess(i, pid, pid, start) for i, (pid, start) in enumerate(started)]
 
 
-def _start(
-    runner: str, specs: list[dict[str, Any]], idle: float, on_exit: dict[str, Any] | None
-) -> list[tuple[int, int | None]]:
+def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> list[tuple[int, int | None]]:
     if os.environ.get("KINETIC_NO_FORKSERVER", "") not in ("", "0"):
-        return forkserver.spawn_cold(runner, specs, on_exit)
+        return forkserver.spawn_cold(runner, specs)
     try:
-        return forkserver.spawn(_run_dir(), runner, specs, specs[0]["env"], idle, on_exit)
+        return forkserver.spawn(_run_dir(), runner, specs, specs[0]["env"], idle)
     except forkserver.ForkServerUnavailable as exc:
         log.warning("starting the job cold: %s", exc)
-        return forkserver.spawn_cold(runner, specs, on_exit)
+        return forkserver.spawn_cold(runner, specs)
 
 
-def _validate(
-    job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path, on_exit: list[str] | None
-) -> None:
+def _validate(job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path) -> None:
     if isinstance(hosts, bool) or not isinstance(hosts, int) or hosts < 1:
         raise ValidationError(f"hosts must be an integer >= 1, got {hosts!r}")
     if not job_dir.is_dir():
@@ -161,8 +151,6 @@ def _validate(
         raise ValidationError(f"runner file {str(runner)!r} does not exist (set KINETIC_RUNNER_FILE or pass runner=)")
     if not _all_strings(argv):
         raise ValidationError(f"argv must be a list of strings without NUL bytes, got {argv!r}")
-    if on_exit is not None and not (on_exit and _all_strings(on_exit)):
-        raise ValidationError(f"on_exit must be a non-empty list of strings without NUL bytes, got {on_exit!r}")
     for key, value in env.items():
         if not isinstance(key, str) or not key or "=" in key or "\0" in key:
             raise ValidationError(f"env key {key!r} is invalid: use a non-empty string without '=' or NUL")
