@@ -91,9 +91,9 @@ def main(ctx: click.Context, profile: str | None, script: str | None, output: st
     if ctx.invoked_subcommand is not None:
         return
     if script is not None:
-        from kinetic_tui.script import run_script
+        from kinetic_tui.script import read_script, run_script
 
-        text = sys.stdin.read() if script == "-" else open(script, encoding="utf-8").read()  # noqa: SIM115
+        text = _guard(lambda: read_script(script))
         ctx.exit(run_script(text, output=output, keep_going=keep_going, debug=debug))
     try:
         from kinetic_tui.app import run_app
