@@ -15,7 +15,7 @@ from typing import Any
 
 from core.accelerators import AcceleratorConfig, TpuConfig, is_multi_host, parse_accelerator
 from core.errors import ValidationError
-from core.profiles import jobs_bucket_name, stack_name, state_bucket_name, zone_region
+from core.profiles import ResolvedInfra, jobs_bucket_name, stack_name, state_bucket_name, zone_region
 from core.storage.gcs import MissingExtraError
 
 # GKE cluster and node pool names: lowercase letters, digits and '-', start with a letter, at most 40.
@@ -63,7 +63,8 @@ class NodePoolSpec:
                 raise ValidationError(f"node pool {self.name!r}: {bound} must be an integer >= 0, not {value!r}")
         if self.max_nodes < max(self.min_nodes, 1):
             raise ValidationError(
-                f"node pool {self.name!r}: max_nodes ({self.max_nodes}) must be >= 1 and >= min_nodes ({self.min_nodes})"
+                f"node pool {self.name!r}: max_nodes ({self.max_nodes}) must be >= 1 "
+                f"and >= min_nodes ({self.min_nodes})"
             )
         if is_multi_host(config):
             size = config.num_nodes
@@ -111,6 +112,13 @@ class InfraConfig:
         if duplicates:
             raise ValidationError(f"node pool names must be unique; repeated: {', '.join(duplicates)}")
         object.__setattr__(self, "node_pools", pools)
+
+    @classmethod
+    def from_infra(cls, infra: ResolvedInfra, node_pools: tuple[NodePoolSpec, ...] = ()) -> InfraConfig:
+        """The config for a resolved GKE profile (`up`, `pool add` on a gke profile)."""
+        if infra.backend != "gke":
+            raise ValidationError(f"backend {infra.backend!r} has no cloud infrastructure; use a gke profile")
+        return cls(infra.project, infra.zone, infra.cluster, node_pools)
 
     @property
     def region(self) -> str:
