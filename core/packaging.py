@@ -88,6 +88,11 @@ def find_package_root(module_file: str | os.PathLike[str], home: Path | None = N
     return top
 
 
+def is_installed(module_file: str | os.PathLike[str]) -> bool:
+    """True for a module inside the interpreter's prefixes (site-packages, the standard library)."""
+    return os.path.realpath(module_file).startswith(_interpreter_dirs())
+
+
 def make_plan(root: Path, entry_file: str | os.PathLike[str] | None, *, cwd: str | None = None,
               sys_path: Sequence[str] | None = None) -> dict[str, Any]:
     """Build plan.json: how the runner recreates the client's imports and cwd inside the extracted root.

@@ -27,8 +27,10 @@ from core.packaging import (
     build_payload,
     capture_env,
     find_package_root,
+    is_installed,
     make_plan,
 )
+from core.paths import kinetic_home
 from core.storage.base import Storage
 
 PAYLOAD, CONTEXT, RESULT, HANDLE = "payload.pkl", "context.zip", "result.pkl", "handle.json"
@@ -122,10 +124,19 @@ def _module_file(func: Any) -> str | None:
 
 
 def package_root_for(func: Any) -> Path:
-    """The function's package root; a function typed at a prompt ships the client's cwd."""
+    """The function's package root; a function typed at a prompt ships the client's cwd.
+
+    A function from an installed package (under the interpreter's prefix, e.g. site-packages) travels by
+    reference, like any installed dependency: its "root" would be all of site-packages. It ships an empty
+    root instead, and the job's environment must have the package (the local backend runs this
+    interpreter; a GKE image installs it)."""
     module_file = _module_file(func)
     if module_file is None or not os.path.exists(module_file):
         return Path(os.environ.get("KINETIC_PACKAGE_ROOT") or os.getcwd()).resolve()
+    if not os.environ.get("KINETIC_PACKAGE_ROOT") and is_installed(module_file):
+        empty = kinetic_home() / "cache" / "empty-root"
+        empty.mkdir(parents=True, exist_ok=True)
+        return empty
     return find_package_root(module_file)
 
 

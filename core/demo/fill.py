@@ -1,0 +1,206 @@
+"""`kinetic-tui --demo`: a separate workspace filled by really running work through the Console (SPEC 5).
+
+Nothing is faked: every pool, job, training, study, version, endpoint decision and pipeline run below is
+made by the same Console calls a user's keys, command bar or script would make, so the demo doubles as an
+end-to-end smoke test of the core. Quick steps come first so the UI has something to show within a second.
+
+Re-starting the demo starts it over: `demo_home()` wipes the demo workspace (and only a directory marked as
+one) before the Console opens it, because reusing a half-filled workspace would collide with the names the
+scenario creates. `fill` refuses any workspace without the marker, so it can never touch a real home.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.console import Console
+from core.console.base import one_line
+from core.errors import ValidationError
+from core.events import Event
+
+MARKER = ".kinetic-demo"
+WORKLOAD = "core.demo.workload"
+GROUP = "fraud-detector"
+ENDPOINT = "fraud-endpoint"
+PIPELINE_REF = "core.platform.canonical:canonical_pipeline"
+PIPELINE = "canonical"
+BASELINE, PREEMPTIBLE, STUDY = "fraud-baseline", "fraud-preemptible", "fraud-sweep"
+LONG_JOB, FAILING_JOB, MULTI_HOST_JOB = "metrics-stream", "score-corrupt-batch", "allreduce-v4"
+LONG_JOB_SECONDS = 120.0
+STEP_PAUSE = 0.5  # seconds between steps at pace 1
+INTERRUPT_BEFORE_EPOCH = 3
+# (pool, accelerator, nodes, spot): emulated on this machine's CPU; v4-2x2x2 is a two-host slice.
+POOLS = (("tpu-v5e", "v5litepod-2x2", 2, False), ("gpu-l4", "l4x1", 2, False),
+         ("tpu-v4-multi", "v4-2x2x2", 2, False), ("gpu-l4-spot", "l4x1", 1, True))
+# (name, accelerator) of the short jobs whose logs arrive over a couple of seconds.
+SHORT_JOBS = (("ingest-shards", "cpu"), ("featurize", "v5litepod-2x2"), ("embed-l4", "l4x1"))
+# (concurrency, ticks): rising, a plateau, then falling, so the history shows scale_out, hold and scale_in.
+LOAD_PATTERN = ((10, 1), (25, 1), (45, 3), (20, 2), (5, 4))
+CHANGED_PARAMS = {"raw_rows": 800, "threshold": 0.99}
+
+
+@dataclass(frozen=True)
+class DemoProgress(Event):
+    """Published on the console's event bus (and to the callback) after each step of the scenario."""
+
+    step: int
+    total: int
+    label: str
+
+    def __str__(self) -> str:
+        return f"demo: {self.step}/{self.total} {self.label}"
+
+
+ProgressCallback = Callable[[DemoProgress], None]
+
+
+def demo_home(fresh: bool = True) -> Path:
+    """The demo workspace (`$KINETIC_DEMO_HOME`, default `~/.kinetic-demo`); `fresh` wipes and re-creates it.
+
+    Refuses (ValidationError) a directory that is, or contains, the real KINETIC_HOME, and a non-empty one
+    without the demo marker: a mistyped KINETIC_DEMO_HOME must never cost anyone their files.
+    """
+    root = Path(os.environ.get("KINETIC_DEMO_HOME") or Path.home() / ".kinetic-demo").expanduser().resolve()
+    real = Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser().resolve()
+    holds_real = (root == real or root in real.parents) and not (real / MARKER).is_file()
+    if holds_real or root == Path.home().resolve():
+        raise ValidationError(f"KINETIC_DEMO_HOME={str(root)!r} would hold the real workspace {str(real)!r}; "
+                              f"point it at a directory of its own, e.g. ~/.kinetic-demo")
+    if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
+        raise ValidationError(f"KINETIC_DEMO_HOME={str(root)!r} is not empty and not a demo workspace (no {MARKER} "
+                              f"file); point it at a new directory")
+    if fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root.chmod(0o700)  # mkdir's mode is filtered by the umask
+    (root / MARKER).write_text("kinetic-tui demo workspace: `kinetic-tui --demo` wipes and refills it\n")
+    return root
+
+
+async def fill(console: Console, progress: ProgressCallback | None = None, *, pace: float = 1.0) -> None:
+    """Run the whole scenario on `console`'s workspace, announcing each finished step.
+
+    `pace` scales the pauses between steps and between the demo jobs' log lines (tests pass a small one);
+    the long-running job always runs for LONG_JOB_SECONDS. `progress` is called on the event loop, so a UI
+    may update widgets from it. A step that raises is announced as failed and re-raised.
+    """
+    home = console.store.path.parent
+    if not (home / MARKER).is_file():
+        raise ValidationError(f"demo: refusing to fill {str(home)!r}: it is not a demo workspace (no {MARKER} "
+                              f"file); open one with demo_home()")
+    if not pace > 0:  # NaN included
+        raise ValidationError(f"pace must be > 0, got {pace!r}")
+    scenario = _Scenario(console, pace)
+    steps = scenario.steps()
+    for number, (label, step) in enumerate(steps, start=1):
+        try:
+            await step()
+        except Exception as exc:
+            _announce(console, progress, DemoProgress(number, len(steps), f"failed at {label!r}: {one_line(exc)}"))
+            raise
+        _announce(console, progress, DemoProgress(number, len(steps), label))
+        if number < len(steps):
+            await asyncio.sleep(STEP_PAUSE * pace)  # long enough for a poll of the UI to show each stage
+
+
+def _announce(console: Console, progress: ProgressCallback | None, event: DemoProgress) -> None:
+    console.events.publish(event)
+    if progress is not None:
+        progress(event)
+
+
+class _Scenario:
+    """The steps in order; each one awaits its work so the next starts from settled state."""
+
+    def __init__(self, console: Console, pace: float) -> None:
+        self.console = console
+        self.delay = 0.4 * pace
+        self.settling: list[str] = []  # ids of the short jobs, waited for at the end
+
+    def steps(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        return [
+            ("emulated accelerator pools added", self.pools),
+            ("jobs submitted", self.jobs),
+            ("training run completed", self.train),
+            (f"training interrupted before epoch {INTERRUPT_BEFORE_EPOCH}", self.interrupt),
+            ("training interrupted and resumed", self.resume),
+            ("tuning study finished", self.tune),
+            ("registry versions in every stage", self.registry),
+            ("endpoint serving three versions", self.endpoint),
+            ("endpoint driven by a load pattern", self.load),
+            ("pipeline run 1: fresh", self.pipeline_fresh),
+            ("pipeline run 2: all cached", self.pipeline_cached),
+            ("pipeline run 3: changed parameters", self.pipeline_changed),
+            ("short jobs settled", self.settle),
+        ]
+
+    async def pools(self) -> None:
+        for name, accelerator, nodes, spot in POOLS:
+            await self.console.add_pool(name, accelerator, nodes, spot)
+
+    async def _submit(self, func: str, accelerator: str, display_name: str, **kwargs: Any) -> str:
+        job = await self.console.submit(f"{WORKLOAD}:{func}", accelerator, kwargs=kwargs, name=display_name,
+                                        wait=False)
+        return job.job_id
+
+    async def jobs(self) -> None:
+        for name, accelerator in SHORT_JOBS:
+            self.settling.append(await self._submit("crunch", accelerator, name, name=name, delay=self.delay))
+        self.settling.append(await self._submit("score_corrupt_batch", "cpu", FAILING_JOB, delay=self.delay))
+        self.settling.append(await self._submit("all_reduce", "v4-2x2x2", MULTI_HOST_JOB, delay=self.delay))
+        await self._submit("stream_metrics", "l4x1:spot", LONG_JOB, duration=LONG_JOB_SECONDS)
+
+    async def train(self) -> None:
+        await self.console.train(BASELINE, {"learning_rate": 0.2}, epochs=5, pool="tpu-v5e", wait=True)
+
+    async def interrupt(self) -> None:
+        await self.console.train(PREEMPTIBLE, {"learning_rate": 0.3}, epochs=5, pool="tpu-v5e",
+                                 interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH, wait=True)
+
+    async def resume(self) -> None:
+        await self.console.resume(PREEMPTIBLE, wait=True)
+
+    async def tune(self) -> None:
+        await self.console.tune(STUDY, {"learning_rate": [0.1, 0.25, 0.4, 0.5]}, "grid", 4, pool="gpu-l4",
+                                wait=True)
+
+    async def registry(self) -> None:
+        """v1 ends Archived (v2 displaced it from Production), v2 Production, v3 (the best trial) Staging, v4 None."""
+        study = await self.console.study(STUDY)
+        best = next(trial for trial in study.trials if trial.trial_id == study.best)
+        worst = max(study.trials, key=lambda trial: trial.metric)
+        sources = [BASELINE, PREEMPTIBLE, best.training, worst.training]
+        for source in sources:
+            await self.console.register_from_training(GROUP, source)
+        for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
+            await self.console.promote(GROUP, version, stage)
+
+    async def endpoint(self) -> None:
+        """Two cache slots and three versions invoked in turn: the third load evicts the first."""
+        await self.console.create_endpoint(ENDPOINT, GROUP, min_instances=1, max_instances=5, target_per_instance=10,
+                                           scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
+        for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
+            await self.console.invoke(ENDPOINT, route, {"amount": 42.0})
+
+    async def load(self) -> None:
+        for concurrency, ticks in LOAD_PATTERN:
+            await self.console.load(ENDPOINT, concurrency, ticks, wait=True)
+
+    async def pipeline_fresh(self) -> None:
+        await self.console.register_pipeline(PIPELINE_REF)
+        await self.console.run_pipeline(PIPELINE, wait=True)
+
+    async def pipeline_cached(self) -> None:
+        await self.console.rerun(PIPELINE, wait=True)
+
+    async def pipeline_changed(self) -> None:
+        await self.console.rerun(PIPELINE, dict(CHANGED_PARAMS), wait=True)
+
+    async def settle(self) -> None:
+        for job_id in self.settling:
+            await self.console.wait_job(job_id)
