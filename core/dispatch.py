@@ -94,8 +94,8 @@ def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Sta
     packed: list[tuple[Packed, str, DeferredWrites]] = []
     for index, (ctx, args, kwargs) in enumerate(calls):
         if ctx.backend != "local":
-            raise ValidationError(f"the {ctx.backend} backend is not available in this build yet; use a local "
-                                  f"profile (kinetic-tui profile use local)")
+            raise ValidationError(f"map on the {ctx.backend} backend is not supported yet; call run_async once "
+                                  f"per input, or use a local profile (kinetic-tui profile use local)")
         try:
             pool = backend.place(ctx.accelerator_text, ctx.num_nodes, tuple(ctx.volumes))
             if ctx.bucket not in views:
@@ -114,7 +114,12 @@ def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Sta
 
 
 def submit_call(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobHandle:
-    """Queue the call and return its handle; every check runs before anything is written."""
+    """Queue the call and return its handle; every check runs before anything is written.
+    GKE and Pathways contexts go to the cluster's backend (imported only then: it needs the gcp extra)."""
+    if ctx.backend in ("gke", "pathways"):
+        from core.backends.gke import submit_gke
+
+        return submit_gke(ctx, args, kwargs)
     with stage([(ctx, args, kwargs)]) as (one,):
         return one.submit()
 

@@ -21,6 +21,7 @@ from core.backends.local import JobRow, LocalBackend
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.paths import kinetic_home
+from core.profiles import resolve_infra
 from core.storage import Storage, bucket_storage
 from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
 from core.workspace import local_backend
@@ -75,10 +76,12 @@ class JobHandle:
     # -- backend access ------------------------------------------------------------------------------
 
     def _local(self) -> LocalBackend:
-        if self.backend != "local":
-            raise ValidationError(f"job {self.job_id} runs on the {self.backend} backend, which this build cannot "
-                                  f"reach yet; only the local backend is available")
-        return local_backend()
+        """The backend that runs this job: the workspace's local one, or its GKE cluster's (same methods)."""
+        if self.backend == "local":
+            return local_backend()
+        from core.backends.gke import backend_for
+
+        return backend_for(self)  # type: ignore[return-value]
 
     def storage(self) -> Storage:
         return bucket_storage(self.bucket, self.result_uri)
@@ -165,19 +168,34 @@ class JobHandle:
             storage.delete_prefix(f"{self.job_id}/{name}")
 
 
+def _handle_from(where: str, data: bytes) -> JobHandle:
+    try:
+        return JobHandle.from_record(json.loads(data))
+    except (ValueError, ValidationError) as exc:
+        raise ValidationError(f"{where} is corrupt ({exc}); the job's record cannot be rebuilt") from None
+
+
 def attach(job_id: str) -> JobHandle:
-    """Rebuild a handle from the workspace's store, else from `handle.json` in the local buckets."""
+    """Rebuild a handle from the workspace's store, else from `handle.json` in the local buckets, else (on a
+    GKE profile) from `handle.json` in the profile's jobs bucket, so another machine can attach too."""
     backend = local_backend()
     try:
         return JobHandle.from_record(backend.job(job_id).handle)
     except NotFoundError as missing:
         buckets = kinetic_home() / "local" / "buckets"
         for path in sorted(buckets.glob(f"*/{job_id}/{HANDLE}")) if buckets.is_dir() else []:
-            try:
-                return JobHandle.from_record(json.loads(path.read_text()))
-            except (ValueError, ValidationError) as exc:
-                raise ValidationError(f"{path} is corrupt ({exc}); the job's record cannot be rebuilt") from None
-        raise missing
+            return _handle_from(str(path), path.read_bytes())
+        infra = resolve_infra()
+        if infra.backend != "gke":
+            raise missing
+        from core.storage.gcs import GcsStorage
+
+        storage = GcsStorage(infra.jobs_bucket, project=infra.project)
+        try:
+            return _handle_from(storage.uri(f"{job_id}/{HANDLE}"), storage.get_bytes(f"{job_id}/{HANDLE}"))
+        except NotFoundError:
+            raise NotFoundError(f"unknown job {job_id!r}: not in this workspace nor in "
+                                f"{storage.uri('')}") from None
 
 
 def list_jobs(status: JobStatus | str | None = None, limit: int | None = None) -> list[JobHandle]:
