@@ -2,7 +2,8 @@
 
 Commands that act on the platform go through the command language (`run_line`), the same single code path
 the console's `:` bar and `--script` use; the CLI only adds workspace commands the language does not have
-(init, up/down, config, profiles, accelerators, jobs cleanup). Heavy imports (rich, textual, the core's
+(init, up/down, config, profiles, accelerators, jobs cleanup). On a gke profile, init, up, down, status,
+pool and build-image drive the cluster's infrastructure instead (`kinetic_tui.cli_gke`). Heavy imports (rich, textual, the core's
 backends) happen inside commands, so `kinetic-tui --help` costs little more than importing click.
 
 Exit codes: 0 success, 1 a command failed, 2 bad usage or a line that did not parse.
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from core.profiles import ResolvedInfra
 
 OK, FAILED, USAGE = 0, 1, 2
 
@@ -27,7 +30,7 @@ class CliError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
-def _guard(action: Callable[[], Any]) -> Any:
+def guard(action: Callable[[], Any]) -> Any:
     """Turn deliberate core errors into one-line messages (the traceback only with --debug)."""
     from core.errors import KineticError
 
@@ -39,7 +42,7 @@ def _guard(action: Callable[[], Any]) -> Any:
         raise CliError(str(exc)) from None
 
 
-def _emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool, title: str | None = None) -> None:
+def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool, title: str | None = None) -> None:
     if as_json:
         click.echo(json.dumps(list(rows), indent=2, default=str))
         return
@@ -93,7 +96,7 @@ def main(ctx: click.Context, profile: str | None, script: str | None, output: st
     if script is not None:
         from kinetic_tui.script import read_script, run_script
 
-        text = _guard(lambda: read_script(script))
+        text = guard(lambda: read_script(script))
         ctx.exit(run_script(text, output=output, keep_going=keep_going, debug=debug))
     try:
         from kinetic_tui.app import run_app
@@ -108,48 +111,72 @@ def main(ctx: click.Context, profile: str | None, script: str | None, output: st
 
 @main.command()
 def init() -> None:
-    """Create the workspace (KINETIC_HOME) with the `local` profile and the local cluster."""
+    """Create the workspace (KINETIC_HOME) with the `local` profile and the local cluster; on a gke profile,
+    also say what `up` will create (nothing is created in the cloud)."""
     from core.paths import kinetic_home
     from core.profiles import ensure_profiles_file
     from core.workspace import local_backend
 
-    _guard(ensure_profiles_file)
-    _guard(local_backend)
+    guard(ensure_profiles_file)
+    guard(local_backend)
     click.echo(f"workspace ready at {kinetic_home()}")
+    infra = _gke_profile()
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.init(infra)
 
 
-def _local_only(what: str) -> None:
+def _gke_profile() -> ResolvedInfra | None:
+    """The resolved infra when the active profile uses GKE, else None (the local cluster)."""
     from core.profiles import resolve_infra
 
-    infra = _guard(resolve_infra)
-    if infra.backend != "local":
-        raise CliError(f"{what} on a {infra.backend} profile needs the GKE infrastructure support, which this "
-                       f"build does not have yet; switch with: kinetic-tui profile use local")
+    infra = guard(resolve_infra)
+    return infra if infra.backend == "gke" else None
+
+
+def _local_flags_only(**flags: Any) -> None:
+    """Options that only mean something on a gke profile are refused on a local one, not ignored."""
+    given = [name for name, value in flags.items() if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only apply to a gke profile (the local cluster has no stack)")
 
 
 @main.command()
+@click.option("--yes", is_flag=True, help="gke: apply the stack without asking")
 @_json_flag
-def up(as_json: bool) -> None:
-    """Bring the cluster up (local: the state database and the default pool)."""
-    _local_only("up")
+def up(yes: bool, as_json: bool) -> None:
+    """Bring the cluster up (local: the state database and the default pool; gke: apply the Pulumi stack)."""
+    infra = _gke_profile()
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.up(infra, yes, as_json)
+        return
     run_line("pools", as_json)
 
 
 @main.command()
-@click.option("--yes", is_flag=True, help="cancel pending and running jobs without asking")
+@click.option("--yes", is_flag=True, help="do not ask (local: cancel active jobs; gke: destroy the stack)")
 def down(yes: bool) -> None:
-    """Take the cluster down (local: cancel active jobs and stop the background processes)."""
-    _local_only("down")
+    """Take the cluster down (local: cancel active jobs and stop the background processes; gke: destroy the
+    Pulumi stack)."""
+    infra = _gke_profile()
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.down(infra, yes)
+        return
     from core.backends import launcher
     from core.job_status import JobStatus
     from core.workspace import local_backend
 
-    backend = _guard(local_backend)
+    backend = guard(local_backend)
     active = [r for s in (JobStatus.RUNNING, JobStatus.PENDING) for r in backend.jobs(status=s)]
     if active and not yes:
         click.confirm(f"cancel {len(active)} active jobs?", abort=True)
     for row in active:
-        _guard(lambda row=row: backend.cancel(row.job_id))
+        guard(lambda row=row: backend.cancel(row.job_id))
     launcher.shutdown_server()
     click.echo(f"local cluster down ({len(active)} jobs cancelled)")
 
@@ -165,8 +192,13 @@ def status(job: str | None, as_json: bool) -> None:
     from core.profiles import resolve_infra
     from core.workspace import local_backend
 
-    infra = _guard(resolve_infra)
-    backend = _guard(local_backend)
+    infra = guard(resolve_infra)
+    if infra.backend == "gke":
+        from kinetic_tui import cli_gke
+
+        cli_gke.status(infra, as_json)
+        return
+    backend = guard(local_backend)
     backend.reconcile()
     counts = dict(backend.store.query("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
     summary = {"profile": infra.profile, "backend": infra.backend, "project": infra.project,
@@ -190,8 +222,8 @@ def config_show(as_json: bool) -> None:
     """Every setting with the source it came from (argument, environment, profile, default)."""
     from core.profiles import resolve_infra
 
-    rows = [{"field": f, "value": v, "source": s} for f, v, s in _guard(resolve_infra).rows()]
-    _emit(rows, ("field", "value", "source"), as_json)
+    rows = [{"field": f, "value": v, "source": s} for f, v, s in guard(resolve_infra).rows()]
+    emit(rows, ("field", "value", "source"), as_json)
 
 
 @main.command()
@@ -200,7 +232,7 @@ def accelerators(as_json: bool) -> None:
     """Every accelerator shape the parser knows (GPU counts, TPU topologies)."""
     from core.accelerators import list_accelerators
 
-    _emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"),
+    emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"),
           as_json)
 
 
@@ -229,7 +261,7 @@ def profile_create(name: str, backend: str, project: str | None, zone: str | Non
     """Create a profile."""
     from core.profiles import create_profile
 
-    created = _guard(lambda: create_profile(name, backend, project, zone, cluster, namespace,
+    created = guard(lambda: create_profile(name, backend, project, zone, cluster, namespace,
                                             make_current=make_current))
     click.echo(f"profile {created.name} created" + (" and in use" if make_current else ""))
 
@@ -240,9 +272,9 @@ def profile_ls(as_json: bool) -> None:
     """List profiles."""
     from core.profiles import current_profile_name, list_profiles
 
-    current = _guard(current_profile_name)
-    rows = [_profile_row(p, current) for p in _guard(list_profiles)]
-    _emit(rows, ("name", "current", "backend", "project", "zone", "cluster", "namespace"), as_json)
+    current = guard(current_profile_name)
+    rows = [_profile_row(p, current) for p in guard(list_profiles)]
+    emit(rows, ("name", "current", "backend", "project", "zone", "cluster", "namespace"), as_json)
 
 
 @profile.command("use")
@@ -251,7 +283,7 @@ def profile_use(name: str) -> None:
     """Make NAME the current profile."""
     from core.profiles import use_profile
 
-    click.echo(f"using profile {_guard(lambda: use_profile(name)).name}")
+    click.echo(f"using profile {guard(lambda: use_profile(name)).name}")
 
 
 @profile.command("unset")
@@ -259,7 +291,7 @@ def profile_unset() -> None:
     """Clear the current profile (then only arguments, environment and defaults apply)."""
     from core.profiles import unset_profile
 
-    _guard(unset_profile)
+    guard(unset_profile)
     click.echo("no current profile")
 
 
@@ -270,8 +302,8 @@ def profile_show(name: str | None, as_json: bool) -> None:
     """Show a profile (default: the active one)."""
     from core.profiles import current_profile_name, show_profile
 
-    shown = _guard(lambda: show_profile(name))
-    _emit([_profile_row(shown, _guard(current_profile_name))],
+    shown = guard(lambda: show_profile(name))
+    emit([_profile_row(shown, guard(current_profile_name))],
           ("name", "current", "backend", "project", "zone", "cluster", "namespace"), as_json)
 
 
@@ -281,7 +313,7 @@ def profile_rm(name: str) -> None:
     """Remove a profile (not the current one)."""
     from core.profiles import remove_profile
 
-    click.echo(f"profile {_guard(lambda: remove_profile(name)).name} removed")
+    click.echo(f"profile {guard(lambda: remove_profile(name)).name} removed")
 
 
 # -- pools and jobs: the command language ------------------------------------------------------------------
@@ -289,25 +321,43 @@ def profile_rm(name: str) -> None:
 
 @main.group()
 def pool() -> None:
-    """Accelerator pools (local: emulated on this machine's CPU)."""
+    """Accelerator pools (local: emulated on this machine's CPU; gke: the cluster's node pools)."""
 
 
 @pool.command("list")
 @_json_flag
 def pool_list(as_json: bool) -> None:
-    """List pools with nodes in use and queued jobs."""
+    """List pools (local: nodes in use and queued jobs; gke: desired pools and which the stack has)."""
+    infra = _gke_profile()
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.pool_list(infra, as_json)
+        return
     run_line("pools", as_json)
+
+
+_NO_APPLY = click.option("--no-apply", is_flag=True, help="gke: only record the desired pools; `up` applies them")
 
 
 @pool.command("add")
 @click.argument("name")
 @click.option("--accelerator", required=True, help="e.g. cpu, l4x2, v5litepod-2x2 (see `accelerators`)")
-@click.option("--nodes", type=int, required=True)
+@click.option("--nodes", type=int, required=True, help="local: nodes; gke: the autoscaling maximum")
 @click.option("--spot", is_flag=True)
+@click.option("--min", "min_nodes", type=int, help="gke: the autoscaling minimum (default 0)")
+@_NO_APPLY
 @_json_flag
-def pool_add(name: str, accelerator: str, nodes: int, spot: bool, as_json: bool) -> None:
-    """Add a pool of NODES nodes."""
-    _local_only("pool add")
+def pool_add(name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int | None, no_apply: bool,
+             as_json: bool) -> None:
+    """Add a pool of NODES nodes (gke: record it and apply the stack)."""
+    infra = _gke_profile()
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.pool_add(infra, name, accelerator, nodes, min_nodes or 0, spot, not no_apply, as_json)
+        return
+    _local_flags_only(**{"--min": min_nodes is not None, "--no-apply": no_apply})
     run_line(shlex.join(["pool", "add", name, "--accelerator", accelerator, "--nodes", str(nodes)])
              + (" --spot" if spot else ""), as_json)
 
@@ -315,12 +365,20 @@ def pool_add(name: str, accelerator: str, nodes: int, spot: bool, as_json: bool)
 @pool.command("remove")
 @click.argument("name")
 @click.option("--yes", is_flag=True, help="do not ask for confirmation")
+@_NO_APPLY
 @_json_flag
-def pool_remove(name: str, yes: bool, as_json: bool) -> None:
-    """Remove a pool (refused while it has active jobs)."""
-    _local_only("pool remove")
+def pool_remove(name: str, yes: bool, no_apply: bool, as_json: bool) -> None:
+    """Remove a pool (local: refused while it has active jobs; gke: forget it and apply the stack)."""
+    infra = _gke_profile()
+    if infra is None:
+        _local_flags_only(**{"--no-apply": no_apply})
     if not yes:
         click.confirm(f"remove pool {name}?", abort=True)
+    if infra is not None:
+        from kinetic_tui import cli_gke
+
+        cli_gke.pool_remove(infra, name, not no_apply, as_json)
+        return
     run_line(shlex.join(["pool", "remove", name]), as_json)
 
 
@@ -365,15 +423,23 @@ def jobs_cleanup(job: str) -> None:
     """Remove a finished job's inputs and working directories (its result, output and logs stay)."""
     from core.jobs import attach
 
-    _guard(lambda: attach(job).cleanup())
+    guard(lambda: attach(job).cleanup())
     click.echo(f"cleaned up {job}")
 
 
 @main.command("build-image")
-def build_image() -> None:
-    """Build the job container image (GKE profiles only)."""
-    _local_only("build-image")
-    raise CliError("build-image is for GKE profiles: the local backend runs jobs without images")
+@click.option("--requirements", type=click.Path(exists=True, dir_okay=False),
+              help="requirements file baked into the image (default: ./requirements.txt if present)")
+@click.option("--accelerator", default="cpu", show_default=True, help="selects the image category")
+@_json_flag
+def build_image(requirements: str | None, accelerator: str, as_json: bool) -> None:
+    """Build the bundled job image with Cloud Build unless its tag exists (GKE profiles only)."""
+    infra = _gke_profile()
+    if infra is None:
+        raise CliError("build-image is for GKE profiles: the local backend runs jobs without images")
+    from kinetic_tui import cli_gke
+
+    cli_gke.build_image(infra, requirements, accelerator, as_json)
 
 
 # -- every other verb of the command language, verbatim -------------------------------------------------------
@@ -407,7 +473,7 @@ def help_(verb: tuple[str, ...]) -> None:
     """The command language: every verb, or one verb's arguments and flags."""
     from core.commands import help_text
 
-    click.echo(_guard(lambda: help_text(" ".join(verb) or None)))
+    click.echo(guard(lambda: help_text(" ".join(verb) or None)))
 
 
 _add_verb_passthrough()

@@ -151,4 +151,20 @@ MIGRATIONS: list[tuple[int, str]] = [
             step TEXT
         );
     """),
+    (4, """
+        -- GKE profiles: the desired accelerator node pools of each cluster (core/gke_pools.py); the Pulumi
+        -- stack is converged to these rows by `kinetic-tui up` / `pool add|remove`
+        CREATE TABLE gke_pools (
+            project     TEXT NOT NULL,
+            cluster     TEXT NOT NULL,
+            name        TEXT NOT NULL,
+            accelerator TEXT NOT NULL,  -- canonical accelerator text (format_accelerator)
+            spot        INTEGER NOT NULL,
+            min_nodes   INTEGER NOT NULL,
+            max_nodes   INTEGER NOT NULL,
+            created_at  REAL NOT NULL,
+            PRIMARY KEY (project, cluster, name),
+            UNIQUE (project, cluster, accelerator, spot)
+        );
+    """),
 ]
