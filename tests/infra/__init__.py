@@ -1,6 +1,7 @@
 """Shared by the infra tests: a Pulumi mock runtime that records what a program declares."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,6 +40,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 def run_under_mocks(body: Callable[[], Mapping[str, pulumi.Output] | None]) -> tuple[RecordingMocks, dict[str, Any]]:
     """Run a Pulumi program body under fresh mocks; return (the mocks with their records, resolved outputs)."""
     mocks = RecordingMocks()
+    # Pulumi's runtime asks asyncio for the current loop; an earlier asyncio.run() may have left none.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(mocks, project="kinetic", stack="test", preview=False)
     outputs: dict[str, Any] = {}
 
