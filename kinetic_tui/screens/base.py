@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.binding import Binding
 from textual.containers import Container
+from textual.worker import Worker
 
 if TYPE_CHECKING:
     from core.console import Console
@@ -35,6 +36,12 @@ class View(Container, can_focus=False):
 
     async def reload(self) -> None:
         """Fetch fresh snapshots from the console and update widgets in place (keyed, never clear-and-refill)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A view's worker that raised becomes the app's notification (StateChanged does not bubble)."""
+        report = getattr(self.app, "report_failure", None)
+        if report is not None:
+            report(event.worker)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.readonly and action in self.MUTATING:

@@ -1,0 +1,361 @@
+"""The Textual console (SPEC 5): six numbered views over one `Console`, a `:` command bar, a ctrl+p palette.
+
+The app owns the Console, the clock and the refresh cadence. Every action, whether a key, a form, the
+palette or the command bar, becomes a command-language line run by `run_command`, the one code path
+`--script` uses too. Refreshing: a 0.2 s tick starts a refresh when the last one has finished and either
+an event arrived or a poll is due (every `poll_interval` s: settle finished jobs, start queued ones, sample
+pool usage); a refresh reloads only what is on screen. Errors become notifications, never a crash.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from textual import events, on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Footer, Static
+from textual.worker import Worker, WorkerState
+
+from core.commands import parse_line
+from core.commands.execute import execute, render_text
+from core.commands.parser import ParseError
+from core.console import Console
+from core.console.base import one_line
+from core.errors import KineticError
+from core.events import LogBatch
+from core.profiles import resolve_infra
+from kinetic_tui.palette import KineticCommands
+from kinetic_tui.screens.base import View
+from kinetic_tui.screens.clusters import ClustersView
+from kinetic_tui.screens.endpoints import EndpointsView
+from kinetic_tui.screens.help import HelpScreen, KeyRow
+from kinetic_tui.screens.job_detail import JobScreen
+from kinetic_tui.screens.jobs import JobsView
+from kinetic_tui.screens.pipelines import PipelinesView
+from kinetic_tui.screens.registry import RegistryView
+from kinetic_tui.screens.training import TrainingView
+from kinetic_tui.widgets.command_bar import CommandBar
+
+MIN_WIDTH, MIN_HEIGHT = 80, 24
+HISTORY_SAMPLES = 60  # utilisation samples kept per pool
+NOTIFY_LINES = 8
+TICK = 0.2
+READ_VERBS = frozenset({"pools", "jobs", "status", "logs", "wait", "result", "models", "pipelines", "show", "help"})
+VIEW_CLASSES: tuple[type[View], ...] = (ClustersView, JobsView, TrainingView, RegistryView, EndpointsView,
+                                        PipelinesView)
+SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
+GLOBAL_KEYS: tuple[KeyRow, ...] = (("1-6", "switch view"), (":", "command bar (Tab completes)"),
+                                   ("/", "filter the table"), ("ctrl+p", "palette: actions and objects"),
+                                   ("?", "these keys"), ("q", "quit"))
+
+
+def summarize(verb: str, result: Any) -> str:
+    """A command's result as a notification: the text rendering, cut to a few lines."""
+    lines = render_text(verb, result).splitlines() or ["done"]
+    if len(lines) > NOTIFY_LINES:
+        lines = [*lines[:NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
+    return "\n".join(lines)
+
+
+class KineticApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "kinetic"
+    COMMANDS = App.COMMANDS | {KineticCommands}
+    BINDINGS = [
+        *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False) for n in range(1, 7)),
+        Binding("colon", "command_bar", "Command"), Binding("slash", "filter", "Filter"),
+        Binding("question_mark", "help", "Keys"), Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, console: Console, readonly: bool = False, clock: Callable[[], float] | None = None,
+                 poll_interval: float = 1.0, background: Callable[[Console], Awaitable[None]] | None = None) -> None:
+        """`background` is work that fills the workspace while the UI is up (the demo)."""
+        super().__init__()
+        self.background = background
+        self.service = console  # `App.console` is Textual's rich console
+        self.readonly = readonly
+        self.now: Callable[[], float] = clock or time.time
+        self.poll_interval = poll_interval
+        self.pool_history: dict[str, deque[int]] = {}
+        self.views: list[View] = [cls() for cls in VIEW_CLASSES]
+        self._view_filters: dict[str, str] = {}
+        self._busy = False
+        self._dirty = True
+        self._next_poll = 0.0
+        self._last_error = ""
+        self._workspace = ""
+
+    # -- layout ----------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Terminal too small: the console needs {MIN_WIDTH}x{MIN_HEIGHT}.", id="too-small")
+        with Vertical(id="main"):
+            yield Static("", id="header")
+            with ContentSwitcher(initial=self.views[0].id if self.views else None, id="switcher"):
+                yield from self.views
+            yield CommandBar(id="bar")
+            yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(CommandBar).display = False
+        self._check_size(self.size)
+        self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)
+        self.run_worker(self._listen(), group="events", exit_on_error=False)
+        self.set_interval(TICK, self._tick)
+        if self.background is not None:
+            self.run_worker(self.background(self.service), group="background", exit_on_error=False)
+        if self.views:
+            self._focus_view(self.views[0])
+        self._tick()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._check_size(event.size)  # `self.size` catches up only after this event
+
+    def _check_size(self, size: Size) -> None:
+        self.set_class(size.width < MIN_WIDTH or size.height < MIN_HEIGHT, "-too-small")
+
+    async def _workspace_label(self) -> None:
+        infra = await asyncio.to_thread(resolve_infra)
+        self._workspace = f"profile {infra.profile or '-'} ({infra.backend}) · cluster {infra.cluster}"
+        self._draw_header()
+
+    def _draw_header(self) -> None:
+        current = self.current_view
+        tabs = "  ".join(f"[reverse] {v.key} {v.title} [/]" if v is current else f"{v.key} {v.title}"
+                         for v in self.views)
+        mode = "  [bold]READ-ONLY[/]" if self.readonly else ""
+        self.query_one("#header", Static).update(f"[bold]kinetic[/] · {self._workspace}{mode}\n{tabs}")
+
+    @property
+    def current_view(self) -> View | None:
+        current = self.query_one("#switcher", ContentSwitcher).current
+        return next((view for view in self.views if view.id == current), None)
+
+    def _focus_view(self, view: View) -> None:
+        focusable = next((widget for widget in view.query(Widget) if widget.focusable), None)
+        if focusable is not None:
+            focusable.focus()
+
+    # -- refresh ---------------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        due = time.monotonic() >= self._next_poll
+        if self._busy or not (due or self._dirty):
+            return  # a refresh starts only after the previous one finished
+        self._busy, self._dirty = True, False
+        if due:
+            self._next_poll = time.monotonic() + self.poll_interval
+        self._refresh(due)
+
+    @work(exclusive=True, group="refresh", exit_on_error=False)
+    async def _refresh(self, poll: bool) -> None:
+        try:
+            if poll:
+                await self.service.poll_jobs()
+                for pool in await self.service.pools():
+                    self.pool_history.setdefault(pool.name, deque(maxlen=HISTORY_SAMPLES)).append(pool.in_use)
+            await self.reload_visible()
+            self._last_error = ""  # recovered: the same error, if it comes back, is news again
+        except KineticError as exc:
+            self._report(one_line(exc))
+        finally:
+            self._busy = False
+
+    async def reload_visible(self) -> None:
+        """Reload what is on screen: the job screen when it is open, else the current view."""
+        target = next((screen for screen in reversed(self.screen_stack) if isinstance(screen, JobScreen)), None)
+        target = target or self.current_view
+        if target is not None:
+            await target.reload()
+
+    async def _listen(self) -> None:
+        subscription = self.service.events.subscribe()
+        try:
+            async for event in subscription:
+                if not isinstance(event, LogBatch):
+                    self._dirty = True
+        finally:
+            subscription.close()
+
+    def _report(self, message: str) -> None:
+        """Notify an error once: a poll that keeps failing must not repeat it every second."""
+        if message != self._last_error:
+            self._last_error = message
+            self.notify(message, severity="error", timeout=8)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_failure(event.worker)
+
+    def report_failure(self, worker: Worker[Any]) -> None:
+        """A worker that raised becomes a notification (every worker runs with exit_on_error=False).
+        Screens and views forward their workers here: StateChanged does not bubble."""
+        if worker.state is WorkerState.ERROR and worker.error is not None:
+            error = worker.error
+            self._report(one_line(error) if isinstance(error, KineticError) else
+                         f"{type(error).__name__}: {one_line(error)}")
+
+    # -- commands --------------------------------------------------------------------------------------
+
+    def run_command(self, line: str) -> Worker[Any]:
+        """Run one command-language line in a worker; its result or error becomes a notification."""
+        return self._execute(line)
+
+    @work(group="commands", exit_on_error=False)
+    async def _execute(self, line: str) -> Any:
+        try:
+            command = parse_line(line)
+        except ParseError as exc:
+            self._parse_failed(exc)
+            return None
+        if command is None:
+            return None
+        if self.readonly and command.verb not in READ_VERBS:
+            self.notify(f"read-only console: {command.verb!r} changes state; allowed: "
+                        f"{', '.join(sorted(READ_VERBS))}", severity="error")
+            return None
+        try:
+            result = await execute(self.service, command)
+        except KineticError as exc:
+            self.notify(one_line(exc), title=command.verb, severity="error", timeout=8)
+            return None
+        self.notify(summarize(command.verb, result), title=command.verb)
+        try:
+            await self.reload_visible()
+        except KineticError as exc:
+            self._report(one_line(exc))
+        return result
+
+    def _parse_failed(self, exc: ParseError) -> None:
+        self.notify(str(exc), title="does not parse", severity="error", timeout=8)
+
+    async def object_names(self) -> dict[str, list[str]]:
+        """Names of every live object by kind, for completion and the palette."""
+        console = self.service
+        readers: dict[str, tuple[Callable[[], Any], str]] = {
+            "job": (console.jobs, "job_id"), "pool": (console.pools, "name"), "training": (console.trainings, "name"),
+            "study": (console.studies, "name"), "group": (console.models, "group"),
+            "endpoint": (console.endpoints, "name"), "pipeline": (console.pipelines, "name"),
+        }
+        names: dict[str, list[str]] = {}
+        for kind, (read, attribute) in readers.items():
+            try:
+                names[kind] = [getattr(item, attribute) for item in await read()]
+            except KineticError:
+                continue
+        return names
+
+    # -- actions ---------------------------------------------------------------------------------------
+
+    def action_show_view(self, key: str) -> None:
+        view = next((v for v in self.views if v.key == key), None)
+        if view is None:
+            self.notify(f"no view {key}; views: {', '.join(f'{v.key} {v.title}' for v in self.views)}",
+                        severity="warning")
+            return
+        while isinstance(self.screen, JobScreen):
+            self.pop_screen()
+        self.query_one("#switcher", ContentSwitcher).current = view.id
+        self._draw_header()
+        self._focus_view(view)
+        self._dirty = True
+
+    async def act_in_view(self, view: View, action: str) -> None:
+        """A view's action from the palette: show the view, then run it as its key would."""
+        self.action_show_view(view.key)
+        await self.run_action(action, view)
+
+    async def jump_to(self, key: str, name: str) -> None:
+        self.action_show_view(key)
+        view = self.current_view
+        if view is not None and view.key == key:
+            await view.reload()
+            view.reveal(name)
+
+    def open_job(self, job_id: str) -> None:
+        self.push_screen(JobScreen(job_id))
+
+    def action_command_bar(self) -> None:
+        bar = self.query_one(CommandBar)
+        bar.open("command")
+        self.run_worker(self._load_names(bar), group="names", exclusive=True, exit_on_error=False)
+
+    async def _load_names(self, bar: CommandBar) -> None:
+        bar.names = await self.object_names()
+
+    def action_filter(self) -> None:
+        view = self.current_view
+        if view is not None:
+            self.query_one(CommandBar).open("filter", self._view_filters.get(view.id or "", ""))
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if isinstance(screen, JobScreen):
+            title, bindings = f"job {screen.job_id}", screen.key_bindings()
+        else:
+            view = self.current_view
+            title, bindings = (view.title, view.visible_bindings()) if view else ("console", [])
+        rows = [(self.get_key_display(binding), binding.description) for binding in bindings]
+        self.push_screen(HelpScreen(title, rows, GLOBAL_KEYS))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Dialogs keep the keyboard: no view switching or bars behind a modal. The bar and the filter
+        live on the main screen, so the job screen (whose `/` searches its log) goes without them."""
+        if isinstance(self.screen, ModalScreen) and action in SCREEN_ACTIONS:
+            return False
+        if isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"):
+            return False
+        return True
+
+    @on(CommandBar.Submitted)
+    def _bar_submitted(self, event: CommandBar.Submitted) -> None:
+        bar = self.query_one(CommandBar)
+        if event.mode == "filter":
+            bar.hide()
+            return
+        try:
+            parse_line(event.value)
+        except ParseError as exc:
+            bar.show_error(exc.column, exc.message)
+            self._parse_failed(exc)
+            return
+        bar.hide()
+        self.run_command(event.value)
+
+    @on(CommandBar.FilterChanged)
+    def _filter_changed(self, event: CommandBar.FilterChanged) -> None:
+        view = self.current_view
+        if view is not None:
+            self._view_filters[view.id or ""] = event.value
+            view.filter(event.value)
+
+    @on(CommandBar.Closed)
+    def _bar_closed(self) -> None:
+        view = self.current_view
+        if view is not None:
+            self._focus_view(view)
+
+
+def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home: str | Path | None = None) -> int:
+    """Open the console (the command bar detaches by default); returns the process exit code."""
+    background = None
+    if demo:
+        from core.demo import demo_home, fill
+
+        home, background = demo_home(), fill
+    try:
+        console = Console(home=home, default_wait=False)
+    except KineticError as exc:
+        print(f"error: {one_line(exc)}")
+        return 1
+    app = KineticApp(console, readonly=readonly, background=background)
+    app.run(mouse=mouse)
+    return app.return_code or 0

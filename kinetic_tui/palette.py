@@ -1,0 +1,65 @@
+"""ctrl+p: every action of every view and a jump to every object the console knows, fuzzy-searchable.
+
+Actions run through `App.run_action` with the view as namespace, so `check_action` (and with it
+`--readonly`) applies exactly as it does to the key; objects are listed from fresh console snapshots each
+time the palette opens.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from kinetic_tui.app import KineticApp
+
+PALETTE_JOBS = 500  # the newest jobs offered: fuzzy-matching 10,000 titles on every keystroke lags
+# object kind -> (number of the view it lives in, what the palette calls it)
+JUMPS = {"pool": ("1", "Pool"), "training": ("3", "Training"), "study": ("3", "Study"), "group": ("4", "Model group"),
+         "endpoint": ("5", "Endpoint"), "pipeline": ("6", "Pipeline")}
+
+
+class Entry(NamedTuple):
+    text: str
+    run: Callable[[], Any]
+    help: str
+
+
+def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
+    """Views, their visible actions, the app's keys, then objects (jobs open their screen)."""
+    found: list[Entry] = []
+    for view in app.views:
+        found.append(Entry(f"Go to {view.title}", partial(app.action_show_view, view.key), f"key {view.key}"))
+        found += [Entry(f"{view.title}: {binding.description}", partial(app.act_in_view, view, binding.action),
+                        f"key {binding.key} in {view.title}") for binding in view.visible_bindings()]
+    found += [Entry("Command bar", app.action_command_bar, "key :"),
+              Entry("Keys of this view", app.action_help, "key ?"),
+              Entry("Filter this view", app.action_filter, "key /"), Entry("Quit", app.action_quit, "key q")]
+    found += [Entry(f"Job {job_id}", partial(app.open_job, job_id), "open the job screen")
+              for job_id in names.get("job", [])[:PALETTE_JOBS]]
+    for kind, (key, label) in JUMPS.items():
+        found += [Entry(f"{label} {name}", partial(app.jump_to, key, name), f"show it in view {key}")
+                  for name in names.get(kind, ())]
+    return found
+
+
+class KineticCommands(Provider):
+    async def startup(self) -> None:
+        app: KineticApp = self.app  # type: ignore[assignment]
+        self._entries = entries(app, await app.object_names())
+
+    def _all(self) -> Iterator[Entry]:
+        return iter(getattr(self, "_entries", ()))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for entry in self._all():
+            score = matcher.match(entry.text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(entry.text), entry.run, help=entry.help)
+
+    async def discover(self) -> Hits:
+        for entry in self._all():
+            yield DiscoveryHit(entry.text, entry.run, help=entry.help)

@@ -1,0 +1,158 @@
+"""The job screen: one job's status, its live log, and its result or remote traceback once it ends.
+
+The log is read by a thread worker that follows the job's log files and feeds the `LogView` (which
+batches every 100 ms). It reads through the backend with a stop event rather than `Console.logs(follow)`
+so that leaving the screen ends the reader at once instead of when the job ends.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+from textual.worker import Worker
+
+from core.console import Console, RemoteJobFailed
+from core.console.snapshots import JobSnapshot
+from core.errors import KineticError
+from core.job_status import JobStatus
+from kinetic_tui.render import humanize_age, status_cell
+from kinetic_tui.widgets.confirm import Field, FormScreen
+from kinetic_tui.widgets.log_view import LogView
+
+
+def summary_text(job: JobSnapshot, now: float) -> str:
+    """Two lines that fit 80 columns: who the job is, and where it stands."""
+    took = "-" if job.started_at is None else humanize_age(job.started_at, job.finished_at or now)
+    phase = f" · phase {job.phase}" if job.phase else ""
+    return (f"{job.job_id} · {job.name or job.func} · {job.accelerator} on {job.pool or '-'}\n"
+            f"{status_cell(JobStatus, job.status)} · age {humanize_age(job.created_at, now)} · took {took}{phase}")
+
+
+class JobScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "back", "Back"), Binding("slash", "search", "Search"),
+        Binding("n", "next_match(1)", "Next", show=False), Binding("N", "next_match(-1)", "Prev", show=False),
+        Binding("s", "save", "Save"),
+    ]
+
+    def __init__(self, job_id: str, max_lines: int = 10_000) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.max_lines = max_lines
+        self.outcome: str | None = None  # the result or traceback text, once the job has ended
+        self._stop = threading.Event()
+        self._query = ""
+        self._match: int | None = None
+
+    @property
+    def console(self) -> Console:
+        return self.app.service  # type: ignore[attr-defined]  # App.console is Textual's own
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.job_id, id="job-summary")
+        with VerticalScroll(id="job-outcome"):
+            yield Static("", id="job-result")
+        yield LogView(self.max_lines, clock=self.app.now, id="job-log")  # type: ignore[attr-defined]
+        search = Input(placeholder="search the log (Enter finds, Esc closes)", id="log-search")
+        search.cursor_blink = False
+        yield search
+        yield Footer()
+
+    @property
+    def log_view(self) -> LogView:
+        return self.query_one("#job-log", LogView)
+
+    def key_bindings(self) -> list[Binding]:
+        """This screen's keys and its log's, for `?`."""
+        return [*Binding.make_bindings(self.BINDINGS), *Binding.make_bindings(LogView.BINDINGS)]
+
+    def on_mount(self) -> None:
+        self.query_one("#job-outcome").display = False
+        self.query_one("#log-search").display = False
+        self.log_view.focus()
+        self.run_worker(self._follow_logs, thread=True, group="job-logs", exit_on_error=False)
+        self.run_worker(self.reload(), group="job-reload", exit_on_error=False)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.app.report_failure(event.worker)  # type: ignore[attr-defined]
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def _follow_logs(self) -> None:
+        for batch in self.console.backend.read_logs(self.job_id, follow=True, stop=self._stop):
+            self.log_view.feed(batch)
+
+    async def reload(self) -> None:
+        """Called by the app's poll while this screen is on top."""
+        job = await self.console.job(self.job_id)
+        self.query_one("#job-summary", Static).update(summary_text(job, self.app.now()))  # type: ignore[attr-defined]
+        if self.outcome is None and JobStatus(job.status).finished:
+            self.outcome = await self._outcome(job)
+            self.query_one("#job-result", Static).update(self.outcome)
+            self.query_one("#job-outcome").display = True
+
+    async def _outcome(self, job: JobSnapshot) -> str:
+        try:
+            result = await self.console.result(self.job_id)
+        except RemoteJobFailed as exc:
+            return f"✗ {exc.error_type} in phase {exc.phase or 'execute'}\n{exc.traceback or exc}"
+        except KineticError as exc:
+            return f"✗ {job.status}: {exc}"
+        return f"✓ result: {result.value_repr}"
+
+    # -- search and save -------------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        search = self.query_one("#log-search", Input)
+        search.display = True
+        search.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        event.input.display = False
+        self.log_view.focus()
+        self._query = event.value
+        self.log_view.highlight = event.value
+        self._match = None
+        self.action_next_match(1)
+
+    def action_back(self) -> None:
+        """Esc closes the search prompt first, then the screen."""
+        search = self.query_one("#log-search", Input)
+        if not search.display:
+            self.app.pop_screen()
+            return
+        search.display = False
+        self.log_view.focus()
+
+    def action_next_match(self, direction: int) -> None:
+        if not self._query:
+            return
+        buffer = self.log_view.buffer
+        found = (buffer.next_match(self._query, self._match) if direction > 0
+                 else buffer.previous_match(self._query, self._match))
+        if found is None:
+            self.notify(f"no line matches {self._query!r}", severity="warning")
+            return
+        self._match = found
+        self.log_view.reveal(found)
+
+    def action_save(self) -> None:
+        def chosen(values: dict[str, str] | None) -> None:
+            if not values or not values["path"]:
+                return
+            path = Path(values["path"]).expanduser()
+            try:
+                count = self.log_view.buffer.save(path)
+            except OSError as exc:
+                self.notify(f"cannot save to {path}: {exc.strerror or exc}", severity="error")
+                return
+            self.notify(f"saved {count} lines to {path}")
+
+        self.app.push_screen(FormScreen("Save the log", (Field("path", "Path", f"{self.job_id}.log"),)), chosen)

@@ -1,0 +1,33 @@
+"""The registry's stage graph as a widget: `render.stage_graph` drawn at the widget's current width."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+from core.console.snapshots import ModelVersionSnapshot
+from core.platform.registry import ModelVersion
+from kinetic_tui.render.stage_graph import MIN_WIDTH, render_stage_graph
+
+
+class StageGraph(Widget):
+    """Redrawn on resize, so the boxes use the whole width the layout gives them."""
+
+    DEFAULT_CSS = "StageGraph { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
+        super().__init__(id=id)
+        self.versions: tuple[ModelVersion, ...] = ()
+        self.selected: int | None = None
+
+    def show(self, versions: Sequence[ModelVersionSnapshot], selected: int | None) -> None:
+        # the renderer places versions by Stage identity, so snapshots (stage as text) become ModelVersions
+        models = tuple(ModelVersion(v.group, v.version, v.artifact_hash, v.metrics, v.source, v.stage)
+                       for v in versions)
+        if (models, selected) != (self.versions, self.selected):
+            self.versions, self.selected = models, selected
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        return render_stage_graph(list(self.versions), self.selected, width=max(self.size.width, MIN_WIDTH))

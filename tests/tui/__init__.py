@@ -1,0 +1,1 @@
+"""Pilot tests of the Textual console."""

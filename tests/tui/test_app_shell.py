@@ -1,0 +1,206 @@
+"""The app shell: view switching, the `:` bar, completion, palette, help, filter, readonly, quit, errors,
+and the size floor. Every action is checked against the core's state, not only the screen."""
+from __future__ import annotations
+
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from core.console import Console
+from kinetic_tui.app import KineticApp
+from kinetic_tui.screens.clusters import ClustersView
+from kinetic_tui.screens.help import HelpScreen
+from kinetic_tui.screens.job_detail import JobScreen
+from kinetic_tui.screens.jobs import JobsView
+from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, complete_line
+from kinetic_tui.widgets.confirm import ConfirmScreen
+from tests.test_console_support import state_dump
+from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
+
+
+async def _command(app: KineticApp, pilot: Pilot, line: str) -> None:
+    await pilot.press("colon")
+    app.query_one(CommandBar).prompt.value = line
+    await pilot.press("enter")
+    await settle(app, pilot)
+
+
+async def test_number_keys_switch_views_and_the_header_names_the_current_one(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.current_view, ClustersView)
+        await pilot.press("2")
+        assert isinstance(app.current_view, JobsView)
+        assert app.focused is app.current_view.table
+        header = str(app.query_one("#header", Static).render())
+        assert "profile local (local)" in header and "2 Jobs" in header
+        await pilot.press("1")
+        assert isinstance(app.current_view, ClustersView)
+
+
+async def test_a_command_bar_line_changes_core_state(make_app: AppFactory, console: Console) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _command(app, pilot, "pool add tpus --accelerator v5litepod-2x2 --nodes 1")
+        assert [p.name for p in await console.pools()] == ["cpu", "tpus"]
+        assert not app.query_one(CommandBar).display
+        assert any("tpus" in note for note in notes(app, "information"))
+
+
+async def test_a_parse_error_shows_its_column_and_changes_nothing(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        before = state_dump()
+        await _command(app, pilot, "pool add x --accelerator l4 --nodes zero")
+        bar = app.query_one(CommandBar)
+        assert bar.display  # stays open for a fix
+        hint = str(bar.query_one("#bar-hint", Static).render())
+        assert hint.index("^") == len("pool add x --accelerator l4 --nodes ")
+        assert any("column 37" in note for note in notes(app, "error"))
+        assert state_dump() == before
+
+
+async def test_tab_completes_verbs_flags_and_live_job_ids(make_app: AppFactory, console: Console) -> None:
+    ids = await build_workspace(console)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("colon", *"canc", "tab")
+        bar = app.query_one(CommandBar)
+        assert bar.prompt.value == "cancel "
+        await wait_for(lambda: bool(bar.names.get("job")), pilot)
+        await pilot.press(*ids["running"][:-1], "tab")
+        assert bar.prompt.value == f"cancel {ids['running']} "
+        bar.prompt.value = "pool add x --acc"
+        await pilot.press("tab")
+        assert bar.prompt.value == "pool add x --accelerator "
+
+
+def test_completion_knows_which_argument_names_which_kind_of_object() -> None:
+    names = {"job": ["job-aaaa0001", "job-aaab0002"], "pool": ["cpu", "gpus"], "endpoint": ["fraud-ep"],
+             "group": ["fraud"]}
+    assert complete_line("cancel job-aaa", names) == ["job-aaaa0001", "job-aaab0002"]
+    assert complete_line("pool remove g", names) == ["gpus"]
+    assert complete_line("show model f", names) == ["fraud"]
+    assert complete_line("observe fraud-ep ", names) == []  # CONCURRENCY is a number, not an object
+    assert complete_line("load ", names) == ["fraud-ep"]
+    assert complete_line("jobs --status RU", names) == ["RUNNING"]
+    assert apply_completion("cancel job-aaa", ["job-aaaa0001", "job-aaab0002"]) == "cancel job-aaa"
+    assert apply_completion("cancel job-a", ["job-aaaa0001", "job-aaab0002"]) == "cancel job-aaa"
+    assert apply_completion("pool remove g", ["gpus"]) == "pool remove gpus "
+
+
+async def test_the_palette_jumps_to_views_and_opens_jobs(make_app: AppFactory, console: Console) -> None:
+    ids = await build_workspace(console)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"Go to Jobs")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.current_view, JobsView)
+        await pilot.press("ctrl+p", *f"Job {ids['done']}")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, JobScreen), pilot)
+        assert app.screen.job_id == ids["done"]
+
+
+async def test_the_palette_runs_view_actions_through_the_same_path(make_app: AppFactory, console: Console) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p", *"Clusters: Add pool")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(lambda: type(app.screen).__name__ == "FormScreen", pilot)
+        await pilot.press("escape")
+        assert [p.name for p in await console.pools()] == ["cpu"]
+
+
+async def test_help_lists_the_keys_of_the_current_view(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = dict(app.screen.view_keys)
+        assert keys["s"] == "Submit" and keys["c"] == "Cancel job" and keys["o"] == "Sort"
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_slash_filters_the_current_table_and_escape_clears_it(make_app: AppFactory, console: Console) -> None:
+    ids = await build_workspace(console)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        view = app.current_view
+        await wait_for(lambda: len(view.table.keys) == 3, pilot)
+        await pilot.press("slash", *"bomb")
+        assert view.table.keys == [ids["failed"]]
+        await pilot.press("enter")  # keeps the filter
+        assert view.table.keys == [ids["failed"]]
+        await pilot.press("slash", "escape")
+        assert len(view.table.keys) == 3
+
+
+async def test_readonly_hides_mutating_keys_and_they_do_nothing(make_app: AppFactory, console: Console) -> None:
+    ids = await build_workspace(console)
+    app = make_app(readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        view = app.current_view
+        await wait_for(lambda: ids["running"] in view.table.keys, pilot)
+        view.table.select_key(ids["running"])
+        shown = {binding.key for _, binding, enabled, _ in app.active_bindings.values() if enabled}
+        assert "s" not in shown and "c" not in shown and "o" in shown
+        assert {b.key for b in view.visible_bindings()} == {"enter", "o", "O"}
+        await pilot.press("c")
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("s")
+        assert app.screen is app.screen_stack[0]
+        await _command(app, pilot, f"cancel {ids['running']}")
+        assert any("read-only" in note for note in notes(app, "error"))
+        await pilot.press("1", "a", "d")
+        assert app.screen is app.screen_stack[0]
+    assert job_status(console, ids["running"]).value == "RUNNING"
+    assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+
+
+async def test_q_quits(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_a_failing_action_is_a_notification_and_the_app_keeps_running(
+        make_app: AppFactory, console: Console,
+) -> None:
+    ids = await build_workspace(console)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _command(app, pilot, "pool remove cpu")  # the running job holds it
+        assert any("pending or running jobs" in note for note in notes(app, "error"))
+        await _command(app, pilot, "cancel job-00000000")
+        assert any("job-00000000" in note for note in notes(app, "error"))
+        assert app.is_running
+        await pilot.press("2")
+        assert isinstance(app.current_view, JobsView)
+    assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+    assert job_status(console, ids["running"]).value == "RUNNING"
+
+
+async def test_below_80x24_the_console_says_the_terminal_is_too_small(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        message = app.query_one("#too-small", Static)
+        assert message.display and message.region.width == 60
+        assert "Terminal too small" in str(message.render())
+        assert app.query_one("#main").region.area == 0
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause()
+        assert app.query_one("#main").region.area > 0

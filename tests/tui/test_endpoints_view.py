@@ -1,0 +1,100 @@
+"""Endpoints view (SPEC 5, view 5): scale and load through their forms change the endpoint in the core."""
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+from kinetic_tui.widgets.confirm import FormScreen
+from kinetic_tui.widgets.scaling_chart import ScalingChart
+from tests.tui.conftest import notes, settle
+from tests.tui.test_training_view import open_view
+
+
+@pytest.fixture
+async def endpoint(console):
+    """`web` serves fraud (v1 Production) and has seen a scale-out and a hold."""
+    await console.train("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
+    await console.register_from_training("fraud", "t1")
+    await console.promote("fraud", 1, "Staging")
+    await console.promote("fraud", 1, "Production")
+    await console.create_endpoint("web", "fraud", min_instances=1, max_instances=5, target_per_instance=10)
+    await console.observe("web", 45, 0)
+    await console.observe("web", 5, 1)
+    return console
+
+
+async def fill(pilot, values: dict[str, str]) -> None:
+    form = pilot.app.screen
+    assert isinstance(form, FormScreen)
+    for name, text in values.items():
+        form.query_one(f"#field-{name}", Input).value = text
+    await pilot.press("enter")
+    await settle(pilot.app, pilot)
+
+
+async def test_the_view_shows_config_chart_and_cache(endpoint, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        config = str(pilot.app.query_one("#config").render())
+        assert "web serves fraud · instances 5 (min 1, max 5)" in config
+        chart = pilot.app.query_one(ScalingChart).render().plain
+        marks = next(line for line in chart.splitlines() if "↑" in line)
+        assert marks.strip() == "↑H"  # the scale-out, then the hold
+
+
+async def test_scale_form_changes_the_endpoint_config(endpoint, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        await pilot.press("S")
+        await pilot.pause()
+        form = pilot.app.screen
+        assert form.query_one("#field-max", Input).value == "5"  # prefilled from the endpoint
+        await fill(pilot, {"min": "2", "max": "3", "target": "20"})
+        after = await endpoint.endpoint("web")
+        assert (after.min_instances, after.max_instances, after.target_per_instance, after.instance_count) == (
+            2, 3, 20, 3)
+        assert after.history[-1].action == "reconfigure"
+
+
+async def test_bad_scale_value_is_a_notification_and_changes_nothing(endpoint, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        await pilot.press("S")
+        await pilot.pause()
+        await fill(pilot, {"min": "4", "max": "2"})
+        after = await endpoint.endpoint("web")
+        assert (after.min_instances, after.max_instances) == (1, 5)
+        assert any("min" in note for note in notes(app, "error"))
+
+
+async def test_load_form_drives_ticks_into_the_history(endpoint, make_app):
+    before = len((await endpoint.endpoint("web")).history)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        await pilot.press("l")
+        await pilot.pause()
+        await fill(pilot, {"concurrency": "12", "ticks": "3"})
+        await endpoint.aclose()  # the command bar detaches: let the load finish
+        after = await endpoint.endpoint("web")
+        assert len(after.history) == before + 3
+        assert [event.concurrency for event in after.history[-3:]] == [12, 12, 12]
+        assert (after.hits, after.misses) == (35, 1)
+        await app.current_view.reload()
+        assert app.query_one("#cache").keys == ["1"]  # one model loaded: the Production version
+        summary = str(app.query_one("#cache-summary").render())
+        assert "hit ratio 97.2% (35 hits, 1 misses) · 1 loads · 0 evictions" in summary
+        assert "recent loads: fraud:v1" in summary
+
+
+async def test_readonly_hides_scale_and_load(endpoint, make_app):
+    app = make_app(readonly=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        await pilot.press("S", "l")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, FormScreen)
+        assert len((await endpoint.endpoint("web")).history) == 2

@@ -1,0 +1,131 @@
+"""Registry view (SPEC 5, view 4): promote through the stage picker; illegal targets disabled; taking a
+version out of Production asks first."""
+from __future__ import annotations
+
+import pytest
+
+from core.console import Console
+from kinetic_tui.widgets.confirm import ConfirmScreen
+from kinetic_tui.widgets.forms import StagePicker
+from kinetic_tui.widgets.stage_graph import StageGraph
+from tests.tui.conftest import settle
+from tests.tui.test_training_view import open_view
+
+
+@pytest.fixture
+async def registry(console):
+    """fraud: v1 Production, v2 None (both from one real training run)."""
+    await console.train("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
+    for _ in range(2):
+        await console.register_from_training("fraud", "t1")
+    await console.promote("fraud", 1, "Staging")
+    await console.promote("fraud", 1, "Production")
+    return console
+
+
+async def stages(console: Console) -> dict[int, str]:
+    return {model.version: model.stage for model in (await console.models("fraud")).versions}
+
+
+async def open_picker(pilot, version: int) -> StagePicker:
+    assert pilot.app.focused is pilot.app.current_view.main_table
+    await pilot.press(*["down"] * (version - 1), "p")
+    await pilot.pause()
+    assert isinstance(pilot.app.screen, StagePicker)
+    return pilot.app.screen
+
+
+async def test_promote_moves_the_selected_version_to_the_chosen_stage(registry, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        picker = await open_picker(pilot, 2)
+        assert pilot.app.focused.id == "stage-staging"  # the first legal target
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Production", 2: "Staging"}
+        assert picker not in pilot.app.screen_stack
+        graph = pilot.app.query_one(StageGraph).render().plain
+        assert "▸v2" in graph and "v1" in graph
+
+
+async def test_illegal_targets_are_shown_disabled_and_pressing_them_changes_nothing(registry, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        picker = await open_picker(pilot, 2)
+        production = picker.query_one("#stage-production")
+        assert production.disabled
+        reasons = " ".join(str(label.render()) for label in picker.query(".reason"))
+        assert "None → Production is not an allowed transition; allowed: Staging, Archived" in reasons
+        await pilot.click("#stage-production")
+        await pilot.pause()
+        assert pilot.app.screen is picker
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Production", 2: "None"}
+
+
+async def test_archiving_production_asks_and_no_keeps_it(registry, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        await open_picker(pilot, 1)
+        await pilot.press("down")  # Staging -> Archived (Production and None are disabled)
+        assert pilot.app.focused.id == "stage-archived"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Production", 2: "None"}
+        await open_picker(pilot, 1)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Archived", 2: "None"}
+        history = (await registry.models("fraud")).history
+        assert (history[-1].version, history[-1].from_stage, history[-1].to_stage) == (1, "Production", "Archived")
+
+
+async def test_readonly_hides_promote_and_the_key_does_nothing(registry, make_app):
+    app = make_app(readonly=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        assert not any(b.binding.action == "promote" and b.enabled for b in pilot.app.screen.active_bindings.values())
+        await pilot.press("p")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, StagePicker)
+        assert await stages(registry) == {1: "Production", 2: "None"}
+
+
+async def test_promoting_over_the_production_version_asks_first(registry, make_app):
+    await registry.promote("fraud", 2, "Staging")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        await open_picker(pilot, 2)
+        await pilot.press("down", "enter")  # Staging's legal targets: None, Production, Archived
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "fraud:v1 leaves Production" in str(app.screen.query_one("#question").render())
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Production", 2: "Staging"}
+        await open_picker(pilot, 2)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert await stages(registry) == {1: "Archived", 2: "Production"}
+
+
+async def test_the_filter_narrows_the_versions_and_the_graph_follows(registry, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "4")
+        await pilot.press("slash", *"v2")
+        await pilot.pause()
+        assert app.current_view.main_table.keys == ["fraud:v2"]
+        assert "▸v2" in app.query_one(StageGraph).render().plain

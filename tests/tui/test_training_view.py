@@ -1,0 +1,96 @@
+"""Training view (SPEC 5, view 3): interrupt and resume a real training job on a pool from the keyboard;
+studies list their trials with the best one marked."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from core.console import Console
+from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.widgets import KeyedTable
+from tests.tui.conftest import notes, settle
+
+SLOW_STEP = "tests.tui.test_training_view:slow_step"
+
+
+def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
+    """The default step, slowed so the test can interrupt the job mid-run."""
+    time.sleep(0.2)
+    return {"loss": state.get("loss", 1.0) * (1 - hyperparameters.get("learning_rate", 0.1))}
+
+
+def training(console: Console, name: str):
+    return console.training_service().refresh(name)[0]
+
+
+async def start_slow(console: Console, name: str, epochs: int) -> None:
+    service = console.training_service()
+    await asyncio.to_thread(service.start, name, {"learning_rate": 0.2}, epochs, 1, None, SLOW_STEP)
+    deadline = time.monotonic() + 30
+    while training(console, name).current_epoch < 1:
+        assert time.monotonic() < deadline, f"training {name} never finished an epoch"
+        await asyncio.sleep(0.05)
+
+
+async def open_view(app, pilot, key: str = "3") -> None:
+    """Switch to view `key` and load it now rather than on the app's next tick."""
+    await pilot.press(key)
+    await app.current_view.reload()
+    await pilot.pause()
+
+
+async def test_interrupt_stops_a_running_training_and_resume_completes_it(console, make_app):
+    await start_slow(console, "slow", 15)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        await pilot.press("i")
+        await settle(app, pilot)
+        stopped = training(console, "slow")
+        assert (stopped.status, stopped.interruptions) == ("Stopped", 1)
+        await pilot.press("r")
+        await settle(app, pilot)
+        await asyncio.to_thread(console.training_service().wait, "slow", 30)
+        done = training(console, "slow")
+        assert (done.status, done.current_epoch, done.interruptions, len(done.job_ids)) == ("Completed", 15, 1, 2)
+        straight = TrainingJob("straight", {"learning_rate": 0.2}, 15, 1)
+        ManagedTrainingRunner(TrainingCluster(1)).start(straight)
+        assert done.artifact_hash == straight.artifact_hash  # resumed from the checkpoint, not restarted
+
+
+async def test_interrupting_a_settled_training_is_a_notification_and_changes_nothing(console, make_app):
+    await console.train("done", {"learning_rate": 0.3}, epochs=2, wait=True)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        await pilot.press("i")
+        await settle(app, pilot)
+        after = training(console, "done")
+        assert (after.status, after.interruptions) == ("Completed", 0)
+        assert any("interrupt requires InProgress" in note for note in notes(app, "error"))
+
+
+async def test_readonly_hides_interrupt_and_resume(console, make_app):
+    await start_slow(console, "slow", 4)
+    app = make_app(readonly=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        bindings = app.screen.active_bindings.values()
+        assert not any(b.binding.action in ("interrupt", "resume") and b.enabled for b in bindings)
+        await pilot.press("i")
+        await settle(app, pilot)
+        assert training(console, "slow").interruptions == 0
+    await asyncio.to_thread(console.training_service().wait, "slow", 30)
+
+
+async def test_a_study_lists_its_trials_with_the_best_marked(console, make_app):
+    study = await console.tune("lr", {"learning_rate": [0.1, 0.5]}, "grid", 2, wait=True)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        trials = app.query_one("#trials", KeyedTable)
+        marked = [key for key in trials.keys if str(trials.get_row(key)[-1]) == "★ best"]
+        assert marked == [f"#{study.best}"]
+        best = next(trial for trial in study.trials if trial.trial_id == study.best)
+        assert best.hyperparameters == {"learning_rate": 0.5}  # the lowest loss
+        assert app.query_one("#trainings", KeyedTable).keys == []  # trials are not listed twice
