@@ -66,7 +66,7 @@ class EndpointsView(TableView):
             yield Label("Scaling: instances vs desired vs concurrency per tick", classes="section")
             yield ScalingChart(id="chart")
             yield Label("Model cache, least recently used first", classes="section")
-            yield KeyedTable([("#", None), ("model", 16), ("recency", None), ("loads", None), ("evictions", None)],
+            yield KeyedTable([("#", None), ("model", None), ("recency", None), ("loads", None), ("evictions", None)],
                              id="cache")
             yield Static("", id="cache-summary")
 

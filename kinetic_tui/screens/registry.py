@@ -40,7 +40,7 @@ class RegistryView(TableView):
     def compose(self) -> ComposeResult:
         with ViewBody():
             yield Label("Model versions", classes="section")
-            yield KeyedTable([("version", 16), ("stage", None), ("artifact", 8), ("metrics", 18), ("source", 12)],
+            yield KeyedTable([("version", None), ("stage", None), ("artifact", 8), ("metrics", 16), ("source", 12)],
                              id="versions")
             yield Label("Stage graph", id="graph-title", classes="section")
             yield StageGraph(id="graph")
