@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from core.backends.local import JobRow, Pool
+from core.backends.local import Pool
+from core.job_status import JobStatus
 from core.platform.autoscaling import Endpoint, ScalingEvent
 from core.platform.pipelines import Pipeline, PipelineRun
 from core.platform.registry import ModelVersion, Transition
 from core.platform.serving import MultiModelEndpoint
+
+if TYPE_CHECKING:
+    from infra import NodePoolSpec
 
 
 def jsonable(value: Any) -> Any:
@@ -59,6 +63,42 @@ class PoolSnapshot(Snapshot):
     def of(cls, pool: Pool) -> PoolSnapshot:
         return cls(pool.name, pool.accelerator, pool.nodes, pool.spot, pool.in_use, pool.queued, pool.emulated)
 
+    @classmethod
+    def of_node_pool(cls, spec: NodePoolSpec, in_use: int, queued: int) -> PoolSnapshot:
+        """A GKE node pool as desired: it can grow to `max_nodes`, and its accelerators are real."""
+        return cls(spec.name, spec.accelerator, spec.max_nodes, spec.is_spot(), in_use, queued, False)
+
+
+class JobRecord(Protocol):
+    """What a job snapshot is taken from: a local JobRow, or a GKE job read from its cluster and bucket."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def pool(self) -> str | None: ...
+
+    @property
+    def status(self) -> JobStatus: ...
+
+    @property
+    def phase(self) -> str | None: ...
+
+    @property
+    def detail(self) -> str | None: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    @property
+    def started_at(self) -> float | None: ...
+
+    @property
+    def finished_at(self) -> float | None: ...
+
+    @property
+    def handle(self) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class JobSnapshot(Snapshot):
@@ -76,7 +116,7 @@ class JobSnapshot(Snapshot):
     result: Any = None  # filled only when the caller waited for a SUCCEEDED job
 
     @classmethod
-    def of(cls, row: JobRow, result: Any = None) -> JobSnapshot:
+    def of(cls, row: JobRecord, result: Any = None) -> JobSnapshot:
         handle = row.handle
         return cls(row.job_id, handle.get("display_name", ""), handle.get("func_name", ""),
                    handle.get("accelerator", ""), row.pool, row.status.value, row.phase, row.detail,

@@ -85,7 +85,7 @@ class JobScreen(Screen[None]):
         self._stop.set()
 
     def _follow_logs(self) -> None:
-        for batch in self.console.backend.read_logs(self.job_id, follow=True, stop=self._stop):
+        for batch in self.console.jobs_source.read_logs(self.job_id, follow=True, stop=self._stop):
             self.log_view.feed(batch)
 
     async def reload(self) -> None:
