@@ -49,6 +49,7 @@ MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 NOTIFY_LINES = 8
 TICK = 0.2
+THEME = "ansi-dark"  # SPEC 5, 16 colours: every theme colour is an ANSI name the terminal maps itself
 READ_VERBS = frozenset({"pools", "jobs", "status", "logs", "wait", "result", "models", "pipelines", "show", "help"})
 VIEW_CLASSES: tuple[type[View], ...] = (ClustersView, JobsView, TrainingView, RegistryView, EndpointsView,
                                         PipelinesView)
@@ -79,7 +80,10 @@ class KineticApp(App[int]):
     def __init__(self, console: Console, readonly: bool = False, clock: Callable[[], float] | None = None,
                  poll_interval: float = 1.0, background: Callable[[Console], Awaitable[None]] | None = None) -> None:
         """`background` is work that fills the workspace while the UI is up (the demo)."""
-        super().__init__()
+        # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
+        # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
+        super().__init__(ansi_color=True)
+        self.theme = THEME
         self.background = background
         self.service = console  # `App.console` is Textual's rich console
         self.readonly = readonly

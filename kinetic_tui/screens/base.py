@@ -43,15 +43,14 @@ class View(Container, can_focus=False):
         if report is not None:
             report(event.worker)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.readonly and action in self.MUTATING:
-            return None  # hidden from the footer and `?`, and the key does nothing
-        return True
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
+        """`--readonly` hides mutating actions (False), rather than greying them out (None): a key that
+        can never work in this session is noise in the footer, and the key does nothing."""
+        return not (self.readonly and action in self.MUTATING)
 
     def visible_bindings(self) -> list[Binding]:
         """This view's own bindings that `check_action` allows now: what `?` and the palette list."""
-        return [binding for binding in Binding.make_bindings(self.BINDINGS)
-                if self.check_action(binding.action, ()) is True]
+        return [binding for binding in Binding.make_bindings(self.BINDINGS) if self.check_action(binding.action, ())]
 
     def filter(self, query: str) -> None:
         """Apply the `/` filter to this view's main table (views without a table ignore it)."""

@@ -153,9 +153,12 @@ async def test_readonly_hides_mutating_keys_and_they_do_nothing(make_app: AppFac
         view = app.current_view
         await wait_for(lambda: ids["running"] in view.table.keys, pilot)
         view.table.select_key(ids["running"])
-        shown = {binding.key for _, binding, enabled, _ in app.active_bindings.values() if enabled}
-        assert "s" not in shown and "c" not in shown and "o" in shown
+        shown = {binding.key for _, binding, _, _ in app.screen.active_bindings.values()}
+        assert "s" not in shown and "c" not in shown and "o" in shown  # hidden from the footer, not greyed
         assert {b.key for b in view.visible_bindings()} == {"enter", "o", "O"}
+        await pilot.press("question_mark")
+        assert set(dict(app.screen.view_keys).values()) == {"Open", "Sort", "Reverse"}  # `?` lists no mutation
+        await pilot.press("escape")
         await pilot.press("c")
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("s")

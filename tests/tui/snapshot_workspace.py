@@ -1,0 +1,189 @@
+"""A deterministic workspace for the console's snapshot tests: the same pixels on every run and machine.
+
+Everything is made by really running work through the Console (finished jobs with real logs and a real
+remote traceback, an interrupted-and-resumed training, a study, versions in every stage, an endpoint driven
+by a load pattern, the canonical pipeline run three times); only what would differ between runs is pinned:
+
+- job ids: `new_job_id` hands out `job-00000001`, `job-00000002`, ... while the workspace is built
+  (patched where it is imported, since `dispatch` and `collections` bind the name at import);
+- the console's clock (training and registry timestamps) stands still at FROZEN;
+- job timestamps are written by the local backend with the real `time.time`, which it also uses for its
+  launch window, so they are not patched while jobs run: once everything has settled, `pin_job_times`
+  rewrites them through the store, one fixed slot per job in submission order (the least hacky path: the
+  backend keeps real time for real processes, and the rows read as if each job had taken JOB_TOOK s);
+- pipeline step durations: the pipeline module's `perf_counter` is pinned while the runs execute, so every
+  step reads 0ms;
+- the runner's per-phase wall times in the job logs ("phase verify ok (0.00s)") read 0.00s on a fast machine
+  and 0.01s on a loaded one: `pin_phase_timings` rewrites them to 0.00s once the jobs have ended;
+- the workspace lives at one fixed path (ROOT), because the runner logs its work directory: the session
+  fixture builds it there under a lock, so two test sessions on one machine take turns;
+- the machine-sized `cpu` pool (one node per core) is replaced by a fixed 4-node one.
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import itertools
+import os
+import re
+import shutil
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+from core.backends import launcher
+from core.console import Console
+
+ROOT = Path("/tmp/kinetic-tui-snapshots")  # fixed: it appears in the job logs the snapshots show
+FROZEN = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the console's clock while the workspace is built
+VIEWED_AT = FROZEN + 3_600.0  # the app's clock in the snapshots: an hour later
+JOB_SLOT = 60.0  # job n is created at FROZEN + n * JOB_SLOT, starts a second later, ends after `JOB_TOOK` s
+JOB_TOOK = 7.0
+PROJECT_MODULE = "snap_user"
+USER_MODULE = '''
+def score(rows):
+    """Logs a few lines, then returns a summary."""
+    total = 0
+    for number, row in enumerate(rows, start=1):
+        total += row
+        print(f"scored batch {number}/{len(rows)}: running total {total}", flush=True)
+    return {"batches": len(rows), "total": total}
+
+
+def _parse(record):
+    return float(record["amount"])
+
+
+def score_corrupt(records):
+    """Fails three frames down: the remote traceback the job screen shows."""
+    print(f"scoring {len(records)} records", flush=True)
+    return [_parse(record) / 100 for record in records]
+'''
+GROUP, ENDPOINT, PIPELINE = "fraud", "fraud-web", "canonical"
+CANONICAL = "core.platform.canonical:canonical_pipeline"
+LOAD_PATTERN = ((10, 1), (45, 3), (5, 4))  # (concurrency, ticks): scale out, hold, scale in
+PHASE_TIMING = re.compile(r"\(\d+\.\d+s\)")
+
+
+@contextmanager
+def counted_job_ids() -> Iterator[None]:
+    """`job-00000001`, `job-00000002`, ... for every job submitted inside the block."""
+    counter = itertools.count(1)
+
+    def next_id() -> str:
+        return f"job-{next(counter):08x}"
+
+    with mock.patch("core.context.new_job_id", next_id), mock.patch("core.dispatch.new_job_id", next_id), \
+            mock.patch("core.collections.new_job_id", next_id):
+        yield
+
+
+@contextmanager
+def still_step_clock() -> Iterator[None]:
+    """Pipeline steps all take 0 s: their durations are measured with `perf_counter` in one module."""
+    import core.platform.pipelines as pipelines
+
+    frozen_time = types.SimpleNamespace(perf_counter=lambda: 0.0)
+    with mock.patch.object(pipelines, "time", frozen_time):
+        yield
+
+
+def write_project(root: Path) -> Path:
+    """The user project whose functions the snapshot jobs run (a fixed module name, no machine paths)."""
+    project = root / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'snap-user'\n")
+    (project / f"{PROJECT_MODULE}.py").write_text(USER_MODULE)
+    return project
+
+
+def pin_job_times(console: Console) -> None:
+    """Give every job fixed timestamps in submission order (see the module docstring for why afterwards)."""
+    with console.store.transaction():
+        seqs = [row[0] for row in console.store.query("SELECT seq FROM jobs ORDER BY seq")]
+        for slot, seq in enumerate(seqs, start=1):
+            created = FROZEN + slot * JOB_SLOT
+            console.store.write("UPDATE jobs SET created_at = ?, started_at = ?, finished_at = ? WHERE seq = ?",
+                                (created, created + 1, created + 1 + JOB_TOOK, seq))
+        console.store.write("UPDATE pools SET created_at = ?", (FROZEN,))
+
+
+def pin_phase_timings(home: Path) -> None:
+    """Every "(1.23s)" phase timing in the job logs becomes "(0.00s)" (see the module docstring)."""
+    for log in sorted(home.glob("local/jobs/*/logs/*.log")):
+        log.write_text(PHASE_TIMING.sub("(0.00s)", log.read_text()))
+
+
+async def fill(console: Console) -> None:
+    """The scenario; every step waits until its work has settled, so nothing changes afterwards."""
+    await console.remove_pool("cpu")
+    await console.add_pool("cpu", "cpu", 4)
+    await console.add_pool("tpu-v5e", "v5litepod-2x2", 2)
+    await console.add_pool("gpu-l4", "l4x1", 2, spot=True)
+    await console.submit(f"{PROJECT_MODULE}:score", args=[[3, 5, 8]], name="scorer", wait=True)
+    await console.submit(f"{PROJECT_MODULE}:score_corrupt", args=[[{"amount": 12.5}, {"amnt": 3.0}]],
+                         name="corrupt-batch", wait=True)
+    await console.train("baseline", {"learning_rate": 0.2}, epochs=4, pool="tpu-v5e", wait=True)
+    await console.train("preemptible", {"learning_rate": 0.3}, epochs=4, pool="tpu-v5e", interrupt_before_epoch=3,
+                        wait=True)
+    await console.resume("preemptible", wait=True)
+    await console.tune("sweep", {"learning_rate": [0.1, 0.4]}, "grid", 2, pool="gpu-l4", wait=True)
+    for source in ("baseline", "preemptible", "sweep.trial-1", "sweep.trial-2"):
+        await console.register_from_training(GROUP, source)
+    for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
+        await console.promote(GROUP, version, stage)
+    await console.create_endpoint(ENDPOINT, GROUP, scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
+    for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
+        await console.invoke(ENDPOINT, route, {"amount": 42.0})
+    for concurrency, ticks in LOAD_PATTERN:
+        await console.load(ENDPOINT, concurrency, ticks, wait=True)
+    with still_step_clock():
+        await console.register_pipeline(CANONICAL)
+        await console.run_pipeline(PIPELINE, wait=True)
+        await console.rerun(PIPELINE, wait=True)
+        await console.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=True)
+
+
+def build(root: Path) -> Path:
+    """Build the workspace under `root` (KINETIC_HOME is `root/home`, the project `root/project`);
+    returns the home. Leaves the process's environment, cwd and sys.path as it found them."""
+    home, project = root / "home", write_project(root)
+    saved_env, saved_cwd, saved_path = os.environ.get("KINETIC_HOME"), os.getcwd(), list(sys.path)
+    try:
+        os.chdir(project)
+        sys.path.insert(0, str(project))
+        with counted_job_ids():
+            console = Console(home=home, clock=lambda: FROZEN, default_wait=True)
+            try:
+                asyncio.run(fill(console))
+            finally:
+                asyncio.run(console.aclose())
+                launcher.shutdown_server()  # every job has ended; the fork server is not needed to view them
+        pin_job_times(console)
+        pin_phase_timings(home)
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
+        sys.modules.pop(PROJECT_MODULE, None)
+        if saved_env is None:
+            os.environ.pop("KINETIC_HOME", None)
+        else:
+            os.environ["KINETIC_HOME"] = saved_env
+    return home
+
+
+@contextmanager
+def locked_workspace(root: Path = ROOT) -> Iterator[Path]:
+    """Build the workspace afresh at `root` and keep it, under an exclusive lock beside it, for the block;
+    yields its KINETIC_HOME. Removed afterwards: the next session rebuilds it from scratch."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{root}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            yield build(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
