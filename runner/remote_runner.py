@@ -52,9 +52,14 @@ def log(message: str) -> None:
 
 
 def _format_exc(exc: BaseException) -> str:
+    """The traceback from the first frame that is not the runner's own: a user's error starts at the
+    user's function. An error raised by the runner itself keeps its frames."""
     import traceback
 
-    return "".join(traceback.format_exception(exc))
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 class _Phase:
