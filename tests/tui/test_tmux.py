@@ -71,17 +71,21 @@ class Tmux:
         self.socket = f"kinetic-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.env = env
         self.pane_pid: int | None = None
+        self.socket_path: Path | None = None
 
     def start(self, *command: str) -> int:
         """Start the session running `command`; returns the pid of the pane's process."""
         self("new-session", "-d", "-s", SESSION, "-x", str(WIDTH), "-y", str(HEIGHT), *command)
-        self.pane_pid = int(self("display-message", "-p", "-t", SESSION, "#{pane_pid}").stdout)
+        pid, path = self("display-message", "-p", "-t", SESSION, "#{pane_pid} #{socket_path}").stdout.split(maxsplit=1)
+        self.pane_pid, self.socket_path = int(pid), Path(path.strip())
         return self.pane_pid
 
     def kill(self) -> None:
-        """Kill the server, and the pane's process if the hang-up did not end it (a failed test must not
-        leave a demo filling its workspace behind the suite's cleanup)."""
+        """Kill the server (tmux leaves its socket file behind), and the pane's process if the hang-up did
+        not end it: a failed test must not leave a demo filling its workspace behind the suite's cleanup."""
         self("kill-server", check=False)
+        if self.socket_path is not None:
+            self.socket_path.unlink(missing_ok=True)
         if self.pane_pid is None:
             return
         deadline = time.monotonic() + EXIT_TIMEOUT

@@ -1,0 +1,166 @@
+"""A job writing 1,000,000 log lines while its job screen is open in the console.
+
+Live (judged): a real job on the local backend prints LINES short lines as fast as it can (one write per
+line: the runner's stdout is unbuffered); the console (`KineticApp`, headless) opens the job's screen right
+after the submit. Measured: lines per second ingested by the view (from opening the screen until the last
+line reached the view's buffer), the lateness of a 50 ms UI timer (`set_interval`, each tick's gap minus
+50 ms) at p99 (goal <= 100 ms), and the app process's peak RSS growth while the screen was open
+(VmHWM after, minus VmRSS before, with the peak reset through /proc/self/clear_refs; goal <= 100 MB).
+Replay (anchor): the job screen opened on the finished 1M-line log, ingesting as fast as it can, vs the
+bare reading path without a UI (`LocalBackend.read_logs`, the same reader the screen's worker uses);
+interleaved, medians of ROUNDS.
+Run: /tmp/venv/bin/python benchmarks/bench_log_stream.py
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from _workspace import fresh_workspace
+from bench_first_paint import kinetic_app
+from core.workspace import local_backend
+
+LINES = 1_000_000
+ROUNDS = 3
+TICK = 0.05
+SIZE = (120, 35)
+GOAL_LATE_MS, GOAL_RSS_MB = 100.0, 100.0
+TIMEOUT = 300.0
+FLOOD_MODULE = '''
+import sys
+
+
+def flood(count):
+    write = sys.stdout.write
+    for number in range(count):
+        write(f"line {number}\\n")
+    return count
+'''
+
+
+@dataclass
+class Run:
+    seconds: float  # from opening the screen until every line reached the view
+    late: list[float]  # each timer tick's lateness, seconds
+    rss_growth: int  # bytes
+    peak_reset: bool  # False: VmHWM still held an earlier peak, so the growth is an over-estimate
+    writer_seconds: float | None = None  # the job's own run time (live only)
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise LookupError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+async def open_log(home: Path, job_id: str | None) -> Run:
+    """Open the console, submit the flood job (when `job_id` is None) and open its screen at once; return
+    when the view holds every line."""
+    app = kinetic_app(home)()
+    ticks: list[float] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await app.painted()
+        await pilot.pause(0.5)  # the first poll and refresh are done: measure the log screen alone
+        peak_reset = _reset_peak()
+        rss_before = _status_kb("VmRSS")
+        timer = app.set_interval(TICK, lambda: ticks.append(time.perf_counter()))
+        started = time.perf_counter()
+        if job_id is None:
+            job_id = (await app.service.submit("bench_flood:flood", kwargs={"count": LINES}, wait=False)).job_id
+        app.open_job(job_id)
+        await pilot.pause()
+        buffer = app.screen.log_view.buffer
+        total = None  # known once the job has ended: LINES plus the runner's own few lines
+        while total is None or len(buffer) + buffer.trimmed < total:
+            await asyncio.sleep(0.05)
+            if total is None and local_backend().job(job_id).status.finished:
+                total = log_lines(job_id)
+            if time.perf_counter() - started > TIMEOUT:
+                raise TimeoutError(f"the view ingested {len(buffer) + buffer.trimmed} of {total or LINES} lines")
+        seconds = time.perf_counter() - started
+        timer.stop()
+        rss_growth = (_status_kb("VmHWM") - rss_before) * 1024
+        job = await app.service.wait_job(job_id)
+    writer = None if job.started_at is None or job.finished_at is None else job.finished_at - job.started_at
+    late = [later - earlier - TICK for earlier, later in zip(ticks, ticks[1:])]
+    return Run(seconds, late, rss_growth, peak_reset, writer)
+
+
+def log_lines(job_id: str) -> int:
+    backend = local_backend()
+    return sum(path.read_bytes().count(b"\n") for path in backend.log_paths(backend.job(job_id)))
+
+
+def bare_read(job_id: str) -> float:
+    started = time.perf_counter()
+    count = sum(len(batch) for batch in local_backend().read_logs(job_id))
+    took = time.perf_counter() - started
+    assert count == log_lines(job_id) >= LINES, count
+    return took
+
+
+def p99_ms(late: list[float]) -> float:
+    return sorted(late)[int(0.99 * (len(late) - 1))] * 1000
+
+
+def main() -> None:
+    project = fresh_workspace("kinetic-bench-logs-")
+    (project / "bench_flood.py").write_text(FLOOD_MODULE)
+    home = project.parent / "home"
+    from core.backends.launcher import shutdown_server
+
+    lives, replays, bares = [], [], []
+    try:
+        for round_no in range(ROUNDS):
+            lives.append(asyncio.run(open_log(home, None)))
+            job_id = local_backend().jobs(limit=1)[0].job_id
+            if round_no % 2:
+                bares.append(bare_read(job_id))
+            replays.append(asyncio.run(open_log(home, job_id)))
+            if not round_no % 2:
+                bares.append(bare_read(job_id))
+    finally:
+        shutdown_server()
+        shutil.rmtree(project.parent, ignore_errors=True)  # three 13 MB logs
+    print(f"live: a job printing {LINES:,} lines while its screen is open ({SIZE[0]}x{SIZE[1]}, headless), "
+          f"{ROUNDS} rounds")
+    writers = [run.writer_seconds for run in lives if run.writer_seconds]
+    if writers:
+        print(f"  the job wrote for {statistics.median(writers):.2f} s ({LINES / statistics.median(writers):,.0f} "
+              f"lines/s), median")
+    ingest = statistics.median(run.seconds for run in lives)
+    print(f"  view ingested every line in {ingest:.2f} s: {LINES / ingest:,.0f} lines/s, median")
+    late = [tick for run in lives for tick in run.late]
+    p99 = p99_ms(late)
+    print(f"  50 ms timer lateness, all rounds' ticks: p50 {statistics.median(late) * 1000:.1f} ms, p99 {p99:.1f} ms, "
+          f"max {max(late) * 1000:.1f} ms ({len(late)} ticks)   goal p99 <= {GOAL_LATE_MS:g} ms -> "
+          f"{'met' if p99 <= GOAL_LATE_MS else 'NOT met'}")
+    growth = max(run.rss_growth for run in lives) / 2**20
+    print(f"  peak RSS growth of the app process, worst round: {growth:.1f} MB   goal <= {GOAL_RSS_MB:g} MB -> "
+          f"{'met' if growth <= GOAL_RSS_MB else 'NOT met'}"
+          + ("" if all(run.peak_reset for run in lives) else " (VmHWM could not be reset: an over-estimate)"))
+    view, bare = statistics.median(run.seconds for run in replays), statistics.median(bares)
+    print(f"replay of a finished {LINES:,}-line log, medians of {ROUNDS} interleaved:")
+    print(f"  baseline  bare read_logs, no UI:  {bare:6.2f} s  ({LINES / bare:,.0f} lines/s)")
+    print(f"  candidate the job screen:         {view:6.2f} s  ({LINES / view:,.0f} lines/s)   "
+          f"ratio {view / bare:.2f}x")
+    print(f"  during replay: timer p99 {p99_ms([tick for run in replays for tick in run.late]):.1f} ms, "
+          f"worst peak RSS growth {max(run.rss_growth for run in replays) / 2**20:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
