@@ -280,7 +280,8 @@ class JobsMixin(ConsoleBase):
 
     async def jobs(self, status: str | None = None) -> tuple[JobSnapshot, ...]:
         wanted = None if status is None else JobStatus.parse(status)
-        return tuple(self._noted(row) for row in await self._blocking(self.jobs_source.jobs, wanted))
+        # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
+        return await self._blocking(lambda: tuple(self._noted(row) for row in self.jobs_source.jobs(wanted)))
 
     async def submit(self, ref: str, accelerator: str | None = None, args: list[Any] | tuple[Any, ...] = (),
                      kwargs: dict[str, Any] | None = None, name: str | None = None,

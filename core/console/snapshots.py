@@ -35,6 +35,8 @@ def jsonable(value: Any) -> Any:
 
 def json_safe(value: Any) -> Any:
     """A job's return value as JSON can carry it, else its repr (results are arbitrary Python objects)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value  # the common cases (a listing has no results) cost no encoding
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):

@@ -1,9 +1,9 @@
 """View 2, Jobs: every job newest first, with filter, sort, submit, cancel and the job screen.
 
-Large lists: the table is updated by keyed diffs (`KeyedTable.sync`), never cleared and refilled on a
-poll. With 10,000 jobs the first fill costs what DataTable costs (~1 s, once); after that a poll renders
-the rows (pure functions) and touches only cells whose text changed (mostly ages and durations), which
-`benchmarks/jobs_table.py` measures against a clear-and-refill baseline.
+Large lists: the table is windowed (`VirtualTable`). A reload hands it the job ids in order and a function
+that renders one job's row, so with 10,000 jobs a poll costs one list of ids on the event loop and rows
+are rendered only for the visible page (`benchmarks/bench_jobs_view.py`). A filter or a sort needs every
+row's text, so only then is every row rendered on a reload.
 """
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import shlex
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Label
+from textual.widgets import Label
 
+from core.console.snapshots import JobSnapshot
 from core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
 from kinetic_tui.screens.base import View
-from kinetic_tui.widgets import KeyedTable, Row
 from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
+from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 COLUMNS = (("ID", 12), ("NAME", 14), ("ACCEL", 9), ("POOL", 6), ("STATUS", 11), ("AGE", 6), ("TOOK", 6))
 SUBMIT_FORM = (Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"), Field("accelerator", "Accelerator", "cpu"),
@@ -45,35 +46,41 @@ class JobsView(View):
 
     def __init__(self) -> None:
         super().__init__(id="view-jobs")
-        self._rows: list[Row] = []  # newest first, as the console lists them
-        self._shown: dict[str, Row] = {}  # what the table shows, by job id
+        self._jobs: dict[str, JobSnapshot] = {}  # newest first, as the console lists them
+        self._now = 0.0
         self._query = ""
         self.sort_column: int | None = None  # None: newest first
         self.sort_reverse = False
 
     def compose(self) -> ComposeResult:
         yield Label("Jobs", classes="section", id="jobs-title")
-        yield KeyedTable(COLUMNS, id="jobs")
+        yield VirtualTable(COLUMNS, id="jobs")
 
     @property
-    def table(self) -> KeyedTable:
-        return self.query_one("#jobs", KeyedTable)
+    def table(self) -> VirtualTable:
+        return self.query_one("#jobs", VirtualTable)
 
     async def reload(self) -> None:
         jobs = await self.console.jobs()
-        now = self.app.now()  # type: ignore[attr-defined]
-        self._rows = [job_row(job, now) for job in jobs]
+        self._now = self.app.now()  # type: ignore[attr-defined]
+        self._jobs = {job.job_id: job for job in jobs}
         self._redraw()
 
+    def _row(self, job_id: str) -> Row:
+        return job_row(self._jobs[job_id], self._now)
+
     def _redraw(self) -> None:
-        rows = filter_rows(self._rows, self._query)
-        if self.sort_column is not None:
-            rows = sort_rows(rows, self.sort_column, self.sort_reverse)
-        self.table.sync(rows)
-        self._shown = {row[0]: row for row in rows}
+        if self._query or self.sort_column is not None:
+            rows = filter_rows(map(self._row, self._jobs), self._query)
+            if self.sort_column is not None:
+                rows = sort_rows(rows, self.sort_column, self.sort_reverse)
+            keys = [row[0] for row in rows]
+        else:
+            keys = list(self._jobs)
+        self.table.set_rows(keys, self._row)
         order = "newest first" if self.sort_column is None else \
             f"by {COLUMNS[self.sort_column][0].lower()} {'↓' if self.sort_reverse else '↑'}"
-        shown = f"{len(rows)}/{len(self._rows)} match {self._query!r}" if self._query else str(len(rows))
+        shown = f"{len(keys)}/{len(self._jobs)} match {self._query!r}" if self._query else str(len(keys))
         self.query_one("#jobs-title", Label).update(f"Jobs · {shown} · {order}")
 
     def filter(self, query: str) -> None:
@@ -99,10 +106,10 @@ class JobsView(View):
         if job_id is not None:
             self.app.open_job(job_id)  # type: ignore[attr-defined]
 
-    @on(DataTable.RowSelected, "#jobs")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(VirtualTable.Selected, "#jobs")
+    def _selected(self, event: VirtualTable.Selected) -> None:
         event.stop()
-        self.app.open_job(event.row_key.value)  # type: ignore[attr-defined]
+        self.app.open_job(event.key)  # type: ignore[attr-defined]
 
     def action_submit(self) -> None:
         def submitted(values: dict[str, str] | None) -> None:
@@ -116,7 +123,7 @@ class JobsView(View):
         if job_id is None:
             self.notify("no job selected", severity="warning")
             return
-        row = self._shown[job_id]
+        row = self.table.get_row(job_id)
         name, status = row[1], row[4].split()[-1]
         if JobStatus(status).finished:
             self.notify(f"job {job_id} is already {status}; only PENDING or RUNNING jobs can be cancelled",

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
 from core.console import Console
+from core.console.snapshots import JobSnapshot
 from kinetic_tui.app import KineticApp
 from kinetic_tui.screens.clusters import ClustersView
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
+from kinetic_tui.screens import jobs as jobs_screen
 from kinetic_tui.screens.jobs import JobsView, submit_line
 from kinetic_tui.widgets import KeyedTable
 from kinetic_tui.widgets.confirm import ConfirmScreen, FormScreen
@@ -113,6 +116,32 @@ async def test_o_cycles_the_sort_column_and_the_cursor_stays_on_its_job(make_app
             await pilot.press("o")
         assert view.sort_column is None and view.table.keys == [ids["running"], ids["failed"], ids["done"]]
         assert "newest first" in str(view.query_one("#jobs-title", Static).render())
+
+
+async def test_a_reload_renders_rows_only_for_the_visible_page_until_a_filter_needs_them_all(
+        make_app: AppFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = tuple(JobSnapshot(f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None,
+                             1000.0 - n, 1000.0 - n, 1001.0 - n) for n in range(5000))
+    rendered: list[str] = []
+    real_job_row = jobs_screen.job_row
+    monkeypatch.setattr(jobs_screen, "job_row", lambda job, now: rendered.append(job.job_id) or real_job_row(job, now))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+
+        async def listing(status: str | None = None) -> tuple[JobSnapshot, ...]:
+            return jobs
+
+        monkeypatch.setattr(app.service, "jobs", listing)
+        view = await _jobs_view(app, pilot, 5000)
+        await pilot.pause()
+        assert view.table.selected_key == jobs[0].job_id
+        assert 0 < len(set(rendered)) < SIZE[1]  # the visible page, not 5,000 rows
+        view.filter("job 49")
+        assert len(set(rendered)) == 5000  # filtering reads every row's text
+        assert view.table.keys == [job.job_id for job in jobs if job.name.startswith("job 49")]
+        assert view.table.row_count == 111
+        assert "111/5000 match 'job 49'" in str(view.query_one("#jobs-title", Static).render())
 
 
 async def _open(app: KineticApp, pilot: Pilot, job_id: str) -> LogView:

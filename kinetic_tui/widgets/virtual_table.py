@@ -1,0 +1,229 @@
+"""A windowed table for lists of thousands of rows (the Jobs view).
+
+DataTable keeps a widget-side copy of every cell and re-measures columns as rows arrive, so 10,000 rows
+cost seconds to show and every poll touches all of them. This table holds only the row keys in order and
+a function that produces a row for a key: a refresh is one list assignment, and drawing (Textual's Line
+API) asks only for the rows on screen. Columns have fixed widths so nothing is ever measured.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from core.errors import ValidationError
+from kinetic_tui.render.formatting import styled_cell
+
+Row = tuple[str, ...]
+ELLIPSIS = "…"
+HEADER_LINES = 1
+
+
+def fit(text: str, width: int) -> str:
+    """`text` in exactly `width` cells: padded, or cut with an ellipsis so a clipped value reads as clipped."""
+    if cell_len(text) <= width:
+        return set_cell_size(text, width)
+    return set_cell_size(text, width - 1) + ELLIPSIS if width > 0 else ""
+
+
+@lru_cache(maxsize=1024)
+def cell_style(cell: str) -> Style:
+    """The status colour of a cell, parsed once per distinct text (drawing asks for it every frame)."""
+    style = styled_cell(cell).style
+    return style if isinstance(style, Style) else Style.parse(style)
+
+
+class VirtualTable(ScrollView, can_focus=True):
+    """Rows are `row_of(key)` tuples of plain strings; only visible rows are ever produced, and each
+    refresh forgets the rows produced for the previous one (they may have changed)."""
+
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Up", show=False), Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First", show=False), Binding("end", "edge(1)", "Last", show=False),
+        Binding("enter", "select", "Open", show=False),
+    ]
+    COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
+    DEFAULT_CSS = """
+    VirtualTable {
+        background: $surface;
+        color: $foreground;
+        height: 1fr;
+        & > .virtual-table--header { text-style: bold; background: $panel; color: $foreground; }
+        &:ansi > .virtual-table--header { background: ansi_bright_blue; color: ansi_default; }
+        & > .virtual-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .virtual-table--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+        }
+    }
+    """
+
+    class Selected(Message):
+        """Enter (or a click on the cursor row) on a row: `key` is that row's key."""
+
+        def __init__(self, table: VirtualTable, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    def __init__(self, columns: Sequence[tuple[str, int]], *, id: str | None = None) -> None:
+        bad = [(label, width) for label, width in columns if not isinstance(width, int) or width < 1]
+        if bad:
+            raise ValidationError(f"columns: every width must be an int >= 1, got {bad[0]!r}")
+        super().__init__(id=id)
+        self.columns = tuple(columns)
+        self._keys: list[str] = []
+        self._row_of: Callable[[str], Row] = lambda key: (key,)
+        self._made: dict[str, Row] = {}  # rows produced since the last refresh
+        self.cursor_row = 0
+        self._line_width = sum(width + 2 for _, width in self.columns)
+
+    # -- data ------------------------------------------------------------------------------------------
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._keys)
+
+    @property
+    def selected_key(self) -> str | None:
+        """The key of the row under the cursor (None on an empty table)."""
+        return self._keys[self.cursor_row] if self._keys else None
+
+    def get_row(self, key: str) -> Row:
+        """The row for `key` as drawn (plain strings); a key that is not listed raises KeyError."""
+        if key not in self._made and key not in self._keys:
+            raise KeyError(key)
+        return self._row(key)
+
+    def set_rows(self, keys: Sequence[str], row_of: Callable[[str], Row]) -> None:
+        """Show `keys` in this order, each drawn from `row_of(key)` when (and only when) it is on screen.
+        The cursor stays on its key when that key is still listed, else on the same position."""
+        selected = self.selected_key
+        self._keys = list(keys)
+        self._row_of = row_of
+        self._made = {}
+        position = self._position(selected) if selected is not None else None
+        self.cursor_row = position if position is not None else min(self.cursor_row, max(len(self._keys) - 1, 0))
+        self.virtual_size = Size(self._line_width, len(self._keys) + HEADER_LINES)
+        self._scroll_to_cursor()
+        self.refresh()
+
+    def sync(self, rows: Sequence[Row]) -> None:
+        """Show whole rows keyed by their first cell (small tables whose rows are already computed)."""
+        by_key = {row[0]: row for row in rows}
+        self.set_rows(list(by_key), by_key.__getitem__)
+
+    def _row(self, key: str) -> Row:
+        row = self._made.get(key)
+        if row is None:
+            row = self._made[key] = self._row_of(key)
+        return row
+
+    def _position(self, key: str) -> int | None:
+        try:
+            return self._keys.index(key)
+        except ValueError:
+            return None
+
+    # -- cursor ----------------------------------------------------------------------------------------
+
+    def select_key(self, key: str) -> bool:
+        position = self._position(key)
+        if position is None:
+            return False
+        self._move_to(position)
+        return True
+
+    @property
+    def _page(self) -> int:
+        return max(self.scrollable_content_region.height - HEADER_LINES, 1)
+
+    def _move_to(self, row: int) -> None:
+        row = max(0, min(row, len(self._keys) - 1))
+        if row == self.cursor_row:
+            return
+        before, self.cursor_row = self.cursor_row, row
+        if not self._scroll_to_cursor():
+            self._refresh_row(before)
+            self._refresh_row(row)
+
+    def _refresh_row(self, row: int) -> None:
+        self.refresh(Region(0, row - int(self.scroll_y) + HEADER_LINES, self.size.width, 1))
+
+    def _scroll_to_cursor(self) -> bool:
+        """Scroll just enough to show the cursor row; True when the view moved (so it repaints whole)."""
+        top = int(self.scroll_y)
+        wanted = min(top, self.cursor_row)
+        wanted = max(wanted, self.cursor_row - self._page + 1)
+        if wanted == top:
+            return False
+        self.scroll_to(y=wanted, animate=False, immediate=True)
+        return True
+
+    def action_cursor(self, step: int) -> None:
+        self._move_to(self.cursor_row + step)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor_row + direction * self._page)
+
+    def action_edge(self, end: int) -> None:
+        self._move_to(len(self._keys) - 1 if end else 0)
+
+    def action_select(self) -> None:
+        key = self.selected_key
+        if key is not None:
+            self.post_message(self.Selected(self, key))
+
+    def on_click(self, event: events.Click) -> None:
+        row = event.y - HEADER_LINES + int(self.scroll_y)
+        if event.y < HEADER_LINES or not 0 <= row < len(self._keys):
+            return
+        if row == self.cursor_row:
+            self.action_select()
+        else:
+            self._move_to(row)
+
+    # -- drawing ---------------------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        if y < HEADER_LINES:
+            cells: Row = tuple(label for label, _ in self.columns)
+            style, cursor = self.get_component_rich_style("virtual-table--header"), Style.null()
+        else:
+            row = y - HEADER_LINES + int(self.scroll_y)
+            if row >= len(self._keys):
+                return Strip.blank(self.size.width, self.rich_style)
+            cells = self._row(self._keys[row])
+            style = self.rich_style
+            # drawn over the status colour, as DataTable does
+            cursor = self.get_component_rich_style("virtual-table--cursor") if row == self.cursor_row else Style.null()
+        segments = [Segment(f" {fit(cell, width)} ", style + cell_style(cell) + cursor)
+                    for cell, (_, width) in zip(cells, self.columns)]
+        scroll_x = int(self.scroll_x)
+        return Strip(segments, self._line_width).crop_extend(scroll_x, scroll_x + self.size.width, style + cursor)

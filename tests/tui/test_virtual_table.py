@@ -1,0 +1,163 @@
+"""The windowed table: only visible rows are produced, the cursor keys move and scroll, the cursor follows
+its key through refreshes, Enter and clicks select, cells are cut to their column with an ellipsis."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.cells import cell_len
+from textual.app import App, ComposeResult
+
+from core.errors import ValidationError
+from kinetic_tui.screens.jobs import COLUMNS
+from kinetic_tui.widgets.virtual_table import ELLIPSIS, Row, VirtualTable, fit
+
+SIZE = (80, 12)  # a header line and 11 rows on screen
+
+
+class _App(App[None]):
+    def __init__(self, columns: tuple[tuple[str, int], ...] = (("ID", 6), ("STATUS", 11))) -> None:
+        super().__init__()
+        self.columns = columns
+        self.selected: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield VirtualTable(self.columns)
+
+    def on_virtual_table_selected(self, event: VirtualTable.Selected) -> None:
+        self.selected.append(event.key)
+
+
+class _Counting:
+    """A row_of that records which keys were asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, key: str) -> Row:
+        self.asked.append(key)
+        return (key, "✓ SUCCEEDED")
+
+
+def _keys(count: int) -> list[str]:
+    return [f"k{n:05d}" for n in range(count)]
+
+
+def _line(table: VirtualTable, y: int) -> str:
+    return table.render_line(y).text
+
+
+@given(st.text(max_size=30), st.integers(min_value=1, max_value=20))
+def test_fit_fills_the_width_exactly_and_marks_a_cut(text: str, width: int) -> None:
+    fitted = fit(text, width)
+    assert cell_len(fitted) == width
+    if cell_len(text) <= width:
+        assert fitted.startswith(text) and not fitted[len(text):].strip()
+    else:
+        assert fitted.endswith(ELLIPSIS)
+
+
+def test_the_jobs_columns_fit_80_columns_and_widths_are_checked() -> None:
+    assert sum(width + 2 for _, width in COLUMNS) <= 80
+    with pytest.raises(ValidationError, match="columns: .*'STATUS'"):
+        VirtualTable((("ID", 4), ("STATUS", 0)))
+
+
+async def test_ten_thousand_rows_produce_only_the_visible_page() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        row_of = _Counting()
+        table.set_rows(_keys(10_000), row_of)
+        await pilot.pause()
+        assert table.row_count == 10_000 and table.keys[:2] == ["k00000", "k00001"]
+        assert 0 < len(set(row_of.asked)) <= SIZE[1] - 1
+        assert _line(table, 0).split() == ["ID", "STATUS"]
+        assert _line(table, 1).split() == ["k00000", "✓", "SUCCEEDED"]
+        row_of.asked.clear()
+        table.focus()
+        await pilot.press("end")
+        assert table.selected_key == "k09999" and table.cursor_row == 9_999
+        assert _line(table, SIZE[1] - 1).split()[0] == "k09999"  # scrolled: the last row sits at the bottom
+        assert len(set(row_of.asked)) <= SIZE[1] - 1
+
+
+async def test_cursor_keys_move_and_scroll_to_keep_the_cursor_visible() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        table.set_rows(_keys(100), _Counting())
+        table.focus()
+        await pilot.press("down", "down")
+        assert table.selected_key == "k00002" and table.scroll_y == 0
+        await pilot.press("pagedown")
+        page = SIZE[1] - 1
+        assert table.cursor_row == 2 + page
+        assert table.scroll_y == table.cursor_row - page + 1  # just enough to show it on the last line
+        await pilot.press("up")
+        assert table.cursor_row == 1 + page
+        await pilot.press("home")
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        await pilot.press("up")  # stays on the first row
+        assert table.cursor_row == 0
+        await pilot.press("end", "down", "pageup")
+        assert table.cursor_row == 99 - page
+
+
+async def test_a_refresh_keeps_the_cursor_on_its_key_or_its_place() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE):
+        table = app.query_one(VirtualTable)
+        row_of = _Counting()
+        table.set_rows(["a", "b", "c", "d"], row_of)
+        assert table.select_key("c") and not table.select_key("zz")
+        table.set_rows(["new", "a", "b", "c", "d"], row_of)  # a new row on top: the cursor follows "c"
+        assert table.selected_key == "c" and table.cursor_row == 3
+        table.set_rows(["new", "a"], row_of)  # "c" went away: the cursor stays in range
+        assert table.selected_key == "a"
+        table.set_rows([], row_of)
+        assert table.selected_key is None and table.row_count == 0
+        table.sync([("x", "· PENDING"), ("y", "▶ RUNNING")])
+        assert table.keys == ["x", "y"] and table.get_row("y") == ("y", "▶ RUNNING")
+        with pytest.raises(KeyError):
+            table.get_row("a")
+
+
+async def test_a_refresh_forgets_rows_produced_for_the_last_one() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE):
+        table = app.query_one(VirtualTable)
+        table.set_rows(["a"], lambda key: (key, "· PENDING"))
+        assert table.get_row("a") == ("a", "· PENDING")
+        table.set_rows(["a"], lambda key: (key, "▶ RUNNING"))
+        assert table.get_row("a") == ("a", "▶ RUNNING")
+
+
+async def test_enter_and_a_click_on_the_cursor_row_post_the_selected_key() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        table.set_rows(_keys(5), _Counting())
+        table.focus()
+        await pilot.press("down", "enter")
+        assert app.selected == ["k00001"]
+        await pilot.click(VirtualTable, offset=(2, 4))  # line 4 is row 3: the click moves the cursor
+        assert table.selected_key == "k00003" and app.selected == ["k00001"]
+        await pilot.click(VirtualTable, offset=(2, 4))
+        assert app.selected == ["k00001", "k00003"]
+        await pilot.click(VirtualTable, offset=(2, 0))  # the header selects nothing
+        await pilot.click(VirtualTable, offset=(2, 9))  # below the last row
+        assert table.selected_key == "k00003" and app.selected == ["k00001", "k00003"]
+
+
+async def test_long_cells_are_cut_with_an_ellipsis_and_statuses_keep_their_colour() -> None:
+    app = _App((("NAME", 8), ("STATUS", 11)))
+    async with app.run_test(size=SIZE):
+        table = app.query_one(VirtualTable)
+        table.sync([("a-very-long-name", "✗ FAILED"), ("short", "-")])
+        assert _line(table, 1).split() == ["a-very-…", "✗", "FAILED"]
+        table.select_key("short")
+        status = next(seg for seg in list(table.render_line(1)) if "FAILED" in seg.text)
+        assert status.style is not None and status.style.color is not None
+        assert status.style.color.name == "bright_red"
+        assert len(table.render_line(1).text) == SIZE[0]  # the line spans the whole width
