@@ -1,8 +1,10 @@
 """Widgets shared by the console's views: the keyed table every list view draws with.
 
 `KeyedTable.sync` is the Dolphie rule in one place: each refresh adds new rows, updates only the cells
-that changed (by row key) and removes rows that went away, so a 10,000-row jobs table costs a dictionary
-diff per poll instead of a full rebuild, and the cursor stays on the same object while rows move.
+that changed (by row key) and removes rows that went away, so a refresh costs a dictionary diff instead of
+a full rebuild, and the cursor stays on the same object while rows move. It suits the views' tables of
+tens to hundreds of rows; the jobs list, which can hold tens of thousands, uses `VirtualTable`
+(virtual_table.py), which renders only the visible page.
 """
 from __future__ import annotations
 
