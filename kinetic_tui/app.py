@@ -19,7 +19,9 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
@@ -71,6 +73,10 @@ class KineticApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kinetic"
     COMMANDS = App.COMMANDS | {KineticCommands}
+    # The theme as the reactive's default, not assigned in __init__: assigning it re-parses every stylesheet
+    # and restyles the whole DOM once the app runs (~5 ms before the first frame); as the default, the
+    # stylesheet is built with its colours from the start
+    theme: Reactive[str] = Reactive(THEME)
     BINDINGS = [
         *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False) for n in range(1, 7)),
         Binding("colon", "command_bar", "Command"), Binding("slash", "filter", "Filter"),
@@ -83,7 +89,6 @@ class KineticApp(App[int]):
         # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
         # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
         super().__init__(ansi_color=True)
-        self.theme = THEME
         self.background = background
         self.service = console  # `App.console` is Textual's rich console
         self.readonly = readonly
@@ -101,17 +106,24 @@ class KineticApp(App[int]):
     # -- layout ----------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        """Only the first view is mounted here; the other views mount on their first visit
+        (`action_show_view`) and the hidden command bar on its first use (`_bar`). Styling and composing
+        all six views and the bar (about fifty widgets) before the first frame made the first paint ~10x a
+        one-widget app's; what nobody opens costs nothing."""
         yield Static(f"Terminal too small: the console needs {MIN_WIDTH}x{MIN_HEIGHT}.", id="too-small")
         with Vertical(id="main"):
             yield Static("", id="header")
             with ContentSwitcher(initial=self.views[0].id if self.views else None, id="switcher"):
-                yield from self.views
-            yield CommandBar(id="bar")
+                yield from self.views[:1]
             yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(CommandBar).display = False
+        """The first frame shows the header, the tabs and the first view's empty tables; its data arrives a
+        few frames later. The first fetch starts here, not after the first frame: it runs in threads, so
+        the frame does not wait for it, and deferring it (measured) painted no sooner but showed the data
+        ~70 ms later."""
         self._check_size(self.size)
+        self._draw_header()
         self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)
         self.run_worker(self._listen(), group="events", exit_on_error=False)
         self.set_interval(TICK, self._tick)
@@ -259,7 +271,7 @@ class KineticApp(App[int]):
 
     # -- actions ---------------------------------------------------------------------------------------
 
-    def action_show_view(self, key: str) -> None:
+    async def action_show_view(self, key: str) -> None:
         view = next((v for v in self.views if v.key == key), None)
         if view is None:
             self.notify(f"no view {key}; views: {', '.join(f'{v.key} {v.title}' for v in self.views)}",
@@ -267,18 +279,21 @@ class KineticApp(App[int]):
             return
         while isinstance(self.screen, JobScreen):
             self.pop_screen()
-        self.query_one("#switcher", ContentSwitcher).current = view.id
+        switcher = self.query_one("#switcher", ContentSwitcher)
+        if view.parent is None:  # its first visit: mount it hidden, then show it composed
+            await switcher.add_content(view)
+        switcher.current = view.id
         self._draw_header()
         self._focus_view(view)
         self._dirty = True
 
     async def act_in_view(self, view: View, action: str) -> None:
         """A view's action from the palette: show the view, then run it as its key would."""
-        self.action_show_view(view.key)
+        await self.action_show_view(view.key)
         await self.run_action(action, view)
 
     async def jump_to(self, key: str, name: str) -> None:
-        self.action_show_view(key)
+        await self.action_show_view(key)
         view = self.current_view
         if view is not None and view.key == key:
             await view.reload()
@@ -287,18 +302,27 @@ class KineticApp(App[int]):
     def open_job(self, job_id: str) -> None:
         self.push_screen(JobScreen(job_id))
 
-    def action_command_bar(self) -> None:
-        bar = self.query_one(CommandBar)
+    async def _bar(self) -> CommandBar:
+        """The `:` bar and `/` prompt of the main screen, mounted above the footer on first use."""
+        try:
+            return self.query_one(CommandBar)
+        except NoMatches:
+            bar = CommandBar(id="bar")
+            await self.query_one("#main").mount(bar, before=self.query_one(Footer))
+            return bar
+
+    async def action_command_bar(self) -> None:
+        bar = await self._bar()
         bar.open("command")
         self.run_worker(self._load_names(bar), group="names", exclusive=True, exit_on_error=False)
 
     async def _load_names(self, bar: CommandBar) -> None:
         bar.names = await self.object_names()
 
-    def action_filter(self) -> None:
+    async def action_filter(self) -> None:
         view = self.current_view
         if view is not None:
-            self.query_one(CommandBar).open("filter", self._view_filters.get(view.id or "", ""))
+            (await self._bar()).open("filter", self._view_filters.get(view.id or "", ""))
 
     def action_help(self) -> None:
         screen = self.screen

@@ -1,17 +1,23 @@
-"""The app shell: view switching, the `:` bar, completion, palette, help, filter, readonly, quit, errors,
-and the size floor. Every action is checked against the core's state, not only the screen."""
+"""The app shell: view switching (views and the bar mount lazily), the `:` bar, completion, palette, help,
+filter, readonly, quit, errors, and the size floor. Every action is checked against the core's state, not
+only the screen."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from textual.command import CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from core.console import Console
 from kinetic_tui.app import KineticApp
+from kinetic_tui.screens.base import View
 from kinetic_tui.screens.clusters import ClustersView
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.screens.jobs import JobsView
+from kinetic_tui.screens.pipelines import PipelinesView
+from kinetic_tui.screens.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, complete_line
 from kinetic_tui.widgets.confirm import ConfirmScreen
 from tests.test_console_support import state_dump
@@ -36,6 +42,68 @@ async def test_number_keys_switch_views_and_the_header_names_the_current_one(mak
         assert "profile local (local)" in header and "2 Jobs" in header
         await pilot.press("1")
         assert isinstance(app.current_view, ClustersView)
+
+
+async def test_only_the_first_view_is_mounted_at_start_and_each_other_mounts_once(make_app: AppFactory) -> None:
+    """Lazy mounting (issue 5, first paint): nothing unseen is styled before the first frame."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert [type(view) for view in app.query(View)] == [ClustersView]
+        assert not app.query(CommandBar)  # the hidden bar too
+        header = str(app.query_one("#header", Static).render())
+        assert "1 Clusters" in header and "6 Pipelines" in header  # every tab, mounted or not
+        await pilot.press("3")
+        training = app.current_view
+        assert isinstance(training, TrainingView) and training.display and training.children
+        assert not app.query_one(ClustersView).display
+        await pilot.press("1", "3")
+        assert app.current_view is training  # the same widget again, not a second copy
+        assert [type(view) for view in app.query(View)] == [ClustersView, TrainingView]
+        assert [view.display for view in app.query(View)] == [False, True]
+
+
+async def test_the_bar_mounts_above_the_footer_on_first_use_and_serves_both_prompts(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("colon")
+        bar = app.query_one(CommandBar)
+        assert bar.display and app.focused is bar.prompt
+        main = app.query_one("#main")
+        assert main.children.index(bar) == main.children.index(app.query_one(Footer)) - 1
+        assert bar.region.bottom <= app.query_one(Footer).region.y
+        await pilot.press("escape", "slash")
+        assert list(app.query(CommandBar)) == [bar] and bar.display
+
+
+TINY_PIPELINE = """
+from core.platform.pipelines import Pipeline, Step
+
+
+def one(inputs):
+    return {"x": 1}
+
+
+tiny = Pipeline("tiny", [Step("one", one, {})], {})
+"""
+
+
+async def test_the_palette_jumps_to_an_object_in_a_view_not_yet_mounted(
+        make_app: AppFactory, console: Console, tui_project: Path,
+) -> None:
+    (tui_project / "tui_pipes.py").write_text(TINY_PIPELINE)
+    await console.register_pipeline("core.platform.canonical:canonical_pipeline")
+    await console.register_pipeline("tui_pipes:tiny")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert not app.query(PipelinesView)
+        await pilot.press("ctrl+p", *"Pipeline tiny")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.current_view, PipelinesView), pilot)
+        view = app.current_view
+        await wait_for(lambda: view.main_table.selected_key == "tiny", pilot)
+        assert view.main_table.keys == ["canonical", "tiny"]  # revealed, not merely the first row
+        assert app.focused is view.main_table
 
 
 async def test_a_command_bar_line_changes_core_state(make_app: AppFactory, console: Console) -> None:
