@@ -175,8 +175,8 @@ class KineticApp(App[int]):
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def _refresh(self, poll: bool) -> None:
         try:
-            if poll:
-                await self.service.poll_jobs()
+            if poll and not getattr(self.current_view, "LISTS_JOBS", False):
+                await self.service.poll_jobs()  # the jobs view's own listing polls (settles, announces) already
                 for pool in await self.service.pools():
                     self.pool_history.setdefault(pool.name, deque(maxlen=HISTORY_SAMPLES)).append(pool.in_use)
             await self.reload_visible()

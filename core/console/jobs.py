@@ -71,8 +71,8 @@ class JobsSource(Protocol):
 
     def remove_pool(self, name: str) -> PoolSnapshot: ...
 
-    def jobs(self, status: JobStatus | None = None) -> list[JobRecord]:
-        """Newest first, after settling what finished (a poll)."""
+    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[JobRecord]:
+        """Newest first (at most `limit`), after settling what finished (a poll)."""
         ...
 
     def job(self, job_id: str) -> JobRecord:
@@ -104,9 +104,9 @@ class LocalJobs:
     def remove_pool(self, name: str) -> PoolSnapshot:
         return PoolSnapshot.of(self.backend.remove_pool(name))
 
-    def jobs(self, status: JobStatus | None = None) -> list[JobRecord]:
+    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[JobRecord]:
         self.backend.reconcile()
-        return list(self.backend.jobs(status=status))
+        return list(self.backend.jobs(status=status, limit=limit))
 
     def job(self, job_id: str) -> JobRecord:
         return self.backend.refresh(job_id)
@@ -196,8 +196,9 @@ class GkeJobs:
 
     # -- jobs ----------------------------------------------------------------------------------------
 
-    def jobs(self, status: JobStatus | None = None) -> list[JobRecord]:
-        return [job for job in self._listed(self.desired.list()) if status is None or job.status is status]
+    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[JobRecord]:
+        listed = [job for job in self._listed(self.desired.list()) if status is None or job.status is status]
+        return listed if limit is None else listed[:limit]
 
     def job(self, job_id: str) -> JobRecord:
         return self._record(job_id, self._state(job_id), self.desired.list())
@@ -278,10 +279,12 @@ class JobsMixin(ConsoleBase):
 
     # -- jobs ------------------------------------------------------------------------------------------
 
-    async def jobs(self, status: str | None = None) -> tuple[JobSnapshot, ...]:
+    async def jobs(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
+        """Newest first; `limit` keeps only the newest N (a console's first page)."""
         wanted = None if status is None else JobStatus.parse(status)
         # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
-        return await self._blocking(lambda: tuple(self._noted(row) for row in self.jobs_source.jobs(wanted)))
+        return await self._blocking(
+            lambda: tuple(self._noted(row) for row in self.jobs_source.jobs(wanted, limit)))
 
     async def submit(self, ref: str, accelerator: str | None = None, args: list[Any] | tuple[Any, ...] = (),
                      kwargs: dict[str, Any] | None = None, name: str | None = None,

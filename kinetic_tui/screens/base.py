@@ -25,6 +25,7 @@ class View(Container, can_focus=False):
     key: ClassVar[str] = ""
     title: ClassVar[str] = ""
     MUTATING: ClassVar[frozenset[str]] = frozenset()
+    LISTS_JOBS: ClassVar[bool] = False  # its reload lists every job, which is a poll: the app skips its own
 
     @property
     def console(self) -> Console:

@@ -21,6 +21,7 @@ from kinetic_tui.screens.base import View
 from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
+FIRST_PAGE = 200  # rows of the first, fast listing: more than any terminal shows
 COLUMNS = (("ID", 12), ("NAME", 14), ("ACCEL", 9), ("POOL", 6), ("STATUS", 11), ("AGE", 6), ("TOOK", 6))
 SUBMIT_FORM = (Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"), Field("accelerator", "Accelerator", "cpu"),
                Field("args", "Args (JSON list)", "[]"), Field("name", "Name", placeholder="optional"))
@@ -39,6 +40,7 @@ class JobsView(View):
     key = "2"
     title = "Jobs"
     MUTATING = frozenset({"submit", "cancel"})
+    LISTS_JOBS = True
     BINDINGS = [
         Binding("enter", "open", "Open"), Binding("s", "submit", "Submit"), Binding("c", "cancel", "Cancel job"),
         Binding("o", "sort", "Sort"), Binding("O", "reverse", "Reverse", show=False),
@@ -61,7 +63,13 @@ class JobsView(View):
         return self.query_one("#jobs", VirtualTable)
 
     async def reload(self) -> None:
-        jobs = await self.console.jobs()
+        """The first load shows the newest page at once and then the whole list: listing every job of a
+        big workspace takes a while, and the operator looks at the newest ones first."""
+        if not self._jobs:
+            await self._show(await self.console.jobs(limit=FIRST_PAGE))
+        await self._show(await self.console.jobs())
+
+    async def _show(self, jobs: tuple[JobSnapshot, ...]) -> None:
         self._now = self.app.now()  # type: ignore[attr-defined]
         self._jobs = {job.job_id: job for job in jobs}
         self._redraw()

@@ -129,8 +129,8 @@ async def test_a_reload_renders_rows_only_for_the_visible_page_until_a_filter_ne
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
 
-        async def listing(status: str | None = None) -> tuple[JobSnapshot, ...]:
-            return jobs
+        async def listing(status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
+            return jobs[:limit]
 
         monkeypatch.setattr(app.service, "jobs", listing)
         view = await _jobs_view(app, pilot, 5000)
@@ -280,3 +280,23 @@ async def test_a_job_screen_for_an_unknown_job_notifies_and_the_app_keeps_runnin
         assert app.is_running
         await pilot.press("escape", "2")
         assert isinstance(app.current_view, JobsView)
+
+
+async def test_the_first_load_paints_the_newest_page_then_the_whole_list(
+        make_app: AppFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = tuple(JobSnapshot(f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None,
+                             1000.0 - n, 1000.0 - n, 1001.0 - n) for n in range(jobs_screen.FIRST_PAGE * 3))
+    asked: list[int | None] = []
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+
+        async def listing(status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
+            asked.append(limit)
+            return jobs[:limit]
+
+        monkeypatch.setattr(app.service, "jobs", listing)
+        view = await _jobs_view(app, pilot, len(jobs))
+        assert asked[:2] == [jobs_screen.FIRST_PAGE, None]  # the newest page first, then everything
+        await view.reload()
+        assert asked[-1] is None  # once shown, reloads list everything
