@@ -18,10 +18,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(autouse=True)
 def kinetic_home(tmp_path_factory, monkeypatch):
-    """Point KINETIC_HOME at a fresh temp dir and clear KINETIC_* so the user's config never leaks in."""
+    """Point KINETIC_HOME at a fresh temp dir and clear KINETIC_* so the user's config never leaks in;
+    afterwards stop the fork server the test's jobs started, so a suite run leaves no daemons behind."""
     home = tmp_path_factory.mktemp("kinetic-home")
     for name in list(os.environ):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KINETIC_HOME", str(home))
-    return home
+    yield home
+    if (home / "run" / "forkserver.sock").exists():  # a test that ran jobs: stop its home's fork server now
+        from core.backends import launcher  # rather than leave it idling for ten minutes
+
+        launcher.shutdown_server()
