@@ -1,18 +1,22 @@
 """One Store and one LocalBackend per KINETIC_HOME per process, opened on first use.
 
-Opening state.db checks and migrates it, which is too slow to repeat for every status poll; tests that
-switch KINETIC_HOME get a fresh pair because the cache is keyed by the database path.
+Opening state.db checks and migrates it, which is too slow to repeat for every status poll. The cache is
+keyed by the database path and keeps the few most recently used homes: a process that visits many homes
+(a test suite, a demo beside a real workspace) closes the least recent one's connections rather than
+holding three file descriptors per home forever. A closed Store reopens if it is used again.
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 from core.backends.local import LocalBackend
 from core.paths import state_db_path
 from core.store import Store
 
+KEEP = 4
 _lock = threading.Lock()
-_backends: dict[str, LocalBackend] = {}
+_backends: OrderedDict[str, LocalBackend] = OrderedDict()
 
 
 def local_backend() -> LocalBackend:
@@ -21,6 +25,11 @@ def local_backend() -> LocalBackend:
         backend = _backends.get(path)
         if backend is None:
             backend = _backends[path] = LocalBackend(Store(path))
+            while len(_backends) > KEEP:
+                _, evicted = _backends.popitem(last=False)
+                evicted.store.close()
+        else:
+            _backends.move_to_end(path)
         return backend
 
 

@@ -259,13 +259,20 @@ def _start_server(
         proc.wait()  # the intermediate exits as soon as it has forked the server
         with os.fdopen(read_fd, "rb") as verdicts:
             read_fd = -1
-            ready, _, _ = select.select([verdicts], [], [], max(0.0, deadline - time.monotonic()))
-            line = verdicts.readline().decode().strip() if ready else "timed out"
+            line = verdicts.readline().decode().strip() if _readable(verdicts, deadline) else "timed out"
     finally:
         for fd in (read_fd, write_fd):
             if fd >= 0:
                 os.close(fd)
     return line.split(" ", 1)[0] if line.startswith(("ready", "busy")) else (line or "exited during start-up")
+
+
+def _readable(stream: Any, deadline: float) -> bool:
+    """Wait until `stream` has data or the deadline passes. poll(), not select(): the client may hold
+    more than 1024 descriptors, and select() cannot watch those."""
+    poller = select.poll()
+    poller.register(stream, select.POLLIN)
+    return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
 
 
 def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
