@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import projects
 
 USER_MODULE = '''
 import time
@@ -56,14 +57,7 @@ NO_RUNS = "pipeline 'tiny' has no runs to rerun; start one with: pipeline run ti
 @pytest.fixture
 def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh project dir as the cwd, its module importable as `console_user` (re-imported per test)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text("[project]\nname = 'console-user'\n")
-    (project / "console_user.py").write_text(USER_MODULE)
-    monkeypatch.chdir(project)
-    monkeypatch.syspath_prepend(str(project))
-    sys.modules.pop("console_user", None)
-    return project
+    return projects.user_project(tmp_path, monkeypatch, "console_user", USER_MODULE)
 
 
 def seed_registry(group: str = "fraud", versions: int = 2) -> None:

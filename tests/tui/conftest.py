@@ -7,7 +7,6 @@ core state only after the action has really finished.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from textual.pilot import Pilot
 from core.console import Console
 from core.job_status import JobStatus
 from kinetic_tui.app import KineticApp
+from tests.helpers import projects
 from tests.lifecycle.run_projects import stop_jobs  # noqa: F401  (autouse: no job outlives its test)
 
 SIZE = (80, 24)
@@ -51,14 +51,7 @@ def sleepy(seconds):
 @pytest.fixture
 def tui_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project dir as the cwd whose module `tui_user` the tests submit by reference."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text("[project]\nname = 'tui-user'\n")
-    (project / "tui_user.py").write_text(USER_MODULE)
-    monkeypatch.chdir(project)
-    monkeypatch.syspath_prepend(str(project))
-    sys.modules.pop("tui_user", None)
-    return project
+    return projects.user_project(tmp_path, monkeypatch, "tui_user", USER_MODULE)
 
 
 @pytest.fixture
