@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.backends import launcher
 from core.console import Console, RemoteJobFailed
 from core.demo import DemoProgress, demo_home, fill
 from core.demo import workload
@@ -119,9 +120,10 @@ def test_fill_runs_the_whole_scenario_through_the_console(demo_dir: Path, kineti
             await _check_pools_and_jobs(console)
             await _check_training_and_registry(console)
             await _check_endpoint_and_pipeline(console)
-        finally:  # never leave the two-minute job behind, whatever failed
+        finally:  # never leave the two-minute job behind, whatever failed, nor the demo home's fork server
             for job in await console.jobs(status="RUNNING"):
                 await console.cancel(job.job_id)
+            launcher.shutdown_server()  # Console(home=...) made the demo home this process's KINETIC_HOME
         return seen
 
     seen = asyncio.run(scenario())
