@@ -9,6 +9,7 @@ pool usage); a refresh reloads only what is on screen. Errors become notificatio
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -382,7 +383,7 @@ def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home
     try:
         console = Console(home=home, default_wait=False)
     except KineticError as exc:
-        print(f"error: {one_line(exc)}")
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     app = KineticApp(console, readonly=readonly, background=background)
     app.run(mouse=mouse)
