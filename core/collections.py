@@ -14,14 +14,14 @@ import json
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from core.backends import launcher
+from core.backends import lanes, launcher
 from core.backends.local import JobRow
 from core.context import new_job_id
-from core.dispatch import jobs_storage, resubmit, stage
+from core.dispatch import jobs_storage, lanes_fit, resubmit, stage, stage_lanes
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.jobs import JobHandle, attach
@@ -83,15 +83,19 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     manifest = {"group_id": group_id, "func_name": first.func_name, "created_at": time.time(),
                 "count": len(calls), "max_concurrent": max_concurrent, "retries": retries,
                 "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[ctx.job_id] for ctx in contexts]}
-    with stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True) as staged:
-        storage = jobs_storage(first.bucket)
+    storage = jobs_storage(first.bucket)
+    if calls and lanes_fit(first, storage):
+        staging: Any = stage_lanes(contexts, calls, storage)
+        submit_all: Callable[[Any], list[JobHandle]] = lambda batch: batch.submit()  # noqa: E731
+    else:
+        staging = stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
+        submit_all = lambda staged: [item.submit() for item in staged]  # noqa: E731
+    with staging as staged:
         storage.put_bytes(_manifest_key(group_id), json.dumps(manifest).encode())
         local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)",
                                     (group_id, max_concurrent, time.time()))
         batch = BatchHandle(manifest, storage)
-        for item in staged:
-            handle = item.submit()
-            batch._handles[handle.job_id] = handle
+        batch._handles.update((handle.job_id, handle) for handle in submit_all(staged))
     return batch
 
 
@@ -145,16 +149,24 @@ class BatchHandle:
         return self._read()
 
     def _read(self) -> list[JobStatus]:
-        rows = {row.job_id: row for row in local_backend().jobs(group_id=self.group_id)}
-        latest = [rows.get(attempts[-1]) for attempts in self.manifest["attempts"]]
-        self._finished_at = {i: row.finished_at for i, row in enumerate(latest) if row and row.finished_at}
-        self._running = [row for row in latest if row and row.status is JobStatus.RUNNING]
-        return [row.status if row else JobStatus.NOT_FOUND for row in latest]
+        backend = local_backend()
+        states = backend.group_statuses(self.group_id)
+        latest = [states.get(attempts[-1]) for attempts in self.manifest["attempts"]]
+        self._finished_at = {i: state[1] for i, state in enumerate(latest) if state and state[1]}
+        running = any(state and state[0] is JobStatus.RUNNING for state in latest)
+        self._running = [row for row in backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id)
+                         if not row.in_lane] if running else []
+        return [state[0] if state else JobStatus.NOT_FOUND for state in latest]
 
     def _exited(self) -> list[str]:
-        """Running inputs whose every host has an exit file: settling them needs no liveness scan."""
+        """Running inputs outside lanes whose every host has an exit file: settling them needs no liveness scan."""
         return [row.job_id for row in self._running
                 if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)]
+
+    def _news(self) -> bool:
+        """Something to settle: an input's process exited, or one of the batch's lanes progressed or ended."""
+        return bool(self._exited()) or any(lane.has_news() for lane in lanes.active(local_backend().store,
+                                                                                   self.group_id))
 
     def status_counts(self) -> dict[str, int]:
         return dict(Counter(status.value for status in self.statuses()))
@@ -170,6 +182,7 @@ class BatchHandle:
             backend = local_backend()
             for job_id in self._exited():
                 backend.reconcile(job_id)
+            backend.observe_lanes(lanes.active(backend.store, self.group_id), patient=False)
             statuses = self._read()
         for index, status in enumerate(statuses):
             attempts = self.manifest["attempts"][index]
@@ -214,19 +227,31 @@ class BatchHandle:
             self._pause(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
 
     def _pause(self, seconds: float) -> None:
-        """Sleep up to `seconds`, but return as soon as a running input's process exits: settling it frees
-        its node for the next queued input, so a batch never waits out a whole poll interval per job."""
+        """Sleep up to `seconds`, but return as soon as there is news: settling an input frees its node (or
+        its lane moves on), so a batch never waits out a whole poll interval per job."""
         end = time.monotonic() + seconds
-        while time.monotonic() < end and not self._exited():
+        while time.monotonic() < end and not self._news():
             time.sleep(EXIT_POLL)
 
-    def _collect(self, index: int) -> None:
-        if index in self._results or index in self._failures:
+    def _collect(self, indices: Iterable[int]) -> None:
+        """Read the values (or exceptions) of settled inputs; each lane's results file is read once."""
+        todo = [i for i in indices if i not in self._results and i not in self._failures]
+        if not todo:
             return
-        try:
-            self._results[index] = self._handle(self.manifest["attempts"][index][-1]).result(cleanup=False)
-        except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
-            self._failures[index] = exc
+        backend = local_backend()
+        rows = {row.job_id: row for row in backend.jobs(group_id=self.group_id)}
+        files: dict[str, bytes] = {}
+        for index in todo:
+            job_id = self.manifest["attempts"][index][-1]
+            row = rows.get(job_id)
+            try:
+                if row is None:
+                    self._results[index] = self._handle(job_id).result(cleanup=False)
+                else:
+                    handle = self._handles.setdefault(job_id, JobHandle.from_record(row.handle))
+                    self._results[index] = handle.value_from(row, backend.lane_result(row, files))
+            except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
+                self._failures[index] = exc
 
     def results(self, ordered: bool = True, return_exceptions: bool = False, timeout: float | None = None) -> list[Any]:
         """Every input's value (input order, or completion order with ordered=False). A failure raises
@@ -236,8 +261,7 @@ class BatchHandle:
             order = list(range(len(self)))
         else:
             order = list(self._completed(timeout))
-        for index in order:
-            self._collect(index)
+        self._collect(order)
         values = [self._failures[i] if i in self._failures else self._results[i] for i in order]
         if self._failures and not return_exceptions:
             partial = [self._results.get(i) for i in range(len(self))]  # input order, like `failures`
@@ -249,9 +273,8 @@ class BatchHandle:
 
     def failures(self) -> dict[int, BaseException]:
         """Input index -> exception, for the inputs that settled for good without a value."""
-        for index, status in enumerate(self.statuses()):
-            if status in (JobStatus.FAILED, JobStatus.CANCELLED):
-                self._collect(index)
+        self._collect(index for index, status in enumerate(self.statuses())
+                      if status in (JobStatus.FAILED, JobStatus.CANCELLED))
         return dict(self._failures)
 
     def cancel(self) -> None:

@@ -8,6 +8,8 @@ STORAGE_EMULATOR_HOST in tests). Handles record `gs://` URIs then, and everythin
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 import time
@@ -17,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.backends import lanes
 from core.backends.local import job_dir_for
 from core.context import JobContext, new_job_id
+from core.data import replace_data_refs
 from core.errors import ValidationError
 from core.jobs import JobHandle
-from core.packaging import PayloadError
+from core.packaging import PayloadError, build_batch, make_plan
 from core.storage import GcsStorage, LocalStorage, Storage
 from core.submit import (
     CONTEXT,
@@ -32,7 +36,9 @@ from core.submit import (
     Packed,
     captured_env,
     handle_record,
+    module_file,
     pack,
+    package_root_for,
     upload,
     write_handle,
 )
@@ -113,6 +119,64 @@ def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Sta
         yield [Staged(item, pool, writes, archives) for item, pool, writes in packed]
 
 
+def lanes_fit(ctx: JobContext, storage: Storage) -> bool:
+    """Map inputs run in lanes (see core/backends/lanes.py) on the local backend with a local jobs bucket,
+    for one-node accelerators without volumes; anything else runs one job process per input."""
+    return ctx.backend == "local" and ctx.num_nodes == 1 and not ctx.volumes and isinstance(storage, LocalStorage)
+
+
+@dataclass(frozen=True)
+class LaneBatch:
+    """A map's inputs packed as one batch artifact for lanes, with nothing written yet."""
+
+    contexts: Sequence[JobContext]
+    pool: str
+    writes: DeferredWrites
+    batch: bytes
+    packed: Packed  # the function's call with no arguments: what the context archive is built from
+    archives: Archives
+
+    def submit(self) -> list[JobHandle]:
+        """Upload the batch and the archive once under `_groups/GROUP/` and queue every input."""
+        first, storage = self.contexts[0], self.writes.storage
+        prefix = f"_groups/{first.group_id}"
+        self.writes.flush()
+        zip_path, context_sha = self.archives.get(self.packed)
+        storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
+        storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
+        records = [handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
+                   for ctx in self.contexts]
+        storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
+        batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
+        local_backend().submit_lane_inputs(
+            [(record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
+             for i, record in enumerate(records)], first.group_id or "")
+        return [JobHandle.from_record(record) for record in records]
+
+
+@contextmanager
+def stage_lanes(contexts: Sequence[JobContext], calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+                storage: Storage) -> Iterator[LaneBatch]:
+    """Place and pack a whole map for lanes before anything is written: the function is pickled once, each
+    input on its own, and a bad input is named (`input 3: ...`) with nothing submitted."""
+    first = contexts[0]
+    pool = local_backend().place(first.accelerator_text, first.num_nodes)
+    writes = DeferredWrites(storage)
+    replaced, kept_out = [], []
+    for index, (args, kwargs) in enumerate(calls):
+        try:
+            (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
+        except ValidationError as exc:
+            raise type(exc)(f"input {index}: {exc}") from exc
+        replaced.append((args_, kwargs_))
+        kept_out += [d.local_path for d in datas if d.local_path is not None]
+    root = package_root_for(first.func)
+    batch = build_batch(first.func, replaced, captured_env(first.env_patterns), root)
+    packed = Packed(first, b"", root, make_plan(root, module_file(first.func)), tuple(dict.fromkeys(kept_out)))
+    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
+        yield LaneBatch(contexts, pool, writes, batch, packed, Archives(Path(tmp)))
+
+
 def submit_call(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobHandle:
     """Queue the call and return its handle; every check runs before anything is written.
     GKE and Pathways contexts go to the cluster's backend (imported only then: it needs the gcp extra)."""
@@ -125,18 +189,25 @@ def submit_call(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any])
 
 
 def resubmit(handle: JobHandle) -> JobHandle:
-    """A new attempt of the same call: the stored payload and archive are reused under a new job id, so a
-    retry needs neither the function nor its inputs (and works from a process that only attached)."""
+    """A new attempt of the same call: the stored payload and archive (or a map's batch artifact) are
+    reused under a new job id, so a retry needs neither the function nor its inputs (and works from a
+    process that only attached)."""
     backend = local_backend()
     old = backend.job(handle.job_id)
     storage = handle.storage()
     job_id = new_job_id()
-    for name in (PAYLOAD, CONTEXT):
-        storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{handle.job_id}/{name}"))
     chosen = handle.output_dir != default_output_dir(handle.job_id, storage)  # the user's output_dir= stays
     record = {**handle.to_record(), "job_id": job_id, "created_at": time.time(),
               "result_uri": storage.uri(f"{job_id}/{RESULT}"),
               "output_dir": handle.output_dir if chosen else default_output_dir(job_id, storage)}
+    if old.in_lane:
+        handles_key = f"_groups/{handle.group_id}/handles.json"
+        handles = {**json.loads(storage.get_bytes(handles_key)), job_id: record}
+        storage.put_bytes(handles_key, json.dumps(handles).encode())
+        backend.submit_lane_inputs([(record, old.launch["lane_input"])], handle.group_id or "")
+        return JobHandle.from_record(record)
+    for name in (PAYLOAD, CONTEXT):
+        storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{handle.job_id}/{name}"))
     write_handle(storage, record)
     old_prefix, new_prefix = storage.uri(f"{handle.job_id}/"), storage.uri(f"{job_id}/")
     argv = [arg.replace(old_prefix, new_prefix) for arg in old.launch["runner_args"]]

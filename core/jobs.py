@@ -118,10 +118,15 @@ class JobHandle:
         """The function's value; re-raises the remote exception (original type, remote traceback and phase
         in its notes). TimeoutError leaves the job running."""
         row = self._local().wait(self.job_id, timeout)
+        return self.value_from(row, None, cleanup)
+
+    def value_from(self, row: JobRow, data: bytes | None = None, cleanup: bool = False) -> Any:
+        """`result` for a settled row, given its result pickle if the caller already read it (a batch reads
+        every lane's results file once)."""
         if row.status is JobStatus.CANCELLED:
             raise RemoteJobError(f"job {self.job_id} was cancelled")
         try:
-            data = self.storage().get_bytes(f"{self.job_id}/{RESULT}")
+            data = data or self._lane_result(row) or self.storage().get_bytes(f"{self.job_id}/{RESULT}")
         except NotFoundError:
             raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
                                  f"result: {row.detail or 'no detail'}") from None
@@ -141,6 +146,12 @@ class JobHandle:
                      f"on host {outcome['host_index']}; remote traceback:")
         exc.add_note(outcome["traceback"].rstrip())
         raise exc
+
+    def _lane_result(self, row: JobRow) -> bytes | None:
+        """A map input run in a lane keeps its result in the lane's results file, not under its prefix."""
+        if self.backend != "local" or row.result_at is None:
+            return None
+        return local_backend().lane_result(row)
 
     def _worker_failure(self, row: JobRow) -> dict[str, Any]:
         """The result payload of the first failed worker; RemoteJobError if none wrote one (it was killed)."""

@@ -7,6 +7,7 @@ unchanged project costs one stat walk instead of a re-zip.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fnmatch
 import functools
 import hashlib
@@ -14,6 +15,7 @@ import importlib.metadata
 import inspect
 import json
 import os
+import pickle
 import platform
 import re
 import shutil
@@ -25,7 +27,7 @@ import time
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import cloudpickle
 
@@ -382,13 +384,42 @@ def build_payload(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping
     """
     payload = {"func": func, "args": tuple(args), "kwargs": dict(kwargs), "env_vars": dict(env_vars),
                "volumes": dict(volumes), "client_fingerprint": client_fingerprint()}
-    with _BY_VALUE_LOCK:
-        registered = _register_by_value(Path(package_root).resolve())
+    root = Path(package_root).resolve()
+    with _project_by_value(root):
         try:
+            return _dumps_keeping_filenames(payload, root)
+        except Exception as exc:
+            raise PayloadError(_explain_pickle_failure(func, payload["args"], payload["kwargs"], exc)) from exc
+
+
+def build_batch(func: Callable[..., Any], calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+                env_vars: Mapping[str, str], package_root: str | os.PathLike[str]) -> bytes:
+    """The one artifact of a map's lanes: the function's payload once, and each input's (args, kwargs)
+    pickled on its own, the same way (by value, Data already replaced by refs).
+
+    A lane unpickles the function once and each input as it reaches it, so one bad input fails only its
+    own job. PayloadError names the input that cannot be pickled (`input 3: argument 'x' ...`).
+    """
+    root = Path(package_root).resolve()
+    payload = build_payload(func, (), {}, env_vars, {}, root)
+    inputs = []
+    with _project_by_value(root):
+        for index, (args, kwargs) in enumerate(calls):
             try:
-                return _dumps_keeping_filenames(payload, Path(package_root).resolve())
+                inputs.append(_dumps_keeping_filenames((tuple(args), dict(kwargs)), root))
             except Exception as exc:
-                raise PayloadError(_explain_pickle_failure(func, payload["args"], payload["kwargs"], exc)) from exc
+                raise PayloadError(f"input {index}: {_explain_pickle_failure(func, tuple(args), dict(kwargs), exc)}") \
+                    from exc
+    return pickle.dumps({"payload": payload, "inputs": inputs}, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@contextlib.contextmanager
+def _project_by_value(root: Path) -> Iterator[None]:
+    """Pickle every module under the package root by value while the block runs."""
+    with _BY_VALUE_LOCK:
+        registered = _register_by_value(root)
+        try:
+            yield
         finally:
             for module in registered:
                 cloudpickle.unregister_pickle_by_value(module)

@@ -114,7 +114,7 @@ def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:
     storage.put_bytes(f"{record['job_id']}/{HANDLE}", json.dumps(dict(record), indent=2).encode())
 
 
-def _module_file(func: Any) -> str | None:
+def module_file(func: Any) -> str | None:
     target = inspect.unwrap(func)
     try:
         return inspect.getsourcefile(target) or inspect.getfile(target)
@@ -130,14 +130,14 @@ def package_root_for(func: Any) -> Path:
     reference, like any installed dependency: its "root" would be all of site-packages. It ships an empty
     root instead, and the job's environment must have the package (the local backend runs this
     interpreter; a GKE image installs it)."""
-    module_file = _module_file(func)
-    if module_file is None or not os.path.exists(module_file):
+    path = module_file(func)
+    if path is None or not os.path.exists(path):
         return Path(os.environ.get("KINETIC_PACKAGE_ROOT") or os.getcwd()).resolve()
-    if not os.environ.get("KINETIC_PACKAGE_ROOT") and is_installed(module_file):
+    if not os.environ.get("KINETIC_PACKAGE_ROOT") and is_installed(path):
         empty = kinetic_home() / "cache" / "empty-root"
         empty.mkdir(parents=True, exist_ok=True)
         return empty
-    return find_package_root(module_file)
+    return find_package_root(path)
 
 
 def captured_env(patterns: Sequence[str]) -> dict[str, str]:
@@ -156,7 +156,7 @@ def pack(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes
     root = package_root_for(ctx.func)
     payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
     local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
-    return Packed(ctx, payload, root, make_plan(root, _module_file(ctx.func)), local)
+    return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local)
 
 
 class Archives:

@@ -65,10 +65,10 @@ def _format_exc(exc: BaseException) -> str:
 class _Phase:
     """Time a phase, log its outcome and wrap whatever it raises in a PhaseError naming it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, quiet: bool = False) -> None:
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}; phases: {', '.join(PHASES)}")
-        self.name = name
+        self.name, self.quiet = name, quiet  # quiet: log failures only (a lane runs phases per input)
 
     def __enter__(self) -> None:
         self.start = time.perf_counter()
@@ -76,7 +76,8 @@ class _Phase:
     def __exit__(self, kind: type | None, exc: BaseException | None, _tb: Any) -> bool:
         elapsed = time.perf_counter() - self.start
         if exc is None:
-            log(f"phase {self.name} ok ({elapsed:.2f}s)")
+            if not self.quiet:
+                log(f"phase {self.name} ok ({elapsed:.2f}s)")
             return False
         log(f"phase {self.name} FAILED ({elapsed:.2f}s): {type(exc).__name__}: {exc}")
         raise PhaseError(self.name, exc, _format_exc(exc)) from exc
@@ -496,14 +497,18 @@ class _SavedProcessState:
     def __exit__(self, *_exc: Any) -> None:
         os.chdir(self.cwd)
         sys.path[:] = self.path
-        os.environ.clear()
-        os.environ.update(self.environ)
+        if os.environ != self.environ:  # comparing is cheap; rewriting every variable is not (a lane does this per input)
+            os.environ.clear()
+            os.environ.update(self.environ)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one job; 0 on success, 1 when the job failed, 2 on a bad command line."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--lane"] and len(argv) == 2:
+        return run_lane(Path(argv[1]))
     try:
-        args = _parse_args(sys.argv[1:] if argv is None else argv)
+        args = _parse_args(argv)
         host = _host_index()
     except SystemExit as exc:
         return int(exc.code or 0)
@@ -540,6 +545,140 @@ def main(argv: list[str] | None = None) -> int:
         log(f"phase upload ok: {target}")
     log("job succeeded" if outcome["success"] else f"job failed in phase {outcome['phase']}")
     return 0 if outcome["success"] else 1
+
+
+# --- lanes: many inputs of one map in one process (local backend) ------------------------------------
+#
+# Usage: python remote_runner.py --lane SPEC.json, where the spec names the batch artifact (one pickle of
+# {"payload": the function's payload, "inputs": [pickled (args, kwargs), ...]}), the context archive, their
+# digests and this lane's inputs [[index, job_id, output_dir], ...]. The lane writes, per input, a
+# `start` line and then an `end` line (or `skip` when the input was cancelled before it began) to the
+# progress file, with the byte offsets of the input's log range and of its result in the results file.
+# It checks the cancel list after writing `start`, so a canceller that appends to the list and then
+# reads the progress either sees the `start` (and stops the lane) or is seen by the lane (which skips).
+
+def _log_offset() -> int:
+    """Where the next log byte of this process goes: stdout and stderr share the lane's log file."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return 0
+
+
+class _Lane:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.progress = open(spec["progress"], "ab", buffering=0)
+        self.results = open(spec["results"], "ab", buffering=0)
+        self.result_at = self.results.seek(0, os.SEEK_END)
+        self.cancel_path = spec["cancelled"]
+        self.cancel_size = 0
+        self.cancelled: set[str] = set()
+
+    def note(self, **event: Any) -> None:
+        self.progress.write((json.dumps(event) + "\n").encode())
+
+    def is_cancelled(self, job_id: str) -> bool:
+        try:
+            size = os.stat(self.cancel_path).st_size
+        except FileNotFoundError:
+            return False
+        if size != self.cancel_size:
+            with open(self.cancel_path) as f:
+                self.cancelled = set(f.read().split())
+            self.cancel_size = size
+        return job_id in self.cancelled
+
+    def start(self, job_id: str) -> bool:
+        """Record that the input begins; False (and a `skip` line) when it was cancelled."""
+        self.note(job=job_id, start=time.time(), log=_log_offset())
+        if self.is_cancelled(job_id):
+            self.note(job=job_id, skip=time.time())
+            return False
+        return True
+
+    def finish(self, job_id: str, outcome: dict[str, Any]) -> None:
+        data = encode_result(outcome)
+        at = self.result_at
+        self.results.write(data)
+        self.result_at += len(data)
+        self.note(job=job_id, end=time.time(), log=_log_offset(), at=at, size=len(data),
+                  **json.loads(summarize(outcome)))
+
+
+def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., Any], list[bytes]]:
+    """The per-lane phases: fetch, verify and extract once, unpickle the function, set up the environment."""
+    import pickle
+
+    downloads = workdir / "download"
+    batch_file, context_file = downloads / "batch.pkl", downloads / "context.zip"
+    with _Phase("download"):
+        fetch(spec["batch"], batch_file)
+        fetch(spec["context"], context_file)
+    with _Phase("verify"):
+        batch_bytes = batch_file.read_bytes()
+        _check_digest("batch", hashlib.sha256(batch_bytes).hexdigest(), spec["batch_sha256"])
+        _check_digest("context", _sha256_file(context_file), spec["context_sha256"])
+    code_dir = workdir / "code"
+    with _Phase("extract"):
+        extract(context_file, code_dir)
+    with _Phase("unpickle"):
+        batch = pickle.loads(batch_bytes)  # plain bytes inside; verified above
+        payload = load_payload(batch["payload"])
+    with _Phase("environment"):
+        apply_environment(code_dir, payload["env_vars"], Path(spec["inputs"][0][2]))
+    return payload["func"], list(batch["inputs"])
+
+
+def _run_input(func: Callable[..., Any], blob: bytes, output_dir: str, resolver: DataResolver) -> Any:
+    with _Phase("unpickle", quiet=True):
+        args, kwargs = cloudpickle.loads(blob)
+    with _Phase("environment", quiet=True):
+        os.makedirs(output_dir, exist_ok=True)
+    with _Phase("data", quiet=True):
+        args, kwargs = resolver.replace(list(args)), resolver.replace(kwargs)
+    with _Phase("execute", quiet=True):
+        return func(*args, **kwargs)
+
+
+def run_lane(spec_path: Path) -> int:
+    """Run a lane's inputs in order; each gets its own outcome, so the exit code only says the lane ended
+    (0) or could not even start its inputs (1). Module state is shared by the inputs of one lane; cwd,
+    sys.path and os.environ are restored after each."""
+    spec = json.loads(spec_path.read_text())
+    workdir = Path(spec["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    lane = _Lane(spec)
+    log(f"lane start: {len(spec['inputs'])} inputs, workdir {workdir}")
+    try:
+        func, blobs = _prepare_lane(spec, workdir)
+    except PhaseError as failure:  # every input fails the way a job would have in that phase
+        for _index, job_id, _output in spec["inputs"]:
+            if lane.start(job_id):
+                lane.finish(job_id, {"success": False, "result": None, "exception": failure.cause,
+                                     "traceback": failure.tb, "phase": failure.phase, "host_index": 0})
+        return 1
+    resolver = DataResolver(workdir / "data")
+    name = getattr(func, "__qualname__", func)
+    for index, job_id, output_dir in spec["inputs"]:
+        if not lane.start(job_id):
+            continue
+        log(f"input {index} ({job_id}): calling {name!s}")
+        outcome: dict[str, Any] = {"success": True, "result": None, "exception": None, "traceback": "",
+                                   "phase": "upload", "host_index": 0}
+        os.environ["KINETIC_JOB_ID"], os.environ["KINETIC_OUTPUT_DIR"] = job_id, output_dir
+        with _SavedProcessState():
+            try:
+                outcome["result"] = _run_input(func, blobs[index], output_dir, resolver)
+            except PhaseError as failure:
+                outcome.update(success=False, exception=failure.cause, traceback=failure.tb, phase=failure.phase)
+        lane.finish(job_id, outcome)
+    import shutil
+
+    shutil.rmtree(workdir, ignore_errors=True)  # nobody reads a lane's copies once it is done
+    log("lane done")
+    return 0
 
 
 if __name__ == "__main__":

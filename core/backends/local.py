@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from core.accelerators import category, format_accelerator, parse_accelerator
-from core.backends import launcher, queue_watcher
+from core.backends import lanes, launcher, queue_watcher
 from core.backends.launcher import HostProcess
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
@@ -85,23 +85,33 @@ class JobRow:
     hosts: tuple[HostProcess, ...] | None
     handle: dict[str, Any]
     launch: dict[str, Any]
+    lane: str | None = None  # a map input: the lane (see lanes.py) it is assigned to, and its byte ranges
+    log_start: int | None = None
+    log_end: int | None = None
+    result_at: int | None = None
+    result_size: int | None = None
 
     @property
     def job_dir(self) -> Path:
         return Path(self.launch["job_dir"])
 
+    @property
+    def in_lane(self) -> bool:
+        return lanes.is_lane_input(self.launch)
+
 
 _JOB_COLUMNS = ("seq, job_id, pool, nodes, status, phase, detail, group_id, created_at, started_at, "
-                "finished_at, cancel_requested, hosts, handle, launch")
+                "finished_at, cancel_requested, hosts, handle, launch, lane, log_start, log_end, result_at, "
+                "result_size")
 
 
 def _row(values: tuple[Any, ...]) -> JobRow:
     (seq, job_id, pool, nodes, status, phase, detail, group_id, created, started, finished, cancel,
-     hosts, handle, launch) = values
+     hosts, handle, launch, *lane_fields) = values
     return JobRow(seq, job_id, pool, nodes, JobStatus(status), phase, detail, group_id, created, started,
                   finished, bool(cancel),
                   None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts)),
-                  json.loads(handle), json.loads(launch))
+                  json.loads(handle), json.loads(launch), *lane_fields)
 
 
 def _shape(accelerator: str) -> tuple[str, bool]:
@@ -109,6 +119,13 @@ def _shape(accelerator: str) -> tuple[str, bool]:
     config = parse_accelerator(accelerator)
     text = format_accelerator(config)
     return text.removesuffix(":spot"), config.spot
+
+
+def _job_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
+    env["KINETIC_HOME"] = str(kinetic_home())
+    env["PYTHONUNBUFFERED"] = "1"  # the log is a file: without this a job's prints arrive only at its exit
+    return env
 
 
 def job_dir_for(job_id: str) -> Path:
@@ -140,10 +157,10 @@ class LocalBackend:
     def pools(self) -> list[Pool]:
         rows = self.store.query(
             "SELECT p.name, p.accelerator, p.nodes, p.spot, "
-            "COALESCE(SUM(CASE WHEN j.status = 'RUNNING' THEN j.nodes END), 0), "
-            "COUNT(CASE WHEN j.status = 'PENDING' THEN 1 END) "
-            "FROM pools p LEFT JOIN jobs j ON j.pool = p.name AND j.status IN ('RUNNING', 'PENDING') "
-            "GROUP BY p.name ORDER BY p.name")
+            "COALESCE((SELECT SUM(nodes) FROM jobs j WHERE j.pool = p.name AND j.status = 'RUNNING' "
+            "AND j.lane IS NULL), 0) + (SELECT COUNT(*) FROM lanes l WHERE l.pool = p.name AND l.ended_at IS NULL), "
+            "(SELECT COUNT(*) FROM jobs j WHERE j.pool = p.name AND j.status = 'PENDING') "
+            "FROM pools p ORDER BY p.name")
         return [Pool(n, a, nodes, bool(s), used, queued) for n, a, nodes, s, used, queued in rows]
 
     def pool(self, name: str) -> Pool:
@@ -216,20 +233,34 @@ class LocalBackend:
         output_dir = Path(handle["output_dir"]) if handle.get("output_dir") else None
         launch = {"job_dir": str(job_dir), "runner_args": list(runner_args), "argv": [*runner_args, "--workdir", "."],
                   "volumes": list(volumes), "output_dir": str(output_dir) if output_dir else None}
+        self._queue([(handle, launch)], group_id)
+        return self.job(job_id)
+
+    def submit_lane_inputs(self, inputs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str) -> None:
+        """Queue a map's inputs for lanes: (handle, lane_input) each, one transaction, no per-job files."""
+        self._queue([(handle, {"job_dir": str(job_dir_for(handle["job_id"])), "lane_input": lane_input,
+                               "output_dir": handle["output_dir"], "volumes": []})
+                     for handle, lane_input in inputs], group_id)
+
+    def _queue(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None) -> None:
+        """Insert the jobs PENDING and start whatever their pools can run now."""
         with self.store.transaction() as conn:
-            conn.execute(
+            conn.executemany(
                 "INSERT INTO jobs (job_id, backend, pool, nodes, status, group_id, created_at, handle, launch) "
                 "VALUES (?, 'local', ?, ?, 'PENDING', ?, ?, ?, ?)",
-                (job_id, handle["pool"], handle["num_nodes"], group_id, handle["created_at"],
-                 json.dumps(handle), json.dumps(launch)))
-        self.schedule(handle["pool"])
-        row = self.job(job_id)
-        if row.status is JobStatus.PENDING:
+                [(handle["job_id"], handle["pool"], handle["num_nodes"], group_id, handle["created_at"],
+                  json.dumps(handle), json.dumps(launch)) for handle, launch in jobs])
+        ids = [handle["job_id"] for handle, _ in jobs]
+        for pool in dict.fromkeys(handle["pool"] for handle, _ in jobs):
+            self.schedule(pool)
+        if self._any_pending(ids):
             self.reconcile()  # jobs that ended while nobody looked may still hold the nodes; settling starts us
-            row = self.job(job_id)
-        if row.status is JobStatus.PENDING:
-            queue_watcher.ensure_running()
-        return row
+            if self._any_pending(ids):
+                queue_watcher.ensure_running()
+
+    def _any_pending(self, job_ids: list[str]) -> bool:
+        last = job_ids[-1]  # FIFO: if the last one started, all did; a batch's lanes claim in order too
+        return bool(self.store.query("SELECT 1 FROM jobs WHERE job_id = ? AND status = 'PENDING'", (last,)))
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -242,7 +273,7 @@ class LocalBackend:
     def refresh(self, job_id: str) -> JobRow:
         """The job's row after settling it if its processes are done, or starting it if it now fits."""
         row = self.job(job_id)
-        if row.status is JobStatus.RUNNING:
+        if row.status is JobStatus.RUNNING or row.lane is not None:
             self.reconcile(job_id)
         elif row.status is JobStatus.PENDING:
             self.schedule(row.pool)
@@ -276,45 +307,60 @@ class LocalBackend:
     # -- scheduling ----------------------------------------------------------------------------------
 
     def schedule(self, pool_name: str | None = None) -> list[str]:
-        """Start the queue heads that fit, per pool, in submission order; return the job ids started."""
-        claimed = self._claim(pool_name)
+        """Start the queue heads that fit, per pool, in submission order; return the job ids started (for
+        a lane, the ids of its inputs)."""
+        claimed, assigned = self._claim(pool_name)
         for row in claimed:
             self._launch(row)
-        return [row.job_id for row in claimed]
+        for assignment in assigned:
+            self._launch_lane(assignment)
+        return [row.job_id for row in claimed] + [job_id for a in assigned for job_id, _ in a.inputs]
 
-    def _claim(self, pool_name: str | None) -> list[JobRow]:
+    def _claim(self, pool_name: str | None) -> tuple[list[JobRow], list[lanes.Assignment]]:
+        """Walk each pool's queue in order: a job that fits is claimed; a map input at the head opens a
+        lane that takes a chunk of its batch. The first head that does not fit blocks the rest."""
         now = time.time()
         claimed: list[JobRow] = []
+        assigned: list[lanes.Assignment] = []
         with self.store.transaction() as conn:
             pools = conn.execute("SELECT name, nodes FROM pools" + (" WHERE name = ?" if pool_name else ""),
                                  (pool_name,) if pool_name else ()).fetchall()
             for name, capacity in pools:
-                used = conn.execute("SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING'",
-                                    (name,)).fetchone()[0]
+                used = lanes.nodes_in_use(conn, name)
                 pending = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' "
-                                       "ORDER BY seq", (name,)).fetchall()
+                                       "AND lane IS NULL ORDER BY seq", (name,)).fetchall()
+                taken: set[str] = set()
                 for values in pending:
+                    if values[1] in taken:  # a lane opened in this pass took it (checked before decoding the row)
+                        continue
                     row = _row(values)
-                    if used + row.nodes > capacity or not self._group_has_room(conn, row.group_id):
+                    room = self._group_room(conn, row.group_id)
+                    if used + row.nodes > capacity or room == 0:
                         break
+                    if row.in_lane and row.group_id is not None:
+                        free = capacity - used if room is None else min(capacity - used, room)
+                        assignment = lanes.assign(conn, row.group_id, name, free, now)
+                        taken.update(job_id for job_id, _ in assignment.inputs)
+                        assigned.append(assignment)
+                        used += 1
+                        continue
                     if not self._lock_volumes(conn, row):
                         break
                     conn.execute("UPDATE jobs SET status = 'RUNNING', started_at = ? WHERE job_id = ?",
                                  (now, row.job_id))
                     used += row.nodes
                     claimed.append(row)
-        return claimed
+        return claimed, assigned
 
     @staticmethod
-    def _group_has_room(conn: Any, group_id: str | None) -> bool:
+    def _group_room(conn: Any, group_id: str | None) -> int | None:
+        """How many more of the group may run (None: no limit)."""
         if group_id is None:
-            return True
+            return None
         limit = conn.execute("SELECT max_concurrent FROM job_groups WHERE group_id = ?", (group_id,)).fetchone()
         if limit is None or limit[0] is None:
-            return True
-        running = conn.execute("SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING'",
-                               (group_id,)).fetchone()[0]
-        return running < limit[0]
+            return None
+        return max(limit[0] - lanes.group_running(conn, group_id), 0)
 
     @staticmethod
     def _lock_volumes(conn: Any, row: JobRow) -> bool:
@@ -328,10 +374,8 @@ class LocalBackend:
         return True
 
     def _launch(self, row: JobRow) -> None:
-        env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
-        env["KINETIC_HOME"] = str(kinetic_home())
+        env = _job_env()
         env["KINETIC_JOB_ID"] = row.job_id
-        env["PYTHONUNBUFFERED"] = "1"  # the log is a file: without this a job's prints arrive only at its exit
         if row.launch.get("output_dir"):
             env["KINETIC_OUTPUT_DIR"] = row.launch["output_dir"]
         created: list[str] = []
@@ -346,11 +390,31 @@ class LocalBackend:
         self.store.write("UPDATE jobs SET hosts = ? WHERE job_id = ?",
                          (json.dumps([h.to_dict() for h in hosts]), row.job_id))
 
+    def _launch_lane(self, assignment: lanes.Assignment) -> None:
+        """Start the lane's runner; if it cannot start, the lane is closed at once and its inputs fail."""
+        try:
+            hosts = launcher.launch(assignment.lane.dir, lanes.write_spec(assignment), _job_env())
+        except (KineticError, OSError) as exc:
+            with self.store.transaction() as conn:
+                conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'launch', detail = ?, finished_at = ? "
+                             "WHERE lane = ? AND status = 'PENDING'",
+                             (f"could not start the lane: {exc}", time.time(), assignment.lane.lane_id))
+                conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (time.time(), assignment.lane.lane_id))
+            return
+        lanes.record_launch(self.store, assignment.lane.lane_id, hosts)
+
     # -- settling ------------------------------------------------------------------------------------
 
     def reconcile(self, job_id: str | None = None) -> list[str]:
-        """Settle RUNNING jobs whose processes are done (or gone); then start what fits. Returns settled ids."""
-        rows = [self.job(job_id)] if job_id else self.jobs(status=JobStatus.RUNNING)
+        """Settle RUNNING jobs whose processes are done (or gone) and apply their lanes' progress; then
+        start what fits. Returns settled ids."""
+        if job_id:
+            row = self.job(job_id)
+            rows = [] if row.in_lane else [row]
+            open_lanes = [lane for lane in [lanes.get(self.store, row.lane)] if lane] if row.lane else []
+        else:
+            rows = [row for row in self.jobs(status=JobStatus.RUNNING) if not row.in_lane]
+            open_lanes = lanes.active(self.store)
         settled, pools = [], set()
         for row in rows:
             if row.status is not JobStatus.RUNNING:
@@ -359,10 +423,29 @@ class LocalBackend:
             if outcome is not None and self._finish(row.job_id, *outcome):
                 settled.append(row.job_id)
                 pools.add(row.pool)
+        settled += self.observe_lanes(open_lanes, pools)
         for pool in pools:
             self.schedule(pool)
         if job_id is None and not pools:
             self.schedule()
+        return settled
+
+    def observe_lanes(self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None,
+                      patient: bool = True) -> list[str]:
+        """Apply the lanes' progress (see `lanes.observe` for `patient`); a closed lane frees its node, so
+        its pool goes into `pools` (or, without `pools`, is scheduled at once)."""
+        settled, freed = [], set()
+        for lane in open_lanes:
+            done, closed = lanes.observe(self.store, lane, patient)
+            settled += done
+            if closed:
+                _discard(lane.dir / "work")
+                freed.add(lane.pool)
+        if pools is None:
+            for pool in freed:
+                self.schedule(pool)
+        else:
+            pools.update(freed)
         return settled
 
     def _outcome(self, row: JobRow) -> tuple[JobStatus, str | None, str | None] | None:
@@ -432,6 +515,8 @@ class LocalBackend:
         row = self.job(job_id)
         if row.status.finished:
             return row
+        if row.lane is not None:
+            return self._cancel_in_lane(row, grace)
         with self.store.transaction() as conn:
             conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?", (job_id,))
             conn.execute("UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
@@ -450,6 +535,26 @@ class LocalBackend:
             self.schedule(row.pool)
         return self.job(job_id)
 
+    def _cancel_in_lane(self, row: JobRow, grace: float) -> JobRow:
+        """Mark it cancelled, ask its lane to skip it, then read the lane's progress: if the lane has
+        already started it, stop the lane (its other inputs go back to the queue). The order matters: see
+        the lane protocol in runner/remote_runner.py."""
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?", (row.job_id,))
+            conn.execute("UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
+                         "WHERE job_id = ? AND status = 'PENDING'", (time.time(), row.job_id))
+        lane = lanes.get(self.store, row.lane or "")
+        if lane is not None and lane.ended_at is None:
+            lanes.request_skip(lane, row.job_id)
+            self.observe_lanes([lane])
+            lane, current = lanes.get(self.store, lane.lane_id), self.job(row.job_id)
+            if lane and lane.hosts and lane.ended_at is None and current.log_start is not None \
+                    and current.log_end is None:
+                launcher.terminate(lane.hosts, grace=grace)
+                self.observe_lanes([lane])
+        self.schedule(row.pool)
+        return self.job(row.job_id)
+
     def wait(self, job_id: str, timeout: float | None = None,
              on_poll: Callable[[], None] | None = None) -> JobRow:
         """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds.
@@ -462,13 +567,20 @@ class LocalBackend:
             row = self.job(job_id)
             if row.status.finished:
                 return row
+            lane = lanes.get(self.store, row.lane) if row.lane else None
+            if lane is not None and lane.ended_at is None and lane.has_news():
+                self.observe_lanes([lane], patient=False)
+                continue
             if row.status is JobStatus.RUNNING and row.hosts is not None:
                 if all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts):
                     self.reconcile(job_id)
                     continue
             if time.monotonic() - last_full > 0.5:  # the slow path: liveness checks, queue heads
                 last_full = time.monotonic()
-                self.reconcile(job_id) if row.status is JobStatus.RUNNING else self.schedule(row.pool)
+                if row.status is JobStatus.RUNNING or row.lane is not None:
+                    self.reconcile(job_id)
+                else:
+                    self.schedule(row.pool)
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")
@@ -484,7 +596,7 @@ class LocalBackend:
                   stop: threading.Event | None = None) -> Iterator[list[str]]:
         """Batches of complete lines; with `follow`, keeps reading until the job settles (or `stop` is set)
         and the files end. Multi-host jobs prefix each line with its host."""
-        reader = _LogReader(self.log_paths(self.job(job_id)))
+        reader = self.log_reader(job_id)
         while True:
             batch = reader.read()
             if batch:
@@ -506,14 +618,37 @@ class LocalBackend:
             yield rest
 
     def cleanup(self, job_id: str) -> None:
-        """Remove the job's working directories (logs and result stay)."""
+        """Remove the job's working directories (logs and result stay; a lane removes its own)."""
         row = self.refresh(job_id)
         if not row.status.finished:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
-        _discard(row.job_dir / "work")
+        if not row.in_lane:
+            _discard(row.job_dir / "work")
 
     def log_reader(self, job_id: str) -> _LogReader:
-        return _LogReader(self.log_paths(self.job(job_id)))
+        row = self.job(job_id)
+        return _LaneLogReader(self, job_id) if row.in_lane else _LogReader(self.log_paths(row))
+
+    def lane_result(self, row: JobRow, files: dict[str, bytes] | None = None) -> bytes | None:
+        """A map input's result pickle, from its lane's results file (None if it has none). With `files`,
+        each lane's file is read once and kept there, for callers that collect a whole batch."""
+        if row.lane is None or row.result_at is None or row.result_size is None:
+            return None
+        if files is not None and row.lane in files:
+            data = files[row.lane]
+        else:
+            lane = lanes.get(self.store, row.lane)
+            if lane is None:
+                return None
+            if files is None:
+                return lanes.read_result(lane.dir, row.result_at, row.result_size)
+            data = files[row.lane] = lanes.read_results(lane.dir)
+        return data[row.result_at:row.result_at + row.result_size]
+
+    def group_statuses(self, group_id: str) -> dict[str, tuple[JobStatus, float | None]]:
+        """job_id -> (status, finished_at) for a batch: what a waiting client polls, without decoding rows."""
+        return {job_id: (JobStatus(status), finished) for job_id, status, finished in self.store.query(
+            "SELECT job_id, status, finished_at FROM jobs WHERE group_id = ?", (group_id,))}
 
 
 _trash_lock = threading.Lock()
@@ -562,6 +697,7 @@ class _LogReader:
         self.paths = paths
         self.offsets = [0] * len(paths)
         self.partial = [""] * len(paths)
+        self.ends: list[int | None] = [None] * len(paths)  # stop reading a file there (None: its end)
 
     def _prefix(self, host: int) -> str:
         return f"[host {host}] " if len(self.paths) > 1 else ""
@@ -572,7 +708,8 @@ class _LogReader:
             try:
                 with open(path, "rb") as fh:
                     fh.seek(self.offsets[i])
-                    chunk = fh.read()
+                    end = self.ends[i]
+                    chunk = fh.read() if end is None else fh.read(max(end - self.offsets[i], 0))
             except FileNotFoundError:
                 continue
             self.offsets[i] += len(chunk)
@@ -586,6 +723,23 @@ class _LogReader:
         rest = [self._prefix(i) + text for i, text in enumerate(self.partial) if text]
         self.partial = [""] * len(self.paths)
         return rest
+
+
+class _LaneLogReader(_LogReader):
+    """A map input's range of its lane's log, found once the lane has reached the input."""
+
+    def __init__(self, backend: LocalBackend, job_id: str) -> None:
+        super().__init__([])
+        self.backend, self.job_id = backend, job_id
+
+    def read(self) -> list[str]:
+        if not self.paths or self.ends[0] is None:
+            row = self.backend.job(self.job_id)
+            lane = lanes.get(self.backend.store, row.lane) if row.lane and row.log_start is not None else None
+            if lane is not None and not self.paths:
+                self.paths, self.offsets, self.partial = [launcher.log_path(lane.dir, 0)], [row.log_start], [""]
+            self.ends = [row.log_end if lane is not None else None]
+        return super().read()
 
 
 # -- volumes -------------------------------------------------------------------------------------------

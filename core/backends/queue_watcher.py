@@ -19,6 +19,10 @@ from pathlib import Path
 from core.paths import kinetic_home
 
 POLL = 0.1
+# The submitter usually keeps looking for a while (waiting on a handle or a batch) and schedules as it
+# looks; the watcher only matters once nobody does, so it starts its work (importing the store, ~0.1 s of
+# CPU) after this pause rather than competing with the jobs it was started for.
+START_DELAY = 0.5
 LOCK_NAME = "queue-watcher.lock"
 
 
@@ -56,6 +60,7 @@ def _pending(backend: object) -> bool:
 
 
 def watch() -> None:
+    time.sleep(START_DELAY)
     from core.workspace import local_backend
 
     backend = local_backend()

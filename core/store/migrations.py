@@ -167,4 +167,25 @@ MIGRATIONS: list[tuple[int, str]] = [
             UNIQUE (project, cluster, accelerator, spot)
         );
     """),
+    (5, """
+        -- map lanes (core/backends/lanes.py): one runner process on one node works through a chunk of a
+        -- batch's inputs; each input keeps its own jobs row, its log range and its result range
+        CREATE TABLE lanes (
+            lane_id    TEXT PRIMARY KEY,
+            pool       TEXT NOT NULL,
+            group_id   TEXT NOT NULL,
+            dir        TEXT NOT NULL,
+            hosts      TEXT,              -- JSON list of one HostProcess once launched
+            started_at REAL NOT NULL,
+            progress   INTEGER NOT NULL DEFAULT 0,  -- bytes of progress.jsonl already applied to jobs
+            ended_at   REAL
+        );
+        CREATE INDEX lanes_by_pool ON lanes (pool, ended_at);
+        ALTER TABLE jobs ADD COLUMN lane TEXT;         -- the lane an input is assigned to, while it is
+        ALTER TABLE jobs ADD COLUMN log_start INTEGER; -- its bytes in the lane's log
+        ALTER TABLE jobs ADD COLUMN log_end INTEGER;
+        ALTER TABLE jobs ADD COLUMN result_at INTEGER; -- its result pickle in the lane's results file
+        ALTER TABLE jobs ADD COLUMN result_size INTEGER;
+        CREATE INDEX jobs_by_lane ON jobs (lane);
+    """),
 ]
