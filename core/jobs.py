@@ -196,6 +196,10 @@ def attach(job_id: str) -> JobHandle:
         buckets = kinetic_home() / "local" / "buckets"
         for path in sorted(buckets.glob(f"*/{job_id}/{HANDLE}")) if buckets.is_dir() else []:
             return _handle_from(str(path), path.read_bytes())
+        for path in sorted(buckets.glob("*/_groups/*/handles.json")) if buckets.is_dir() else []:
+            records = json.loads(path.read_bytes())  # a map run in lanes keeps its handles in one file
+            if job_id in records:
+                return _handle_from(str(path), json.dumps(records[job_id]).encode())
         infra = resolve_infra()
         if infra.backend != "gke":
             raise missing

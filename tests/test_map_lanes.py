@@ -1,0 +1,257 @@
+"""Map lanes (core/backends/lanes.py) with real runner processes: each input of a map stays its own durable
+job (row, log range, output dir, result) while a few lane processes run them; cancelling, crashing,
+tampering and a lane that cannot start each affect only what they should."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import kinetic_tui as kinetic
+from core.backends import lanes
+from core.job_status import JobStatus
+from core.jobs import RemoteJobError
+from core.workspace import local_backend
+from tests.lifecycle.run_projects import (
+    client_result,
+    load_module,
+    make_project,
+    run_client,
+    stop_jobs,  # noqa: F401  (autouse fixture)
+)
+
+TIMEOUT = 60
+
+TASKS = '''
+import os
+import time
+from pathlib import Path
+
+import kinetic_tui as kinetic
+
+
+def wait_for(path, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(path)
+        time.sleep(0.02)
+
+
+@kinetic.run()
+def shout(x):
+    print(f"input says {x}")
+    Path(os.environ["KINETIC_OUTPUT_DIR"], "out.txt").write_text(str(x))
+    return os.environ["KINETIC_JOB_ID"]
+
+
+@kinetic.run(accelerator="l4")
+def whose(x):
+    return os.getpid()
+
+
+@kinetic.run()
+def hold(x, marker_dir):
+    if x == "hold":
+        Path(marker_dir, "holding").write_text("")
+        wait_for(Path(marker_dir) / "release")
+    Path(marker_dir, f"ran-{x}").write_text("")
+    return x
+
+
+@kinetic.run(accelerator="l4")
+def gpu_hold(marker_dir):
+    wait_for(Path(marker_dir) / "release")
+
+
+@kinetic.run(accelerator="l4")
+def gpu_mark(x, marker_dir):
+    Path(marker_dir, f"ran-{x}").write_text("")
+    return x
+
+
+@kinetic.run()
+def crash(x):
+    if x == 1:
+        os._exit(3)
+    return x
+'''
+
+
+@pytest.fixture
+def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    project = make_project(tmp_path / "inproc", {"kt_lanes/__init__.py": "", "kt_lanes/tasks.py": TASKS})
+    return load_module(monkeypatch, project, "kt_lanes.tasks")
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    path = tmp_path / "markers"
+    path.mkdir()
+    return path
+
+
+def wait_for(path: Path, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def settle_lanes() -> list[lanes.Lane]:
+    """Close every lane whose process has ended; return those still open."""
+    backend = local_backend()
+    deadline = time.monotonic() + TIMEOUT
+    while lanes.active(backend.store) and time.monotonic() < deadline:
+        backend.reconcile()
+        time.sleep(0.02)
+    return lanes.active(backend.store)
+
+
+# -- chunking (pure) -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("waiting", "parallel", "free", "mean", "expected"), [
+    (500, 2, 2, None, 125),    # guided: 1/(2P) of what waits
+    (3, 2, 2, None, 1),        # small batches keep every node busy
+    (4, 6, 6, None, 1),
+    (500, 2, 2, 0.0002, 250),  # timed trivial inputs: big lanes, but each free node still gets half
+    (281, 2, 1, 0.0002, 281),  # one node free, the other busy: take what ~0.1 s of work allows
+    (100, 2, 1, 2.0, 25),      # slow inputs: the guided size wins
+    (5000, 1, 1, 0.00001, lanes.MAX_CHUNK),
+])
+def test_chunk_size(waiting: int, parallel: int, free: int, mean: float | None, expected: int) -> None:
+    assert lanes.chunk_size(waiting, parallel, free, mean) == expected
+
+
+# -- each input is a job -------------------------------------------------------------------------------------
+
+def test_every_input_keeps_its_own_id_log_output_dir_and_result(tasks: ModuleType) -> None:
+    batch = tasks.shout.map([1, 2, 3])
+    handles = batch.handles()
+    assert batch.results(timeout=TIMEOUT) == [h.job_id for h in handles]  # KINETIC_JOB_ID per input
+    for x, handle in enumerate(handles, start=1):
+        said = [line for line in handle.logs() if line.startswith("input says")]
+        assert said == [f"input says {x}"]  # its own range of the lane's log, nobody else's
+        assert Path(handle.output_dir, "out.txt").read_text() == str(x)
+        row = local_backend().job(handle.job_id)
+        assert row.lane and row.status is JobStatus.SUCCEEDED and row.started_at <= row.finished_at
+    assert {h.job_id for h in handles} <= {h.job_id for h in kinetic.list_jobs()}
+    assert kinetic.attach(handles[1].job_id).result() == handles[1].job_id
+
+
+def test_attach_finds_a_lane_input_by_its_batch_handles_file_when_the_store_does_not(
+        tasks: ModuleType, kinetic_home: Path) -> None:
+    batch = tasks.shout.map([7])
+    (handle,) = batch.handles()
+    batch.wait(timeout=TIMEOUT)
+    local_backend().store.write("DELETE FROM jobs WHERE job_id = ?", (handle.job_id,))
+    assert kinetic.attach(handle.job_id) == handle
+
+
+def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) -> None:
+    local_backend().add_pool("two", "l4", 2)
+    pids = tasks.whose.map(range(60)).results(timeout=TIMEOUT)
+    opened = local_backend().store.query("SELECT COUNT(*) FROM lanes")[0][0]
+    assert len(set(pids)) == opened < 60  # one process per lane, many inputs per process
+    assert settle_lanes() == []
+    assert local_backend().pool("two").in_use == 0
+
+
+# -- cancelling ------------------------------------------------------------------------------------------
+
+def test_cancelling_a_queued_input_makes_its_lane_skip_it(tasks: ModuleType, markers: Path) -> None:
+    batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
+    held, queued, _ = batch.handles()
+    wait_for(markers / "holding")
+    backend = local_backend()
+    assert backend.job(queued.job_id).lane == backend.job(held.job_id).lane  # one chunk: [hold, a]
+    assert queued.cancel() is JobStatus.CANCELLED
+    (markers / "release").write_text("")
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.SUCCEEDED, JobStatus.CANCELLED, JobStatus.SUCCEEDED]
+    assert not (markers / "ran-a").exists()
+    assert list(queued.logs()) == []  # skipped: an empty range of the lane's log
+    with pytest.raises(RemoteJobError, match="was cancelled"):
+        queued.result()
+
+
+def test_cancelling_a_running_input_stops_its_lane_and_the_rest_run_in_another(
+        tasks: ModuleType, markers: Path) -> None:
+    batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
+    held = batch.handles()[0]
+    wait_for(markers / "holding")
+    first_lane = local_backend().job(held.job_id).lane
+    assert held.cancel() is JobStatus.CANCELLED
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
+    assert not (markers / "ran-hold").exists()
+    assert local_backend().job(batch.handles()[1].job_id).lane != first_lane
+
+
+# -- failures --------------------------------------------------------------------------------------------
+
+def test_an_input_that_kills_its_lane_fails_alone(tasks: ModuleType) -> None:
+    batch = tasks.crash.map([0, 1, 2, 3], max_concurrent=1)
+    with pytest.raises(kinetic.BatchError) as info:
+        batch.results(timeout=TIMEOUT)
+    assert list(info.value.failures) == [1] and isinstance(info.value.failures[1], RemoteJobError)
+    assert "phase lost" in str(info.value.failures[1]) and "exited with 3" in str(info.value.failures[1])
+    assert info.value.results == [0, None, 2, 3]
+
+
+def test_a_tampered_batch_artifact_is_refused_before_any_input_runs(tasks: ModuleType, markers: Path) -> None:
+    local_backend().add_pool("solo", "l4", 1)
+    blocker = tasks.gpu_hold.run_async(str(markers))
+    batch = tasks.gpu_mark.map([(i, str(markers)) for i in range(3)])
+    assert batch.statuses() == [JobStatus.PENDING] * 3  # queued behind the blocker: no lane yet
+    artifact = next(Path(os.environ["KINETIC_HOME"]).glob(f"local/buckets/*/_groups/{batch.group_id}/batch.pkl"))
+    data = bytearray(artifact.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    artifact.write_bytes(bytes(data))
+    (markers / "release").write_text("")
+    blocker.result(timeout=TIMEOUT)
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED] * 3
+    assert {local_backend().job(h.job_id).phase for h in batch.handles()} == {"verify"}
+    assert not list(markers.glob("ran-*"))
+
+
+def test_a_lane_that_dies_before_its_first_input_fails_its_inputs_instead_of_looping(
+        tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "broken_runner.py"
+    broken.write_text("import sys\n\ndef main(argv=None):\n    return 3\n\nif __name__ == '__main__':\n    sys.exit(main())\n")
+    monkeypatch.setenv("KINETIC_RUNNER_FILE", str(broken))
+    batch = tasks.shout.map([1, 2])
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED, JobStatus.FAILED]
+    rows = [local_backend().job(h.job_id) for h in batch.handles()]
+    assert all(row.phase == "lost" and "before starting any input" in (row.detail or "") for row in rows)
+    assert local_backend().store.query("SELECT COUNT(*) FROM lanes")[0][0] == 2  # one try per chunk, no loop
+
+
+# -- another process -------------------------------------------------------------------------------------
+
+LANE_MAIN = '''
+import json, sys
+
+import kinetic_tui as kinetic
+
+
+@kinetic.run()
+def twice(x):
+    print(f"twice {x}")
+    return 2 * x
+
+
+if __name__ == "__main__":
+    batch = twice.map(range(6))
+    print("RESULT " + json.dumps([batch.group_id, [h.job_id for h in batch.handles()]]))
+'''
+
+
+def test_lanes_finish_after_the_submitting_client_exits(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "lanesproj", {"pkg/__init__.py": "", "pkg/main.py": LANE_MAIN})
+    group_id, job_ids = client_result(run_client(project, "-m", "pkg.main"))
+    assert kinetic.attach_batch(group_id).results(timeout=TIMEOUT) == [0, 2, 4, 6, 8, 10]
+    assert "twice 4" in kinetic.attach(job_ids[4]).tail(5)
+    assert json.loads(json.dumps(kinetic.attach(job_ids[0]).to_record()))["group_id"] == group_id
