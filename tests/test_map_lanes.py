@@ -75,6 +75,11 @@ def gpu_mark(x, marker_dir):
 
 
 @kinetic.run()
+def read(path, scale):
+    return float(Path(path).read_text()) * scale
+
+
+@kinetic.run()
 def crash(x):
     if x == 1:
         os._exit(3)
@@ -141,6 +146,18 @@ def test_every_input_keeps_its_own_id_log_output_dir_and_result(tasks: ModuleTyp
         assert row.lane and row.status is JobStatus.SUCCEEDED and row.started_at <= row.finished_at
     assert {h.job_id for h in handles} <= {h.job_id for h in kinetic.list_jobs()}
     assert kinetic.attach(handles[1].job_id).result() == handles[1].job_id
+
+
+def test_data_arguments_reach_each_input_and_shared_content_uploads_once(tasks: ModuleType, tmp_path: Path) -> None:
+    files = []
+    for name, value in (("a", "1.5"), ("b", "2.5"), ("c", "1.5")):  # c has a's name and content
+        (tmp_path / name).mkdir()
+        files.append(tmp_path / name / "value.txt")
+        files[-1].write_text(value)
+    batch = tasks.read.map([(kinetic.Data(str(f)), 2) for f in files])
+    assert batch.results(timeout=TIMEOUT) == [3.0, 5.0, 3.0]
+    cache = list(Path(os.environ["KINETIC_HOME"]).glob("local/buckets/*/data-cache/*/"))
+    assert len(cache) == 2
 
 
 def test_attach_finds_a_lane_input_by_its_batch_handles_file_when_the_store_does_not(

@@ -88,7 +88,7 @@ def stop_jobs(kinetic_home: Path) -> Iterator[None]:
     """After each test: cancel what is queued or running (so no watcher starts more), kill every job's
     process group that is still alive, stop the home's fork server."""
     yield
-    from core.backends import launcher
+    from core.backends import lanes, launcher
     from core.workspace import local_backend
 
     if (kinetic_home / "state.db").exists():
@@ -97,4 +97,5 @@ def stop_jobs(kinetic_home: Path) -> Iterator[None]:
             if not row.status.finished:
                 backend.cancel(row.job_id, grace=0.2)
         launcher.terminate([host for row in backend.jobs() if row.hosts for host in row.hosts], grace=0.2)
+        launcher.terminate([host for lane in lanes.active(backend.store) for host in lane.hosts or ()], grace=0.2)
     launcher.shutdown_server()
