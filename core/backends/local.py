@@ -12,6 +12,10 @@ Matching: a job runs on a pool whose accelerator shape equals the job's (`v5lite
 as GKE node selectors would place them. Queue order is strict FIFO per pool: a head job that does not
 fit blocks the jobs behind it, so a big slice is never starved by small ones.
 
+Map inputs (one-node, no volumes, local jobs bucket) run in lanes (lanes.py): the queue walk opens a lane
+for a batch input at the head, which takes a chunk of its batch and holds one node until its process
+ends; such inputs have no processes or files of their own, and are settled from their lane's progress.
+
 Volumes: the data appears at the absolute path for the job's lifetime. This backend does not use mount
 namespaces; it creates the path for the job (refusing a path that already exists on the host), locks it
 in the store against concurrent jobs (a second job wanting it waits in the queue), and removes what it
