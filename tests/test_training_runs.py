@@ -113,6 +113,7 @@ def test_interrupt_then_resume_ends_with_the_straight_run_hash(service, interrup
     assert done.metric == straight.metric
     assert (done.current_epoch, done.interruptions, len(done.job_ids)) == (4, 1, 2)
     assert [service.backend.job(j).status for j in done.job_ids] == [JobStatus.FAILED, JobStatus.SUCCEEDED]
+    assert service.backend.job(done.job_ids[0]).phase == "preempted"  # the jobs view says why, not "runner"
     resumed_epochs = [epoch for kind, epoch in events(service, done.job_ids[1]) if kind == "epoch"]
     assert resumed_epochs == list(range(stopped.current_epoch + 1, 5))  # continued from the stored checkpoint
 

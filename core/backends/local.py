@@ -42,6 +42,7 @@ from core.backends.launcher import HostProcess
 from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.paths import kinetic_home
+from core.platform.train_entry import PREEMPTED_EXIT_CODE
 from core.profiles import PROFILE_NAME_RULE
 from core.storage import bucket_storage
 from core.store import Store
@@ -492,6 +493,9 @@ class LocalBackend:
                 return JobStatus.FAILED, summary["phase"], f"{where}{summary['error_type']}: {summary['error']}"
             if code is None:
                 return JobStatus.FAILED, "lost", f"host {host} vanished without an exit status or result"
+            if code == PREEMPTED_EXIT_CODE and summary is None:
+                return JobStatus.FAILED, "preempted", (f"host {host} stopped as preempted (exit {code}, EX_TEMPFAIL); "
+                                                       "a training resumes from its last checkpoint")
             if code != 0:
                 return JobStatus.FAILED, "lost" if code < 0 else "runner", f"host {host} exited with {code}"
         if 0 not in summaries:
