@@ -278,8 +278,10 @@ class BatchHandle:
         return dict(self._failures)
 
     def cancel(self) -> None:
+        """Cancel every input, the last first: queued inputs are cancelled before any running one is
+        stopped, so stopping a lane never hands its queued inputs to a new lane."""
         backend = local_backend()
-        for attempts in self.manifest["attempts"]:
+        for attempts in reversed(self.manifest["attempts"]):
             backend.cancel(attempts[-1])
 
 

@@ -56,6 +56,8 @@ def whose(x):
 
 @kinetic.run()
 def hold(x, marker_dir):
+    if x == "fail":
+        raise RuntimeError("fails fast")
     if x == "hold":
         Path(marker_dir, "holding").write_text("")
         wait_for(Path(marker_dir) / "release")
@@ -205,6 +207,14 @@ def test_cancelling_a_running_input_stops_its_lane_and_the_rest_run_in_another(
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
     assert not (markers / "ran-hold").exists()
     assert local_backend().job(batch.handles()[1].job_id).lane != first_lane
+
+
+def test_fail_fast_on_a_big_batch_stops_its_lane_without_starting_another(tasks: ModuleType, markers: Path) -> None:
+    names = ["fail", "hold", *(f"x{i}" for i in range(18))]
+    batch = tasks.hold.map([(name, str(markers)) for name in names], max_concurrent=1, fail_fast=True)
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED] + [JobStatus.CANCELLED] * 19
+    assert local_backend().store.query("SELECT COUNT(*) FROM lanes")[0][0] == 1
+    assert not list(markers.glob("ran-*"))
 
 
 # -- failures --------------------------------------------------------------------------------------------
