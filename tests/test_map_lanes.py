@@ -82,6 +82,15 @@ def read(path, scale):
 
 
 @kinetic.run()
+def chatty(name, marker_dir):
+    print(f"{name} begins", flush=True)
+    if name == "A":
+        wait_for(Path(marker_dir) / "release")
+    print(f"{name} ends", flush=True)
+    return name
+
+
+@kinetic.run()
 def crash(x):
     if x == 1:
         os._exit(3)
@@ -160,6 +169,23 @@ def test_data_arguments_reach_each_input_and_shared_content_uploads_once(tasks: 
     assert batch.results(timeout=TIMEOUT) == [3.0, 5.0, 3.0]
     cache = list(Path(os.environ["KINETIC_HOME"]).glob("local/buckets/*/data-cache/*/"))
     assert len(cache) == 2
+
+
+def test_following_a_running_input_yields_its_lines_and_none_of_the_next_inputs(
+        tasks: ModuleType, markers: Path) -> None:
+    batch = tasks.chatty.map([(name, str(markers)) for name in "ABC"], max_concurrent=1)  # lane 1: A, B
+    first, second, _ = batch.handles()
+    lines = first.logs(follow=True)
+    seen = [next(line for line in lines if line == "A begins")]
+    lane_log = Path(lanes.get(local_backend().store, local_backend().job(first.job_id).lane).dir, "logs", "host-0.log")
+    (markers / "release").write_text("")
+    deadline = time.monotonic() + TIMEOUT
+    while "B ends" not in lane_log.read_text():  # the lane has moved on before the follower reads again
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    seen += [line for line in lines if line.endswith(("begins", "ends"))]
+    assert seen == ["A begins", "A ends"]
+    assert [line for line in second.logs() if line.endswith(("begins", "ends"))] == ["B begins", "B ends"]
 
 
 def test_attach_finds_a_lane_input_by_its_batch_handles_file_when_the_store_does_not(

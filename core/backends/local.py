@@ -734,20 +734,44 @@ class _LogReader:
 
 
 class _LaneLogReader(_LogReader):
-    """A map input's range of its lane's log, found once the lane has reached the input."""
+    """A map input's range of its lane's log, found once the lane has reached the input.
+
+    While the input runs its end is unknown, so each read stops at the file's size taken *before* the
+    lane's progress is applied: the lane writes an input's `end` line before the next input prints
+    anything, so bytes written before that size belong to this input unless the `end` applied after it
+    says where the input stopped."""
 
     def __init__(self, backend: LocalBackend, job_id: str) -> None:
         super().__init__([])
         self.backend, self.job_id = backend, job_id
+        self.final = False
 
     def read(self) -> list[str]:
-        if not self.paths or self.ends[0] is None:
-            row = self.backend.job(self.job_id)
-            lane = lanes.get(self.backend.store, row.lane) if row.lane and row.log_start is not None else None
-            if lane is not None and not self.paths:
-                self.paths, self.offsets, self.partial = [launcher.log_path(lane.dir, 0)], [row.log_start], [""]
-            self.ends = [row.log_end if lane is not None else None]
+        if not self.final:
+            if not self.paths and not self._locate():
+                return []
+            size = self.paths[0].stat().st_size
+            row = self._observed()
+            self.final = row.log_end is not None or row.status.finished
+            self.ends = [row.log_end if self.final else size]
         return super().read()
+
+    def _observed(self) -> JobRow:
+        """The input's row after applying its lane's progress."""
+        row = self.backend.job(self.job_id)
+        lane = lanes.get(self.backend.store, row.lane) if row.lane else None
+        if lane is not None and lane.ended_at is None:
+            self.backend.observe_lanes([lane], patient=False)
+            row = self.backend.job(self.job_id)
+        return row
+
+    def _locate(self) -> bool:
+        row = self._observed()
+        lane = lanes.get(self.backend.store, row.lane) if row.lane else None
+        if lane is None or row.log_start is None:
+            return False
+        self.paths, self.offsets, self.partial = [launcher.log_path(lane.dir, 0)], [row.log_start], [""]
+        return True
 
 
 # -- volumes -------------------------------------------------------------------------------------------
