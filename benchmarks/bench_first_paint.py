@@ -6,8 +6,9 @@ the same process, interleaved (the order alternates each round), medians of ROUN
 round. Module imports are excluded on both sides (paid once per process). The candidate includes opening
 the workspace's Console, as `run_app` does.
 Also printed, not judged: the first frame that shows the workspace's data (the Clusters view listing the
-`cpu` pool), which waits for the app's first refresh worker; and what a user feels, from spawning a fresh
-interpreter to its first frame (imports included), COLD_ROUNDS interleaved child processes per side.
+`cpu` pool), which waits for the app's first refresh worker; how many widgets each side's first frame drew
+(what it mostly pays for); and what a user feels, from spawning a fresh interpreter to its first frame
+(imports included), COLD_ROUNDS interleaved child processes per side.
 Baseline: `App` with one `Static`. Goal: candidate <= 2x the baseline (in-process).
 Run: /tmp/venv/bin/python benchmarks/bench_first_paint.py
 
@@ -50,12 +51,14 @@ class PaintClock(App[Any]):
     def _clock_init(self) -> None:
         self.ready: Callable[[], bool] = lambda: True
         self.painted_at: float | None = None
+        self.widgets_at_paint = 0  # on screen in that frame, the screen included (counted after the clock)
         self._frame = asyncio.Event()
 
     def _display(self, screen: Screen[Any], renderable: RenderableType | None) -> None:
         super()._display(screen, renderable)
         if renderable is not None and self.painted_at is None and self.ready():
             self.painted_at = time.perf_counter()
+            self.widgets_at_paint = sum(1 for _ in screen.walk_children(with_self=True))
             self._frame.set()
 
     def expect(self, ready: Callable[[], bool]) -> None:
@@ -110,6 +113,18 @@ async def time_to_paint(build: Callable[[], PaintClock], size: tuple[int, int] =
     return painted - started
 
 
+def widgets_at_paint(build: Callable[[], PaintClock]) -> int:
+    """How many widgets the first frame drew: each one is styled, laid out and rendered before it."""
+    async def run() -> int:
+        app = build()
+        async with app.run_test(size=SIZE) as pilot:
+            await app.painted()
+            await pilot.pause()
+        return app.widgets_at_paint
+
+    return asyncio.run(run())
+
+
 def interleaved(sides: dict[str, Callable[[], PaintClock]], rounds: int = ROUNDS) -> dict[str, list[float]]:
     """Time every side `rounds` times, alternating their order each round, after one warm-up round."""
     names = list(sides)
@@ -154,6 +169,7 @@ def main() -> None:
             "kinetic+data": kinetic_app(home, lambda app: app.query_one(ClustersView).pools_table.row_count > 0),
         })
         cold_samples = cold(home)
+        widgets = {"minimal": widgets_at_paint(Minimal), "kinetic": widgets_at_paint(kinetic_app(home))}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     base, cand, data = (median_ms(samples[name]) for name in ("minimal", "kinetic", "kinetic+data"))
@@ -164,6 +180,8 @@ def main() -> None:
     print(f"ratio candidate / baseline:                        {ratio:8.2f}x   goal <= {GOAL:g}x -> "
           f"{'met' if ratio <= GOAL else 'NOT met'}")
     print(f"(info) KineticApp until the cpu pool is on screen:  {data:8.1f} ms  ({data / base:.2f}x the baseline)")
+    print(f"(info) widgets drawn in the first frame, screen included: minimal {widgets['minimal']}, "
+          f"KineticApp {widgets['kinetic']}")
     cold_base, cold_cand = median_ms(cold_samples["minimal"]), median_ms(cold_samples["kinetic"])
     print(f"(info) cold, spawn to first frame, medians of {COLD_ROUNDS}: minimal {cold_base:.0f} ms, "
           f"KineticApp {cold_cand:.0f} ms, ratio {cold_cand / cold_base:.2f}x")

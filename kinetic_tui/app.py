@@ -16,16 +16,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.reactive import Reactive
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from core.commands import parse_line
@@ -37,6 +37,7 @@ from core.errors import KineticError
 from core.events import LogBatch
 from core.profiles import resolve_infra
 from kinetic_tui.palette import KineticCommands
+from kinetic_tui.render.header import header_text
 from kinetic_tui.screens.base import View
 from kinetic_tui.screens.clusters import ClustersView
 from kinetic_tui.screens.endpoints import EndpointsView
@@ -47,6 +48,8 @@ from kinetic_tui.screens.pipelines import PipelinesView
 from kinetic_tui.screens.registry import RegistryView
 from kinetic_tui.screens.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar
+from kinetic_tui.widgets.key_footer import KeyFooter
+from kinetic_tui.widgets.too_small import TooSmall
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
@@ -68,6 +71,14 @@ def summarize(verb: str, result: Any) -> str:
     if len(lines) > NOTIFY_LINES:
         lines = [*lines[:NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
     return "\n".join(lines)
+
+
+class MainScreen(Screen[None]):
+    """The console's screen: header, views, footer. It leaves the focus to the app, which hands it to the
+    current view once the first frame is on screen (`KineticApp.on_ready`): focusing restyles the focused
+    table and redraws the key hints, ~6% of the first paint, for a frame whose tables are still empty."""
+
+    AUTO_FOCUS = ""
 
 
 class KineticApp(App[int]):
@@ -97,6 +108,8 @@ class KineticApp(App[int]):
         self.poll_interval = poll_interval
         self.pool_history: dict[str, deque[int]] = {}
         self.views: list[View] = [cls() for cls in VIEW_CLASSES]
+        self._current: View | None = None  # the view on screen: the first one, once composed
+        self._too_small: TooSmall | None = None  # mounted the first time the terminal is too small
         self._view_filters: dict[str, str] = {}
         self._busy = False
         self._dirty = True
@@ -106,56 +119,62 @@ class KineticApp(App[int]):
 
     # -- layout ----------------------------------------------------------------------------------------
 
-    def compose(self) -> ComposeResult:
-        """Only the first view is mounted here; the other views mount on their first visit
-        (`action_show_view`) and the hidden command bar on its first use (`_bar`). Styling and composing
-        all six views and the bar (about fifty widgets) before the first frame made the first paint ~10x a
-        one-widget app's; what nobody opens costs nothing."""
-        yield Static(f"Terminal too small: the console needs {MIN_WIDTH}x{MIN_HEIGHT}.", id="too-small")
-        with Vertical(id="main"):
-            yield Static("", id="header")
-            with ContentSwitcher(initial=self.views[0].id if self.views else None, id="switcher"):
-                yield from self.views[:1]
-            yield Footer()
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(id="_default")
 
-    def on_mount(self) -> None:
-        """The first frame shows the header, the tabs and the first view's empty tables; its data arrives a
-        few frames later. The first fetch starts here, not after the first frame: it runs in threads, so
-        the frame does not wait for it, and deferring it (measured) painted no sooner but showed the data
-        ~70 ms later."""
-        self._check_size(self.size)
-        self._draw_header()
+    def compose(self) -> ComposeResult:
+        """The header, the first view and the footer: nothing else is styled before the first frame. The
+        other views mount on their first visit (`action_show_view`), the hidden command bar on its first
+        use (`_bar`) and the "too small" notice when the terminal first is (`_check_size`). Composing all
+        of them up front (about fifty widgets) made the first paint ~10x a one-widget app's."""
+        self._current = self.views[0] if self.views else None
+        yield Static(self._header(), id="header")
+        if self._current is not None:
+            yield self._current
+        yield KeyFooter(id="footer")
+
+    def on_ready(self) -> None:
+        """Focus the first view and start the app's work once the first frame is on screen (Textual posts
+        `Ready` right after it): the view's keys join the footer and its data arrives a few frames later.
+        Started in `on_mount`, the fetch threads held the GIL while the first frame was being drawn (~20%
+        of the first paint)."""
+        if self._current is not None:
+            self._focus_view(self._current)
         self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)
         self.run_worker(self._listen(), group="events", exit_on_error=False)
         self.set_interval(TICK, self._tick)
         if self.background is not None:
             self.run_worker(self.background(self.service), group="background", exit_on_error=False)
-        if self.views:
-            self._focus_view(self.views[0])
         self._tick()
 
     def on_resize(self, event: events.Resize) -> None:
         self._check_size(event.size)  # `self.size` catches up only after this event
 
     def _check_size(self, size: Size) -> None:
-        self.set_class(size.width < MIN_WIDTH or size.height < MIN_HEIGHT, "-too-small")
+        """Below MIN_WIDTH x MIN_HEIGHT a notice covers the main screen."""
+        small = size.width < MIN_WIDTH or size.height < MIN_HEIGHT
+        if self._too_small is not None:
+            self._too_small.display = small
+        elif small:
+            self._too_small = TooSmall(MIN_WIDTH, MIN_HEIGHT)
+            self.screen_stack[0].mount(self._too_small)
 
     async def _workspace_label(self) -> None:
         infra = await asyncio.to_thread(resolve_infra)
         self._workspace = f"profile {infra.profile or '-'} ({infra.backend}) · cluster {infra.cluster}"
         self._draw_header()
 
-    def _draw_header(self) -> None:
+    def _header(self) -> Text:
         current = self.current_view
-        tabs = "  ".join(f"[reverse] {v.key} {v.title} [/]" if v is current else f"{v.key} {v.title}"
-                         for v in self.views)
-        mode = "  [bold]READ-ONLY[/]" if self.readonly else ""
-        self.query_one("#header", Static).update(f"[bold]kinetic[/] · {self._workspace}{mode}\n{tabs}")
+        return header_text(self._workspace, [(view.key, view.title) for view in self.views],
+                           current.key if current else None, self.readonly)
+
+    def _draw_header(self) -> None:
+        self.query_one("#header", Static).update(self._header())
 
     @property
     def current_view(self) -> View | None:
-        current = self.query_one("#switcher", ContentSwitcher).current
-        return next((view for view in self.views if view.id == current), None)
+        return self._current
 
     def _focus_view(self, view: View) -> None:
         focusable = next((widget for widget in view.query(Widget) if widget.focusable), None)
@@ -280,10 +299,12 @@ class KineticApp(App[int]):
             return
         while isinstance(self.screen, JobScreen):
             self.pop_screen()
-        switcher = self.query_one("#switcher", ContentSwitcher)
         if view.parent is None:  # its first visit: mount it hidden, then show it composed
-            await switcher.add_content(view)
-        switcher.current = view.id
+            view.display = False
+            await self.mount(view, before=self.query_one("#footer"))
+        if self._current is not None:
+            self._current.display = False
+        view.display, self._current = True, view
         self._draw_header()
         self._focus_view(view)
         self._dirty = True
@@ -309,7 +330,7 @@ class KineticApp(App[int]):
             return self.query_one(CommandBar)
         except NoMatches:
             bar = CommandBar(id="bar")
-            await self.query_one("#main").mount(bar, before=self.query_one(Footer))
+            await self.mount(bar, before=self.query_one("#footer"))
             return bar
 
     async def action_command_bar(self) -> None:

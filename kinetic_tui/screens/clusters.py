@@ -11,16 +11,17 @@ import shlex
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Label
+from textual.content import Content
 
 from core.profiles import DEFAULTS, current_profile_name, list_profiles
 from kinetic_tui.render import filter_rows, pool_row
 from kinetic_tui.screens.base import View
-from kinetic_tui.widgets import KeyedTable, Row
 from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
+from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 REACHABILITY = {"local": "✓ reachable"}
 NOT_CHECKED = "? not checked here"
+POOLS_TITLE = "Pools (utilisation: last samples, in use now)"
 
 POOL_FORM = (Field("name", "Name", placeholder="e.g. l4"), Field("accelerator", "Accelerator", placeholder="e.g. l4x2"),
              Field("nodes", "Nodes", "1"), Field("spot", "Spot", "false", switch=True))
@@ -40,6 +41,20 @@ def pool_add_line(values: dict[str, str]) -> str:
 
 
 class ClustersView(View):
+    """The view the console opens on, so it is built for a cheap first frame: two `VirtualTable`s (small
+    stylesheet, draw only the rows on screen) created empty and filled by the app's first refresh, each
+    titled by its own top border rather than by a title widget: every widget on screen costs the first
+    frame, and two DataTables cost it ~5 ms more than these two tables (against ~8 ms for a whole
+    one-widget app)."""
+
+    DEFAULT_CSS = """
+    ClustersView VirtualTable {
+        margin-top: 1;
+        border-top: blank $foreground;
+        border-title-style: bold;
+    }
+    ClustersView #clusters { height: auto; max-height: 7; }
+    """
     key = "1"
     title = "Clusters"
     MUTATING = frozenset({"add_pool", "remove_pool"})
@@ -51,30 +66,33 @@ class ClustersView(View):
         self._query = ""
 
     def compose(self) -> ComposeResult:
-        yield Label("Clusters (from profiles)", classes="section")
-        yield KeyedTable((("PROFILE", 14), ("BACKEND", 8), ("CLUSTER", 16), ("REACHABLE", 18), ("", 9)),
-                         id="clusters")
-        yield Label("Pools", classes="section", id="pools-title")
-        yield KeyedTable((("POOL", 12), ("ACCEL", 13), ("NODES", 5), ("USED", 4), ("QUEUE", 5), ("KIND", 9),
-                          ("UTILISATION", 17)), id="pools")
+        clusters = VirtualTable((("PROFILE", 14), ("BACKEND", 8), ("CLUSTER", 16), ("REACHABLE", 18), ("", 9)),
+                                id="clusters")
+        clusters.border_title = "Clusters (from profiles)"
+        pools = VirtualTable((("POOL", 12), ("ACCEL", 13), ("NODES", 5), ("USED", 4), ("QUEUE", 5), ("KIND", 9),
+                              ("UTILISATION", 17)), id="pools")
+        pools.border_title = POOLS_TITLE
+        yield clusters
+        yield pools
 
     @property
-    def pools_table(self) -> KeyedTable:
-        return self.query_one("#pools", KeyedTable)
+    def pools_table(self) -> VirtualTable:
+        return self.query_one("#pools", VirtualTable)
 
     async def reload(self) -> None:
         clusters = await asyncio.to_thread(cluster_rows)
         pools = await self.console.pools()
         history = getattr(self.app, "pool_history", {})
         self._pools = [pool_row(pool, history.get(pool.name, ())) for pool in pools]
-        self.query_one("#clusters", KeyedTable).sync(clusters)
+        self.query_one("#clusters", VirtualTable).sync(clusters)
         self._redraw()
 
     def _redraw(self) -> None:
         shown = filter_rows(self._pools, self._query)
         self.pools_table.sync(shown)
         suffix = f" · filter {self._query!r}: {len(shown)}/{len(self._pools)}" if self._query else ""
-        self.query_one("#pools-title", Label).update(f"Pools (utilisation: last samples, in use now){suffix}")
+        # Content, not markup: the filter is whatever the user typed
+        self.pools_table.border_title = Content(POOLS_TITLE + suffix)
 
     def filter(self, query: str) -> None:
         self._query = query

@@ -7,8 +7,9 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Label, Static
+
+from kinetic_tui.widgets.dialog import Dialog
 
 KeyRow = tuple[str, str]  # (key as shown, what it does)
 
@@ -22,12 +23,16 @@ def keys_table(rows: Sequence[KeyRow]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
+    DEFAULT_CSS = """
+    HelpScreen #help { width: 60; }
+    HelpScreen #help VerticalScroll { height: auto; max-height: 16; }
+    """
     BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close"),
                 Binding("q", "dismiss", "Close", show=False)]
 
     def __init__(self, title: str, view_keys: Sequence[KeyRow], global_keys: Sequence[KeyRow]) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.title_text = title
         self.view_keys = tuple(view_keys)
         self.global_keys = tuple(global_keys)

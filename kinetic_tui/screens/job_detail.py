@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 from textual.worker import Worker
 
 from core.console import Console, RemoteJobFailed
@@ -22,6 +22,7 @@ from core.errors import KineticError
 from core.job_status import JobStatus
 from kinetic_tui.render import humanize_age, status_cell
 from kinetic_tui.widgets.confirm import Field, FormScreen
+from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.log_view import LogView
 
 
@@ -34,6 +35,12 @@ def summary_text(job: JobSnapshot, now: float) -> str:
 
 
 class JobScreen(Screen[None]):
+    DEFAULT_CSS = """
+    JobScreen #job-summary { height: 2; background: $panel; padding: 0 1; }
+    JobScreen #job-outcome { height: auto; max-height: 8; border-bottom: solid $accent; padding: 0 1; }
+    JobScreen #job-log { height: 1fr; padding: 0 1; }
+    JobScreen #log-search { dock: bottom; margin-bottom: 1; border: none; height: 1; }
+    """
     BINDINGS = [
         Binding("escape", "back", "Back"), Binding("slash", "search", "Search"),
         Binding("n", "next_match(1)", "Next", show=False), Binding("N", "next_match(-1)", "Prev", show=False),
@@ -61,7 +68,7 @@ class JobScreen(Screen[None]):
         search = Input(placeholder="search the log (Enter finds, Esc closes)", id="log-search")
         search.cursor_blink = False
         yield search
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def log_view(self) -> LogView:

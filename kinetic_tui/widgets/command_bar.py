@@ -117,7 +117,14 @@ class _Prompt(Input):
 
 
 class CommandBar(Vertical):
-    """Hidden until opened; `mode` decides what Enter means."""
+    """Hidden until opened; `mode` decides what Enter means. Docked above the footer."""
+
+    DEFAULT_CSS = """
+    CommandBar { height: auto; dock: bottom; margin-bottom: 1; }
+    CommandBar #bar-hint { color: $warning; padding: 0 1; }
+    CommandBar #bar-input { border: none; height: 1; padding: 0 1; }
+    CommandBar.filter #bar-input { background: $boost; }
+    """
 
     class Submitted(Message):
         def __init__(self, mode: Mode, value: str) -> None:

@@ -11,18 +11,19 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Switch
 
+from kinetic_tui.widgets.dialog import Dialog
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(Dialog[bool]):
     """Dismisses with True only on an explicit yes: Escape, `n` and the No button all cancel."""
 
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n", "answer(False)", "No"),
                 Binding("escape", "answer(False)", "Cancel")]
 
     def __init__(self, question: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.question = question
 
     def compose(self) -> ComposeResult:
@@ -53,13 +54,17 @@ class Field:
     switch: bool = False
 
 
-class FormScreen(ModalScreen[dict[str, str] | None]):
+class FormScreen(Dialog[dict[str, str] | None]):
     """Dismisses with {field name: text} on Enter or Submit, None on Escape or Cancel."""
 
+    DEFAULT_CSS = """
+    FormScreen .form { grid-size: 2; grid-columns: 18 1fr; grid-rows: 3; height: auto; }
+    FormScreen .form Label { padding: 1 0 0 0; }
+    """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, fields: Sequence[Field]) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.title_text = title
         self.fields = tuple(fields)
 

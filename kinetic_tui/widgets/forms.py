@@ -16,7 +16,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, Static, TextArea
 
 from core.errors import ValidationError
@@ -24,11 +23,12 @@ from core.platform.registry import Stage
 from kinetic_tui.render import filter_rows, look, promote_targets
 from kinetic_tui.screens.base import View
 from kinetic_tui.widgets import KeyedTable
+from kinetic_tui.widgets.dialog import Dialog
 
 T = TypeVar("T")
 COMMANDS = "commands"  # the app's worker group for commands; a view's action that asks first joins it
 
-# the frame itself is the app's `.dialog-screen` / `.dialog` style, shared with every other dialog
+# the frame itself is `Dialog`'s, shared with every other dialog
 FORM_CSS = """
 ModalForm .title { text-style: bold; }
 ModalForm .error { color: $error; height: auto; }
@@ -40,7 +40,7 @@ ModalForm TextArea { height: 10; }
 """
 
 
-class ModalForm(ModalScreen[T]):
+class ModalForm(Dialog[T]):
     """The frame every form shares: a title, the body, an error line and a key hint; Esc cancels."""
 
     DEFAULT_CSS = FORM_CSS
@@ -48,7 +48,7 @@ class ModalForm(ModalScreen[T]):
     HINT = "Enter submit · Esc cancel"
 
     def __init__(self, title: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.form_title = title
 
     def compose(self) -> ComposeResult:
@@ -75,6 +75,14 @@ class StagePicker(ModalForm[Stage]):
     """Illegal targets stay visible but disabled, with the reason, so the user learns the stage rules
     instead of wondering where an option went. Up/Down move between the legal targets."""
 
+    # In ANSI mode Textual draws every button with a tall border, compact and disabled ones too (with
+    # `!important`): keep the targets one line high, and mark focus with reverse video (no ANSI tints)
+    DEFAULT_CSS = """
+    StagePicker Button.-textual-compact:ansi, StagePicker Button.-textual-compact:ansi:disabled {
+        border: none !important;
+    }
+    StagePicker Button.-textual-compact:ansi:focus { text-style: bold reverse; }
+    """
     BINDINGS = [Binding("up", "app.focus_previous", show=False), Binding("down", "app.focus_next", show=False)]
     HINT = "↑↓ choose · Enter promote · Esc cancel"
 

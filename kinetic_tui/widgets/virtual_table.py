@@ -98,7 +98,10 @@ class VirtualTable(ScrollView, can_focus=True):
         self._row_of: Callable[[str], Row] = lambda key: (key,)
         self._made: dict[str, Row] = {}  # rows produced since the last refresh
         self.cursor_row = 0
+        self._style = Style.null()  # the table's own style, read once per frame by `render_lines`
         self._line_width = sum(width + 2 for _, width in self.columns)
+        # an empty table of `height: auto` still shows its header line
+        self.set_reactive(ScrollView.virtual_size, Size(self._line_width, HEADER_LINES))
 
     # -- data ------------------------------------------------------------------------------------------
 
@@ -211,6 +214,10 @@ class VirtualTable(ScrollView, can_focus=True):
 
     # -- drawing ---------------------------------------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._style = self.rich_style  # once per frame, not per line: it walks every ancestor's styles
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         if y < HEADER_LINES:
             cells: Row = tuple(label for label, _ in self.columns)
@@ -218,9 +225,9 @@ class VirtualTable(ScrollView, can_focus=True):
         else:
             row = y - HEADER_LINES + int(self.scroll_y)
             if row >= len(self._keys):
-                return Strip.blank(self.size.width, self.rich_style)
+                return Strip.blank(self.size.width, self._style)
             cells = self._row(self._keys[row])
-            style = self.rich_style
+            style = self._style
             # drawn over the status colour, as DataTable does
             cursor = self.get_component_rich_style("virtual-table--cursor") if row == self.cursor_row else Style.null()
         segments = [Segment(f" {fit(cell, width)} ", style + cell_style(cell) + cursor)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual.command import CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from core.console import Console
 from kinetic_tui.app import KineticApp
@@ -20,6 +20,7 @@ from kinetic_tui.screens.pipelines import PipelinesView
 from kinetic_tui.screens.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, complete_line
 from kinetic_tui.widgets.confirm import ConfirmScreen
+from kinetic_tui.widgets.key_footer import KeyFooter
 from tests.test_console_support import state_dump
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
 
@@ -68,9 +69,9 @@ async def test_the_bar_mounts_above_the_footer_on_first_use_and_serves_both_prom
         await pilot.press("colon")
         bar = app.query_one(CommandBar)
         assert bar.display and app.focused is bar.prompt
-        main = app.query_one("#main")
-        assert main.children.index(bar) == main.children.index(app.query_one(Footer)) - 1
-        assert bar.region.bottom <= app.query_one(Footer).region.y
+        footer = app.query_one(KeyFooter)
+        assert app.screen.children.index(bar) == app.screen.children.index(footer) - 1
+        assert bar.region.bottom <= footer.region.y
         await pilot.press("escape", "slash")
         assert list(app.query(CommandBar)) == [bar] and bar.display
 
@@ -269,9 +270,12 @@ async def test_below_80x24_the_console_says_the_terminal_is_too_small(make_app: 
     async with app.run_test(size=(60, 20)) as pilot:
         await pilot.pause()
         message = app.query_one("#too-small", Static)
-        assert message.display and message.region.width == 60
+        assert message.display and message.region.size == (60, 20)
         assert "Terminal too small" in str(message.render())
-        assert app.query_one("#main").region.area == 0
+        corners = [(0, 0), (59, 0), (0, 19), (59, 19)]  # the header's, and the footer's row
+        assert all(app.screen.get_widget_at(x, y)[0] is message for x, y in corners)
         await pilot.resize_terminal(*SIZE)
         await pilot.pause()
-        assert app.query_one("#main").region.area > 0
+        assert not message.display
+        assert app.screen.get_widget_at(0, 0)[0] is app.query_one("#header")
+        assert isinstance(app.screen.get_widget_at(0, SIZE[1] - 1)[0], KeyFooter)

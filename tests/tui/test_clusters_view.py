@@ -7,13 +7,13 @@ from core.console import Console
 from core.profiles import create_profile
 from kinetic_tui.app import KineticApp
 from kinetic_tui.screens.clusters import ClustersView, pool_add_line
-from kinetic_tui.widgets import KeyedTable
 from kinetic_tui.widgets.confirm import ConfirmScreen, FormScreen
+from kinetic_tui.widgets.virtual_table import VirtualTable
 from tests.test_console_support import state_dump
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, notes, settle, wait_for
 
 
-def _cells(table: KeyedTable, key: str) -> list[str]:
+def _cells(table: VirtualTable, key: str) -> list[str]:
     return [str(cell) for cell in table.get_row(key)]
 
 
@@ -21,7 +21,7 @@ async def test_clusters_come_from_profiles_with_backend_and_reachability(make_ap
     create_profile("prod", "gke", "acme", "europe-west4-a", "big", None)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        table = app.query_one("#clusters", KeyedTable)
+        table = app.query_one("#clusters", VirtualTable)
         await wait_for(lambda: len(table.keys) == 2, pilot)
         assert _cells(table, "local") == ["local", "local", "kinetic-cluster", "✓ reachable", "● current"]
         assert _cells(table, "prod") == ["prod", "gke", "big", "? not checked here", ""]
@@ -34,7 +34,7 @@ async def test_pools_show_usage_queue_kind_and_a_sampled_history(make_app: AppFa
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(app.pool_history.get("one", ())) >= 3, pilot)
-        pools = app.query_one("#pools", KeyedTable)
+        pools = app.query_one("#pools", VirtualTable)
         await wait_for(lambda: _cells(pools, "one")[3] == "1", pilot)
         name, accelerator, nodes, used, queued, kind, utilisation = _cells(pools, "one")
         assert (accelerator, nodes, used, queued, kind) == ("l4x1", "1", "1", "1", "emulated")
@@ -56,7 +56,7 @@ async def test_add_pool_through_the_form(make_app: AppFactory, console: Console)
         await settle(app, pilot)
         pool = await console.pool("gpus")
         assert (pool.accelerator, pool.nodes, pool.spot) == ("l4x2", 3, True)
-        assert "gpus" in app.query_one("#pools", KeyedTable).keys
+        assert "gpus" in app.query_one("#pools", VirtualTable).keys
 
 
 async def test_a_bad_form_value_is_named_and_adds_nothing(make_app: AppFactory) -> None:
@@ -80,7 +80,7 @@ def test_the_form_becomes_one_quoted_command_line() -> None:
 
 
 async def _select_pool(app: KineticApp, pilot: Pilot, name: str) -> None:
-    pools = app.query_one("#pools", KeyedTable)
+    pools = app.query_one("#pools", VirtualTable)
     await wait_for(lambda: name in pools.keys, pilot)
     pools.focus()
     pools.select_key(name)
@@ -99,7 +99,7 @@ async def test_remove_pool_asks_first_and_no_keeps_it(make_app: AppFactory, cons
         await pilot.press("d", "y")
         await settle(app, pilot)
         assert [p.name for p in await console.pools()] == ["cpu"]
-        await wait_for(lambda: "gpus" not in app.query_one("#pools", KeyedTable).keys, pilot)
+        await wait_for(lambda: "gpus" not in app.query_one("#pools", VirtualTable).keys, pilot)
 
 
 async def test_removing_a_busy_pool_is_refused_with_a_notification(make_app: AppFactory, console: Console) -> None:
@@ -112,3 +112,18 @@ async def test_removing_a_busy_pool_is_refused_with_a_notification(make_app: App
         assert any("pending or running jobs" in note for note in notes(app, "error"))
         assert isinstance(app.current_view, ClustersView) and app.is_running
     assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+
+
+async def test_the_pools_title_counts_what_the_filter_shows_and_takes_the_filter_literally(
+        make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        pools = app.query_one("#pools", VirtualTable)
+        await wait_for(lambda: pools.keys == ["cpu"], pilot)
+        view = app.query_one(ClustersView)
+        view.filter("[b]x")  # what a user typed, markup brackets included
+        assert pools.keys == []
+        # the title reads back as markup: the brackets come back escaped, so they are drawn as typed
+        assert str(pools.border_title).endswith(" · filter '\\[b]x': 0/1")
+        view.filter("")
+        assert pools.keys == ["cpu"] and str(pools.border_title).endswith("in use now)")

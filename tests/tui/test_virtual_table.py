@@ -161,3 +161,16 @@ async def test_long_cells_are_cut_with_an_ellipsis_and_statuses_keep_their_colou
         assert status.style is not None and status.style.color is not None
         assert status.style.color.name == "bright_red"
         assert len(table.render_line(1).text) == SIZE[0]  # the line spans the whole width
+
+
+async def test_an_empty_table_of_auto_height_shows_its_header_line() -> None:
+    """Created empty and filled by a later refresh (view 1's tables): the first frame shows the columns."""
+    app = _App()
+    app.CSS = "VirtualTable { height: auto; }"
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        assert table.region.height == 1
+        assert _line(table, 0).split() == ["ID", "STATUS"]
+        table.sync([("a", "✓ SUCCEEDED"), ("b", "✗ FAILED")])
+        await pilot.pause()
+        assert table.region.height == 3
