@@ -101,6 +101,9 @@ class KineticApp(App[int]):
         # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
         # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
         super().__init__(ansi_color=True)
+        for name in list(self.available_themes):  # the palette's theme picker offers 16-colour themes only
+            if not self.available_themes[name].ansi:
+                self.unregister_theme(name)
         self.background = background
         self.service = console  # `App.console` is Textual's rich console
         self.readonly = readonly

@@ -74,6 +74,7 @@ async def test_the_console_uses_the_ansi_theme(make_app: AppFactory) -> None:
     async with app.run_test(size=SIZE):
         assert app.theme == THEME == "ansi-dark"
         assert app.current_theme.ansi and app.native_ansi_color
+        assert sorted(app.available_themes) == ["ansi-dark", "ansi-light"]  # what the theme picker offers
 
 
 async def test_every_screen_draws_with_the_16_ansi_colours_only(make_app: AppFactory, console: Console) -> None:
