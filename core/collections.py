@@ -26,6 +26,7 @@ from core.errors import KineticError, NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.jobs import JobHandle, attach
 from core.paths import kinetic_home
+from core.profiles import resolve_infra
 from core.storage import LocalStorage, Storage, bucket_storage
 from core.workspace import local_backend
 
@@ -58,7 +59,7 @@ def _call_args(item: Any, dispatch: str) -> tuple[tuple[Any, ...], dict[str, Any
     return (item,), {}
 
 
-def _manifest_key(group_id: str) -> str:
+def manifest_key(group_id: str) -> str:
     return f"_groups/{group_id}/manifest.json"
 
 
@@ -83,6 +84,10 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     manifest = {"group_id": group_id, "func_name": first.func_name, "created_at": time.time(),
                 "count": len(calls), "max_concurrent": max_concurrent, "retries": retries,
                 "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[ctx.job_id] for ctx in contexts]}
+    if calls and first.backend in ("gke", "pathways"):
+        from core.gke_batches import map_on_gke  # needs the gcp extra
+
+        return map_on_gke(contexts, calls, manifest)
     storage = jobs_storage(first.bucket)
     if calls and lanes_fit(first, storage):
         staging: Any = stage_lanes(contexts, calls, storage)
@@ -91,7 +96,7 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
         staging = stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
         submit_all = lambda staged: [item.submit() for item in staged]  # noqa: E731
     with staging as staged:
-        storage.put_bytes(_manifest_key(group_id), json.dumps(manifest).encode())
+        storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
         local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)",
                                     (group_id, max_concurrent, time.time()))
         batch = BatchHandle(manifest, storage)
@@ -101,16 +106,23 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
 
 def attach_batch(group_id: str) -> BatchHandle:
     """Reattach by group id: through the store's jobs of the group (whatever bucket they use), else by
-    looking for the manifest in the local buckets (a batch with no inputs has no jobs)."""
+    looking for the manifest in the local buckets (a batch with no inputs has no jobs), else (on a GKE
+    profile) in the profile's jobs bucket."""
     rows = local_backend().jobs(group_id=group_id, limit=1)
     if rows:
         storage = bucket_storage(rows[0].handle["bucket"], rows[0].handle["result_uri"])
-        return BatchHandle(json.loads(storage.get_bytes(_manifest_key(group_id))), storage)
+        return BatchHandle(json.loads(storage.get_bytes(manifest_key(group_id))), storage)
     buckets = kinetic_home() / "local" / "buckets"
     for path in sorted(buckets.glob(f"*/_groups/{group_id}/manifest.json")) if buckets.is_dir() else []:
         manifest = json.loads(path.read_text())
         return BatchHandle(manifest, LocalStorage.in_home(manifest["bucket"]))
-    raise NotFoundError(f"unknown batch {group_id!r}: no job of that group and no manifest {_manifest_key(group_id)}")
+    infra = resolve_infra()
+    if infra.backend in ("gke", "pathways"):
+        from core.gke_batches import attach_gke_batch
+        from core.storage.gcs import GcsStorage
+
+        return attach_gke_batch(group_id, GcsStorage(infra.jobs_bucket, project=infra.project))
+    raise NotFoundError(f"unknown batch {group_id!r}: no job of that group and no manifest {manifest_key(group_id)}")
 
 
 class BatchHandle:
@@ -132,7 +144,7 @@ class BatchHandle:
     def _record_attempt(self, index: int, handle: JobHandle) -> None:
         self.manifest["attempts"][index].append(handle.job_id)
         self._handles[handle.job_id] = handle
-        self._storage.put_bytes(_manifest_key(self.group_id), json.dumps(self.manifest).encode())
+        self._storage.put_bytes(manifest_key(self.group_id), json.dumps(self.manifest).encode())
 
     def _handle(self, job_id: str) -> JobHandle:
         if job_id not in self._handles:
@@ -171,23 +183,28 @@ class BatchHandle:
     def status_counts(self) -> dict[str, int]:
         return dict(Counter(status.value for status in self.statuses()))
 
-    def _advance(self, full: bool = True) -> list[JobStatus]:
-        """Retry failed inputs with attempts left; with fail_fast, cancel the rest at the first final failure.
-
-        `full=False` settles only this batch's exited inputs (each settle starts the next queued job);
-        the full reconcile also catches lost processes and nodes freed by other work."""
+    def _settle(self, full: bool) -> list[JobStatus]:
+        """Settle what has finished and return the statuses. `full=False` settles only this batch's exited
+        inputs and lanes (each settle starts the next queued job); the full reconcile also catches lost
+        processes and nodes freed by other work."""
         if full:
-            statuses = self.statuses()
-        else:
-            backend = local_backend()
-            for job_id in self._exited():
-                backend.reconcile(job_id)
-            backend.observe_lanes(lanes.active(backend.store, self.group_id), patient=False)
-            statuses = self._read()
+            return self.statuses()
+        backend = local_backend()
+        for job_id in self._exited():
+            backend.reconcile(job_id)
+        backend.observe_lanes(lanes.active(backend.store, self.group_id), patient=False)
+        return self._read()
+
+    def _retry(self, handle: JobHandle) -> JobHandle:
+        return resubmit(handle)
+
+    def _advance(self, full: bool = True) -> list[JobStatus]:
+        """Retry failed inputs with attempts left; with fail_fast, cancel the rest at the first final failure."""
+        statuses = self._settle(full)
         for index, status in enumerate(statuses):
             attempts = self.manifest["attempts"][index]
             if status is JobStatus.FAILED and len(attempts) <= self.manifest["retries"]:
-                self._record_attempt(index, resubmit(self._handle(attempts[-1])))
+                self._record_attempt(index, self._retry(self._handle(attempts[-1])))
                 statuses[index] = JobStatus.PENDING
         if self.manifest["fail_fast"] and JobStatus.FAILED in statuses:
             self.cancel()

@@ -25,7 +25,7 @@ from core.context import JobContext, new_job_id
 from core.data import replace_data_refs
 from core.errors import ValidationError
 from core.jobs import JobHandle
-from core.packaging import PayloadError, build_batch, make_plan
+from core.packaging import build_batch, make_plan
 from core.storage import GcsStorage, LocalStorage, Storage
 from core.submit import (
     CONTEXT,
@@ -36,6 +36,7 @@ from core.submit import (
     Packed,
     captured_env,
     handle_record,
+    input_named,
     module_file,
     pack,
     package_root_for,
@@ -99,10 +100,7 @@ def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Sta
     envs: dict[tuple[str, ...], dict[str, str]] = {}  # captured once per batch: one warning, not one per input
     packed: list[tuple[Packed, str, DeferredWrites]] = []
     for index, (ctx, args, kwargs) in enumerate(calls):
-        if ctx.backend != "local":
-            raise ValidationError(f"map on the {ctx.backend} backend is not supported yet; call run_async once "
-                                  f"per input, or use a local profile (kinetic-tui profile use local)")
-        try:
+        with input_named(index if numbered else None):
             pool = backend.place(ctx.accelerator_text, ctx.num_nodes, tuple(ctx.volumes))
             if ctx.bucket not in views:
                 views[ctx.bucket] = DeferredWrites(jobs_storage(ctx.bucket))
@@ -110,10 +108,6 @@ def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Sta
                 envs[ctx.env_patterns] = captured_env(ctx.env_patterns)
             packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool,
                            views[ctx.bucket]))
-        except (PayloadError, ValidationError) as exc:
-            if not numbered:
-                raise
-            raise type(exc)(f"input {index}: {exc}") from exc
     with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
         archives = Archives(Path(tmp))
         yield [Staged(item, pool, writes, archives) for item, pool, writes in packed]
@@ -164,10 +158,8 @@ def stage_lanes(contexts: Sequence[JobContext], calls: Sequence[tuple[Sequence[A
     writes = DeferredWrites(storage)
     replaced, kept_out = [], []
     for index, (args, kwargs) in enumerate(calls):
-        try:
+        with input_named(index):
             (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
-        except ValidationError as exc:
-            raise type(exc)(f"input {index}: {exc}") from exc
         replaced.append((args_, kwargs_))
         kept_out += [d.local_path for d in datas if d.local_path is not None]
     root = package_root_for(first.func)

@@ -8,20 +8,23 @@ two leaves a handle that `attach` can explain instead of a job nobody can find.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import os
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.context import JobContext
 from core.data import replace_data_refs
+from core.errors import ValidationError
 from core.packaging import (
+    PayloadError,
     SensitiveEnvWarning,
     build_context_zip,
     build_payload,
@@ -108,6 +111,18 @@ def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_di
         "group_id": ctx.group_id, "profile": infra.profile,
         "result_uri": storage.uri(f"{ctx.job_id}/{RESULT}"), "output_dir": output_dir,
     }
+
+
+@contextlib.contextmanager
+def input_named(index: int | None) -> Iterator[None]:
+    """Prefix a bad input's error with its index (`input 3: ...`), so the input of a map that cannot be
+    submitted is named; `index` None (a single call) leaves the error as it is."""
+    try:
+        yield
+    except (PayloadError, ValidationError) as exc:
+        if index is None:
+            raise
+        raise type(exc)(f"input {index}: {exc}") from exc
 
 
 def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:

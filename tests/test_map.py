@@ -17,6 +17,7 @@ from core.packaging import PayloadError
 from core.workspace import local_backend
 from tests.lifecycle.run_projects import (
     client_result,
+    flaky_task,
     load_module,
     make_project,
     run_client,
@@ -56,15 +57,6 @@ def timed(index, out_dir, seconds):
 
 
 @kinetic.run()
-def flaky(x, marker_dir):
-    marker = Path(marker_dir) / str(x)
-    if not marker.exists():
-        marker.write_text("first attempt")
-        raise RuntimeError(f"first attempt of {x} fails")
-    return x * 10
-
-
-@kinetic.run()
 def divide(x):
     return 10 / x
 
@@ -87,7 +79,7 @@ def step(action, marker_dir):
 
 def square(x):
     return x * x
-'''
+''' + flaky_task()
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 OUTCOME = "outcome.json"
 REQUIREMENTS = "requirements.txt"
 PENDING_TIMEOUT = 900.0
+SUSPENDED = "suspended: waiting for room in its batch (max_concurrent)"
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 NO_POOL_HINT = "node affinity/selector"  # the autoscaler's words when no node pool matches the selector
 KEEP_ON_CLEANUP = (HANDLE, OUTCOME, "result", "output/")  # records a finished job is still asked about
@@ -167,13 +168,15 @@ class GkeBackend:
 
     # -- submission -----------------------------------------------------------------------------------
 
-    def submit(self, record: Mapping[str, Any], runner_args: Sequence[str], image: str) -> JobState:
-        """Create the workload for a job whose artifacts and handle.json are already in the bucket."""
+    def submit(self, record: Mapping[str, Any], runner_args: Sequence[str], image: str,
+               suspend: bool = False) -> JobState:
+        """Create the workload for a job whose artifacts and handle.json are already in the bucket;
+        `suspend` creates it suspended (a batch input waiting for room, see `release`)."""
         spec = manifests.WorkloadSpec(
             job_id=record["job_id"], namespace=self.namespace, image=image,
             accelerator=_accelerator(record), runner_args=tuple(runner_args),
             output_dir=record["output_dir"], service_account=self.service_account,
-            display_name=record.get("display_name") or "")
+            display_name=record.get("display_name") or "", group_id=record.get("group_id"), suspend=suspend)
         self._handles[spec.job_id] = dict(record)
         try:
             self._create(self.manifest(spec))
@@ -194,6 +197,8 @@ class GkeBackend:
         if workload is None:
             return self._from_results(job_id) or JobState(
                 job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id))
+        if (workload.get("spec") or {}).get("suspend"):
+            return JobState(job_id, JobStatus.PENDING, None, SUSPENDED, self._nodes(job_id))
         pods = self._pods(job_id)
         verdict = self._verdict(job_id, workload, pods)
         if verdict is not None:
@@ -222,6 +227,15 @@ class GkeBackend:
                 raise TimeoutError(f"job {job_id} is still {state.status.value} after {timeout} s; it keeps running")
             time.sleep(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
             delay = min(delay * 2, 1.0)
+
+    def release(self, job_id: str) -> None:
+        """Let a suspended Job start its pod (Kubernetes' `spec.suspend`, batch/v1)."""
+        try:
+            self.clients.batch.patch_namespaced_job(job_id, self.namespace, {"spec": {"suspend": False}},
+                                                    _preload_content=False)
+        except api_error() as exc:
+            raise GkeError(f"could not release job {job_id} in namespace {self.namespace!r}: "
+                           f"{_api_reason(exc)}") from None
 
     def job_ids(self) -> list[str]:
         """Every kinetic workload in the namespace (label app=kinetic), newest first."""
@@ -478,12 +492,9 @@ def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
     with the upload), upload to the jobs bucket, write handle.json, then create the Job (or
     LeaderWorkerSet). Bad input raises before anything is written; a failed bundled build leaves the
     uploaded artifacts but no handle and no workload."""
-    if ctx.backend == "gke" and ctx.num_nodes > 1:
-        raise ValidationError(f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
-                              f"backend='pathways' (a LeaderWorkerSet) or omit backend=")
+    check_hosts(ctx)
     backend = backend or backend_for(ctx)
-    storage = backend.storage
-    writes = DeferredWrites(storage)
+    writes = DeferredWrites(backend.storage)
     packed = pack(ctx, args, kwargs, writes, captured_env(ctx.env_patterns))
     if ctx.image_mode == "bundled":
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -493,12 +504,33 @@ def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
     else:
         image = job_image(ctx, packed.root)
         prepared = _upload(packed, writes)
+    return create_workload(backend, gke_record(ctx, backend.storage), prepared, image)
+
+
+def check_hosts(ctx: JobContext) -> None:
+    if ctx.backend == "gke" and ctx.num_nodes > 1:
+        raise ValidationError(f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
+                              f"backend='pathways' (a LeaderWorkerSet) or omit backend=")
+
+
+def gke_record(ctx: JobContext, storage: Storage) -> dict[str, Any]:
+    """The handle record of a GKE job: no pool; output under the job's prefix unless the user chose one."""
+    return handle_record(ctx, None, storage, ctx.output_dir or default_output(ctx.job_id, storage))
+
+
+def default_output(job_id: str, storage: Storage) -> str:
+    return storage.uri(f"{job_id}/output/")
+
+
+def create_workload(backend: GkeBackend, record: dict[str, Any], prepared: Prepared, image: ResolvedImage,
+                    suspend: bool = False) -> JobHandle:
+    """The last steps of a submission whose artifacts are uploaded: requirements, handle.json, the workload."""
+    storage, job_id = backend.storage, record["job_id"]
     runner_args = prepared.runner_args()
     if image.install_requirements:
-        key = f"{ctx.job_id}/{REQUIREMENTS}"
+        key = f"{job_id}/{REQUIREMENTS}"
         storage.put_bytes(key, "".join(f"{line}\n" for line in image.install_requirements).encode())
         runner_args += ["--requirements", storage.uri(key)]
-    record = handle_record(ctx, None, storage, ctx.output_dir or storage.uri(f"{ctx.job_id}/output/"))
     write_handle(storage, record)
-    backend.submit(record, runner_args, image.image)
+    backend.submit(record, runner_args, image.image, suspend=suspend)
     return JobHandle.from_record(record)

@@ -19,6 +19,7 @@ from core.accelerators import AcceleratorConfig, GpuConfig, TpuConfig, format_ac
 
 APP_LABEL, APP = "app", "kinetic"
 JOB_ID_LABEL = "kinetic/job-id"
+GROUP_LABEL = "kinetic/group-id"
 CONTAINER = "kinetic"
 RUNNER_PATH = "/kinetic/remote_runner.py"
 OUTPUT_MOUNT = "/kinetic/output"
@@ -50,6 +51,8 @@ class WorkloadSpec:
     service_account: str = "default"
     display_name: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    group_id: str | None = None  # a map's batch: labelled, so `kubectl get jobs -l kinetic/group-id=...` works
+    suspend: bool = False  # a Job created suspended starts no pod until released (a batch's max_concurrent)
 
     @property
     def num_nodes(self) -> int:
@@ -160,7 +163,8 @@ def pod_template(spec: WorkloadSpec, restart_policy: str | None) -> dict[str, An
 
 
 def _metadata(spec: WorkloadSpec) -> dict[str, Any]:
-    return {"name": spec.job_id, "namespace": spec.namespace, "labels": labels(spec.job_id),
+    group = {GROUP_LABEL: spec.group_id} if spec.group_id else {}
+    return {"name": spec.job_id, "namespace": spec.namespace, "labels": {**labels(spec.job_id), **group},
             "annotations": {"kinetic/display-name": spec.display_name or spec.job_id,
                             "kinetic/accelerator": format_accelerator(spec.accelerator)}}
 
@@ -170,7 +174,7 @@ def job_manifest(spec: WorkloadSpec) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec),
         "spec": {"backoffLimit": BACKOFF_LIMIT, "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
-                 "template": pod_template(spec, "Never")},
+                 **({"suspend": True} if spec.suspend else {}), "template": pod_template(spec, "Never")},
     }
 
 

@@ -342,7 +342,8 @@ def cluster(kube: KubeApi, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch, t
 
 
 def wait_for_workload(kubelet: Kubelet, kind: str, timeout: float = 30.0) -> str:
-    """The name of the first workload of `kind` (job / lws) to appear that this kubelet has not taken yet."""
+    """The name of the first workload of `kind` (job / lws) to appear that this kubelet has not taken yet.
+    A suspended Job is left alone until released, as the Job controller does (`spec.suspend`)."""
     taken = kubelet.__dict__.setdefault("taken", set())
     list_all = (lambda: kubelet.clients.batch.list_namespaced_job(kubelet.namespace, _preload_content=False)) \
         if kind == "job" else (lambda: kubelet.clients.custom.list_namespaced_custom_object(
@@ -351,7 +352,7 @@ def wait_for_workload(kubelet: Kubelet, kind: str, timeout: float = 30.0) -> str
     while time.monotonic() < deadline:
         for item in json.loads(list_all().data)["items"]:
             name = item["metadata"]["name"]
-            if name not in taken:
+            if name not in taken and not (item.get("spec") or {}).get("suspend"):
                 taken.add(name)
                 return name
         time.sleep(0.01)
@@ -359,16 +360,17 @@ def wait_for_workload(kubelet: Kubelet, kind: str, timeout: float = 30.0) -> str
 
 
 @contextmanager
-def serving(kubelet: Kubelet, kind: str = "job") -> Iterator[list[Any]]:
-    """Run the next workload of `kind` in a thread (as a cluster would) while the block submits and waits;
-    the yielded list receives the exit code(s)."""
+def serving(kubelet: Kubelet, kind: str = "job", count: int = 1) -> Iterator[list[Any]]:
+    """Run the next `count` workloads of `kind` one after another in a thread (as a one-node cluster
+    would) while the block submits and waits; the yielded list receives the exit code(s)."""
     codes: list[Any] = []
     errors: list[BaseException] = []
 
     def serve() -> None:
         try:
-            name = wait_for_workload(kubelet, kind)
-            codes.append(kubelet.run_job(name) if kind == "job" else kubelet.run_group(name))
+            for _ in range(count):
+                name = wait_for_workload(kubelet, kind)
+                codes.append(kubelet.run_job(name) if kind == "job" else kubelet.run_group(name))
         except BaseException as exc:  # surfaced in the test thread below
             errors.append(exc)
 

@@ -120,6 +120,17 @@ def test_job_manifest_carries_labels_runner_and_lifecycle(accelerator: str) -> N
     assert "TPU_WORKER_ID" not in env  # one host: the runner's default 0
 
 
+def test_a_batch_input_is_labelled_with_its_group_and_can_be_created_suspended() -> None:
+    from dataclasses import replace
+
+    manifest = job_manifest(replace(spec_for("l4"), group_id="group-0a1b2c3d", suspend=True))
+    validate_job(manifest)
+    assert manifest["metadata"]["labels"][manifests.GROUP_LABEL] == "group-0a1b2c3d"
+    assert manifest["spec"]["suspend"] is True
+    plain = job_manifest(spec_for("l4"))
+    assert "suspend" not in plain["spec"] and manifests.GROUP_LABEL not in plain["metadata"]["labels"]
+
+
 def test_gs_output_dir_is_mounted_with_gcs_fuse() -> None:
     manifest = job_manifest(spec_for("cpu", output_dir="gs://other-bucket/runs/7/"))
     validate_job(manifest)

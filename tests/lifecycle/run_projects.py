@@ -26,6 +26,22 @@ RESULT_PREFIX = "RESULT "
 CLIENT_TIMEOUT = 90.0
 
 
+def flaky_task(run_options: str = "") -> str:
+    """Source of a `@kinetic.run(run_options)` task `flaky(x, marker_dir)` whose first attempt per input
+    fails (a marker file remembers it) and whose retry returns x * 10: what the retry tests run. The
+    module it goes in imports `kinetic_tui as kinetic` and `Path`."""
+    return f'''
+
+@kinetic.run({run_options})
+def flaky(x, marker_dir):
+    marker = Path(marker_dir) / str(x)
+    if not marker.exists():
+        marker.write_text("first attempt")
+        raise RuntimeError(f"first attempt of {{x}} fails")
+    return x * 10
+'''
+
+
 def make_project(root: Path, files: Mapping[str, str], *, pyproject: bool = True) -> Path:
     """Write `files` (relpath -> dedented text) under `root`, plus a pyproject.toml marking the root."""
     root.mkdir(parents=True, exist_ok=True)
