@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Label, Static
@@ -77,6 +77,12 @@ class EndpointsView(TableView):
 
     def _current(self) -> EndpointSnapshot | None:
         return self.endpoints.get(self.main_table.selected_key or "")
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """At 80x24 the cache's hit ratio and events sit below the fold, under the cache table: focusing
+        the table (Tab) brings them into view with it."""
+        if event.widget.id == "cache":  # after the focus's own scroll, which would otherwise win
+            self.call_after_refresh(self.query_one("#cache-summary").scroll_visible, animate=False)
 
     def show_selected(self) -> None:
         endpoint = self._current()

@@ -98,3 +98,19 @@ async def test_readonly_hides_scale_and_load(endpoint, make_app):
         await pilot.pause()
         assert not isinstance(pilot.app.screen, FormScreen)
         assert len((await endpoint.endpoint("web")).history) == 2
+
+
+async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_view(endpoint, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot, "5")
+        await endpoint.invoke("web", "fraud", {"amount": 1})
+        await app.reload_visible()
+        summary = app.query_one("#cache-summary")
+        assert "hit ratio" in str(summary.render())
+        footer = app.query_one("#footer")
+        assert summary.region.bottom > footer.region.y  # below the fold at first
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is app.query_one("#cache")
+        assert summary.region.height == 3 and summary.region.bottom <= footer.region.y  # on screen, whole
