@@ -1,9 +1,11 @@
 """`map`: one job per input, durable as a group (SPEC 2.6).
 
-Every input becomes its own job at once (PENDING); the scheduler enforces `max_concurrent` per group, so
-the limit holds even when the submitting client exits. Retries and fail-fast are driven by whichever
-client is watching the batch (`wait`, `as_completed`, `results`); a retry resubmits the stored payload,
-so a process that only attached with `attach_batch` can retry too.
+Every input becomes its own job at once (PENDING). On the local backend they run in lanes
+(core/backends/lanes.py) and the scheduler enforces `max_concurrent` per group, so the limit holds even
+when the submitting client exits; on GKE each input is a Job (core/gke_batches.py, `GkeBatchHandle`).
+Retries and fail-fast are driven by whichever client is watching the batch (`wait`, `as_completed`,
+`results`); a retry resubmits the stored payload, so a process that only attached with `attach_batch` can
+retry too.
 
 Argument dispatch (`dispatch=`): "auto" calls `f(**x)` for a dict, `f(*x)` for a tuple and `f(x)` for
 anything else; "args" always unpacks `*x`; "kwargs" always `**x`; "single" always passes `x` as is.
