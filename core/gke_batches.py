@@ -85,8 +85,8 @@ def attach_gke_batch(group_id: str, storage: Any) -> GkeBatchHandle:
 
 
 class GkeBatchHandle(BatchHandle):
-    """A batch whose inputs are Jobs of one GKE cluster: states come from the cluster, one `refresh` per
-    unfinished input per poll (a finished state is kept: it cannot change)."""
+    """A batch whose inputs are Jobs of one GKE cluster. A poll lists the batch's suspended Jobs once and
+    refreshes only the other unfinished inputs (a finished state is kept: it cannot change)."""
 
     def __init__(self, manifest: dict[str, Any], backend: GkeBackend) -> None:
         super().__init__(manifest, backend.storage)
@@ -101,7 +101,10 @@ class GkeBatchHandle(BatchHandle):
     def statuses(self) -> list[JobStatus]:
         """The latest attempt's state per input; suspended inputs are released while the batch has room."""
         latest = [attempts[-1] for attempts in self.manifest["attempts"]]
-        states = {job_id: self._final.get(job_id) or self.backend.refresh(job_id) for job_id in latest}
+        waiting = self.backend.suspended(self.group_id) if len(self._final) < len(latest) else set()
+        states = {job_id: self._final.get(job_id) or (JobState(job_id, JobStatus.PENDING, None, SUSPENDED)
+                                                      if job_id in waiting else self.backend.refresh(job_id))
+                  for job_id in latest}
         self._release(latest, states)
         for index, job_id in enumerate(latest):
             if states[job_id].status.finished:

@@ -228,6 +228,14 @@ class GkeBackend:
             time.sleep(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
             delay = min(delay * 2, 1.0)
 
+    def suspended(self, group_id: str) -> set[str]:
+        """The batch's Jobs that are still suspended, in one list call: a batch polls this instead of
+        reading every waiting input (a 500-input map with max_concurrent=10 would cost ~1,500 API calls
+        per poll otherwise)."""
+        items = self._raw(self.clients.batch.list_namespaced_job, self.namespace,
+                          label_selector=f"{manifests.GROUP_LABEL}={group_id}")["items"]
+        return {item["metadata"]["name"] for item in items if (item.get("spec") or {}).get("suspend")}
+
     def release(self, job_id: str) -> None:
         """Let a suspended Job start its pod (Kubernetes' `spec.suspend`, batch/v1)."""
         try:

@@ -90,6 +90,17 @@ def test_max_concurrent_creates_the_rest_suspended_and_releases_them_one_by_one(
     assert releases(cluster) == [second, third]  # in input order, each once a slot was free
 
 
+def test_a_poll_reads_no_suspended_input_one_by_one(cluster: Cluster, tasks: ModuleType) -> None:
+    batch = tasks.cube.map([1, 2, 3, 4], max_concurrent=1)  # nothing serves: the first stays pending
+    waiting = {h.job_id for h in batch.handles()[1:]}
+    before = len(cluster.api.requests())
+    assert batch.statuses() == [JobStatus.PENDING] * 4
+    urls = [str(r.url) for r in cluster.api.requests()[before:]]
+    assert not [url for url in urls if any(job_id in url for job_id in waiting)]
+    assert sum("kinetic%2Fgroup-id" in url or "kinetic/group-id" in url for url in urls) == 1  # one list call
+    batch.cancel()
+
+
 def test_a_failing_input_raises_batch_error_with_the_partial_results(cluster: Cluster, tasks: ModuleType) -> None:
     with serving(cluster.kubelet, count=3):
         batch = tasks.invert.map([1, 0, 4])
