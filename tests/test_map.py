@@ -16,6 +16,7 @@ from core.jobs import RemoteJobError
 from core.packaging import PayloadError
 from core.workspace import local_backend
 from tests.lifecycle.run_projects import (
+    TASKS_PRELUDE,
     client_result,
     flaky_task,
     load_module,
@@ -26,22 +27,7 @@ from tests.lifecycle.run_projects import (
 
 TIMEOUT = 60
 
-TASKS = '''
-import json
-import os
-import time
-from pathlib import Path
-
-import kinetic_tui as kinetic
-
-
-def wait_for(path, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(path)
-        time.sleep(0.02)
-
+TASKS = TASKS_PRELUDE + '''
 
 @kinetic.run()
 def echo(*args, **kwargs):

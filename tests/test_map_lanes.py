@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -16,7 +15,9 @@ from core.backends import lanes
 from core.job_status import JobStatus
 from core.jobs import RemoteJobError
 from core.workspace import local_backend
+from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import (
+    TASKS_PRELUDE,
     client_result,
     load_module,
     make_project,
@@ -26,21 +27,7 @@ from tests.lifecycle.run_projects import (
 
 TIMEOUT = 60
 
-TASKS = '''
-import os
-import time
-from pathlib import Path
-
-import kinetic_tui as kinetic
-
-
-def wait_for(path, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(path)
-        time.sleep(0.02)
-
+TASKS = TASKS_PRELUDE + '''
 
 @kinetic.run()
 def shout(x):
@@ -111,21 +98,11 @@ def markers(tmp_path: Path) -> Path:
     return path
 
 
-def wait_for(path: Path, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
-def settle_lanes() -> list[lanes.Lane]:
-    """Close every lane whose process has ended; return those still open."""
+def all_lanes_closed() -> bool:
+    """Close every lane whose process has ended; True once none is open."""
     backend = local_backend()
-    deadline = time.monotonic() + TIMEOUT
-    while lanes.active(backend.store) and time.monotonic() < deadline:
-        backend.reconcile()
-        time.sleep(0.02)
-    return lanes.active(backend.store)
+    backend.reconcile()
+    return not lanes.active(backend.store)
 
 
 # -- chunking (pure) -------------------------------------------------------------------------------------
@@ -179,10 +156,7 @@ def test_following_a_running_input_yields_its_lines_and_none_of_the_next_inputs(
     seen = [next(line for line in lines if line == "A begins")]
     lane_log = Path(lanes.get(local_backend().store, local_backend().job(first.job_id).lane).dir, "logs", "host-0.log")
     (markers / "release").write_text("")
-    deadline = time.monotonic() + TIMEOUT
-    while "B ends" not in lane_log.read_text():  # the lane has moved on before the follower reads again
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: "B ends" in lane_log.read_text(), TIMEOUT, "the lane to move on before the follower reads again")
     seen += [line for line in lines if line.endswith(("begins", "ends"))]
     assert seen == ["A begins", "A ends"]
     assert [line for line in second.logs() if line.endswith(("begins", "ends"))] == ["B begins", "B ends"]
@@ -202,7 +176,7 @@ def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) ->
     pids = tasks.whose.map(range(60)).results(timeout=TIMEOUT)
     opened = local_backend().store.query("SELECT COUNT(*) FROM lanes")[0][0]
     assert len(set(pids)) == opened < 60  # one process per lane, many inputs per process
-    assert settle_lanes() == []
+    wait_for(all_lanes_closed, TIMEOUT, "every lane to close")
     assert local_backend().pool("two").in_use == 0
 
 
@@ -211,7 +185,7 @@ def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) ->
 def test_cancelling_a_queued_input_makes_its_lane_skip_it(tasks: ModuleType, markers: Path) -> None:
     batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
     held, queued, _ = batch.handles()
-    wait_for(markers / "holding")
+    wait_for(lambda: (markers / "holding").exists(), TIMEOUT, "the held input to start")
     backend = local_backend()
     assert backend.job(queued.job_id).lane == backend.job(held.job_id).lane  # one chunk: [hold, a]
     assert queued.cancel() is JobStatus.CANCELLED
@@ -227,7 +201,7 @@ def test_cancelling_a_running_input_stops_its_lane_and_the_rest_run_in_another(
         tasks: ModuleType, markers: Path) -> None:
     batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
     held = batch.handles()[0]
-    wait_for(markers / "holding")
+    wait_for(lambda: (markers / "holding").exists(), TIMEOUT, "the held input to start")
     first_lane = local_backend().job(held.job_id).lane
     assert held.cancel() is JobStatus.CANCELLED
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.CANCELLED, JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]

@@ -26,6 +26,26 @@ RESULT_PREFIX = "RESULT "
 CLIENT_TIMEOUT = 90.0
 
 
+# The head of a task module the map tests ship: its imports and a `wait_for(path)` a task blocks on until
+# the test writes a release marker.
+TASKS_PRELUDE = '''
+import json
+import os
+import time
+from pathlib import Path
+
+import kinetic_tui as kinetic
+
+
+def wait_for(path, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(path)
+        time.sleep(0.02)
+'''
+
+
 def flaky_task(run_options: str = "") -> str:
     """Source of a `@kinetic.run(run_options)` task `flaky(x, marker_dir)` whose first attempt per input
     fails (a marker file remembers it) and whose retry returns x * 10: what the retry tests run. The
