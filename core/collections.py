@@ -16,7 +16,7 @@ import json
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -91,18 +91,16 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
 
         return map_on_gke(contexts, calls, manifest)
     storage = jobs_storage(first.bucket)
-    if calls and lanes_fit(first, storage):
-        staging: Any = stage_lanes(contexts, calls, storage)
-        submit_all: Callable[[Any], list[JobHandle]] = lambda batch: batch.submit()  # noqa: E731
-    else:
-        staging = stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
-        submit_all = lambda staged: [item.submit() for item in staged]  # noqa: E731
+    in_lanes = bool(calls) and lanes_fit(first, storage)
+    staging: Any = stage_lanes(contexts, calls, storage) if in_lanes else \
+        stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
     with staging as staged:
         storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
         local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)",
                                     (group_id, max_concurrent, time.time()))
         batch = BatchHandle(manifest, storage)
-        batch._handles.update((handle.job_id, handle) for handle in submit_all(staged))
+        handles = staged.submit() if in_lanes else [item.submit() for item in staged]
+        batch._handles.update((handle.job_id, handle) for handle in handles)
     return batch
 
 
@@ -258,7 +256,7 @@ class BatchHandle:
         if not todo:
             return
         backend = local_backend()
-        rows = {row.job_id: row for row in backend.jobs(group_id=self.group_id)}
+        rows = self._rows()
         files: dict[str, bytes] = {}
         for index in todo:
             job_id = self.manifest["attempts"][index][-1]
@@ -271,6 +269,10 @@ class BatchHandle:
                     self._results[index] = handle.value_from(row, backend.lane_result(row, files))
             except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
                 self._failures[index] = exc
+
+    def _rows(self) -> dict[str, JobRow]:
+        """The batch's rows in the workspace's store (a GKE batch has none: each value comes from its job)."""
+        return {row.job_id: row for row in local_backend().jobs(group_id=self.group_id)}
 
     def results(self, ordered: bool = True, return_exceptions: bool = False, timeout: float | None = None) -> list[Any]:
         """Every input's value (input order, or completion order with ordered=False). A failure raises

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from core.storage import GcsStorage, LocalStorage, Storage
 from core.submit import (
     CONTEXT,
     PAYLOAD,
-    RESULT,
     Archives,
     DeferredWrites,
     Packed,
@@ -40,6 +38,7 @@ from core.submit import (
     module_file,
     pack,
     package_root_for,
+    retry_record,
     upload,
     write_handle,
 )
@@ -188,10 +187,7 @@ def resubmit(handle: JobHandle) -> JobHandle:
     old = backend.job(handle.job_id)
     storage = handle.storage()
     job_id = new_job_id()
-    chosen = handle.output_dir != default_output_dir(handle.job_id, storage)  # the user's output_dir= stays
-    record = {**handle.to_record(), "job_id": job_id, "created_at": time.time(),
-              "result_uri": storage.uri(f"{job_id}/{RESULT}"),
-              "output_dir": handle.output_dir if chosen else default_output_dir(job_id, storage)}
+    record = retry_record(handle.to_record(), job_id, storage, default_output_dir)
     if old.in_lane:
         handles_key = f"_groups/{handle.group_id}/handles.json"
         handles = {**json.loads(storage.get_bytes(handles_key)), job_id: record}

@@ -16,7 +16,7 @@ import hashlib
 import json
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +31,14 @@ from core.backends.gke import (
     gke_record,
     job_image,
 )
+from core.backends.local import JobRow
 from core.collections import BatchHandle, manifest_key
 from core.context import JobContext, new_job_id
 from core.errors import NotFoundError, ValidationError
 from core.job_status import JobStatus
 from core.jobs import JobHandle
 from core.submit import CONTEXT, PAYLOAD, RESULT, Archives, DeferredWrites, Prepared, captured_env, input_named, pack, \
-    upload
+    retry_record, upload
 from infra.container_builder import ResolvedImage
 
 Call = tuple[Sequence[Any], dict[str, Any]]
@@ -142,22 +143,13 @@ class GkeBatchHandle(BatchHandle):
         prepared = Prepared(storage.uri(f"{job_id}/{PAYLOAD}"), storage.uri(f"{job_id}/{CONTEXT}"),
                             storage.uri(f"{job_id}/{RESULT}"), hashlib.sha256(data[PAYLOAD]).hexdigest(),
                             hashlib.sha256(data[CONTEXT]).hexdigest(), ())
-        chosen = handle.output_dir != default_output(handle.job_id, storage)  # the user's output_dir= stays
-        record = {**handle.to_record(), "job_id": job_id, "created_at": time.time(),
-                  "result_uri": storage.uri(f"{job_id}/{RESULT}"),
-                  "output_dir": handle.output_dir if chosen else default_output(job_id, storage)}
+        record = retry_record(handle.to_record(), job_id, storage, default_output)
         image = ResolvedImage(handle.backend, self.manifest["image"]["image"],
                               tuple(self.manifest["image"]["install_requirements"]))
         return create_workload(self.backend, record, prepared, image, suspend=self.manifest["max_concurrent"] is not None)
 
-    def _collect(self, indices: Iterable[int]) -> None:
-        for index in indices:
-            if index in self._results or index in self._failures:
-                continue
-            try:
-                self._results[index] = self._handle(self.manifest["attempts"][index][-1]).result(cleanup=False)
-            except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
-                self._failures[index] = exc
+    def _rows(self) -> dict[str, JobRow]:
+        return {}
 
     def cancel(self) -> None:
         """Cancel every input, the last first (suspended ones before running ones)."""

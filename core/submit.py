@@ -14,8 +14,9 @@ import inspect
 import json
 import os
 import sys
+import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,15 @@ def input_named(index: int | None) -> Iterator[None]:
         if index is None:
             raise
         raise type(exc)(f"input {index}: {exc}") from exc
+
+
+def retry_record(previous: Mapping[str, Any], job_id: str, storage: Storage,
+                 default_output: Callable[[str, Storage], str]) -> dict[str, Any]:
+    """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, and its
+    own default output directory unless the user chose one (which the retry keeps)."""
+    chosen = previous["output_dir"] != default_output(previous["job_id"], storage)
+    return {**previous, "job_id": job_id, "created_at": time.time(), "result_uri": storage.uri(f"{job_id}/{RESULT}"),
+            "output_dir": previous["output_dir"] if chosen else default_output(job_id, storage)}
 
 
 def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:

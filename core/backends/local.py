@@ -416,7 +416,8 @@ class LocalBackend:
         if job_id:
             row = self.job(job_id)
             rows = [] if row.in_lane else [row]
-            open_lanes = [lane for lane in [lanes.get(self.store, row.lane)] if lane] if row.lane else []
+            lane = lanes.get(self.store, row.lane) if row.lane else None
+            open_lanes = [lane] if lane else []
         else:
             rows = [row for row in self.jobs(status=JobStatus.RUNNING) if not row.in_lane]
             open_lanes = lanes.active(self.store)
