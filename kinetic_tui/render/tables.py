@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from core.backends.local import JobRow
 from core.errors import ValidationError
@@ -69,18 +69,9 @@ def job_row(row: Any, now: float) -> Row:
             status_cell(JobStatus, _get(row, "status")), humanize_age(_get(row, "created_at"), now), duration)
 
 
-class PoolLike(Protocol):
-    name: str
-    accelerator: str
-    nodes: int
-    spot: bool
-    in_use: int
-    queued: int
-    emulated: bool
-
-
-def pool_row(pool: PoolLike, history: Sequence[int]) -> Row:
-    """(name, accelerator, nodes, in use, queued, kind, utilisation) where the utilisation cell is a
+def pool_row(pool: Any, history: Sequence[int]) -> Row:
+    """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `Pool` or `PoolSnapshot` (or its
+    dict form), where the utilisation cell is a
     sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
     kind = " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated")))
                     if on) or NONE_CELL

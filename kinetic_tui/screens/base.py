@@ -9,11 +9,14 @@ share one code path.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.worker import Worker
+
+from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
 
 if TYPE_CHECKING:
     from core.console import Console
@@ -49,6 +52,22 @@ class View(Widget, can_focus=False):
     @property
     def readonly(self) -> bool:
         return bool(getattr(self.app, "readonly", False))
+
+    def run_after_form(self, title: str, fields: Sequence[Field], to_line: Callable[[dict[str, str]], str]) -> None:
+        """Ask for `fields`, then run the command line `to_line(values)`; a cancelled form runs nothing."""
+        def submitted(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.app.run_command(to_line(values))  # type: ignore[attr-defined]
+
+        self.app.push_screen(FormScreen(title, fields), submitted)
+
+    def run_if_confirmed(self, question: str, line: str) -> None:
+        """Ask `question`; run the command `line` only on yes."""
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.run_command(line)  # type: ignore[attr-defined]
+
+        self.app.push_screen(ConfirmScreen(question), answered)
 
     async def reload(self) -> None:
         """Fetch fresh snapshots from the console and update widgets in place (keyed, never clear-and-refill)."""

@@ -16,7 +16,7 @@ from textual.content import Content
 from core.profiles import DEFAULTS, current_profile_name, list_profiles
 from kinetic_tui.render import filter_rows, pool_row
 from kinetic_tui.screens.base import View
-from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
+from kinetic_tui.widgets.confirm import Field
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 REACHABILITY = {"local": "✓ reachable"}
@@ -103,20 +103,11 @@ class ClustersView(View):
             self.pools_table.focus()
 
     def action_add_pool(self) -> None:
-        def submitted(values: dict[str, str] | None) -> None:
-            if values is not None:
-                self.app.run_command(pool_add_line(values))  # type: ignore[attr-defined]
-
-        self.app.push_screen(FormScreen("Add pool", POOL_FORM), submitted)
+        self.run_after_form("Add pool", POOL_FORM, pool_add_line)
 
     def action_remove_pool(self) -> None:
         name = self.pools_table.selected_key
         if name is None:
             self.notify("no pool selected", severity="warning")
             return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.app.run_command(shlex.join(["pool", "remove", name]))  # type: ignore[attr-defined]
-
-        self.app.push_screen(ConfirmScreen(f"Remove pool {name}?"), answered)
+        self.run_if_confirmed(f"Remove pool {name}?", shlex.join(["pool", "remove", name]))

@@ -18,7 +18,7 @@ from core.console.snapshots import JobSnapshot
 from core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
 from kinetic_tui.screens.base import View
-from kinetic_tui.widgets.confirm import ConfirmScreen, Field, FormScreen
+from kinetic_tui.widgets.confirm import Field
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 FIRST_PAGE = 200  # rows of the first, fast listing: more than any terminal shows
@@ -120,11 +120,7 @@ class JobsView(View):
         self.app.open_job(event.key)  # type: ignore[attr-defined]
 
     def action_submit(self) -> None:
-        def submitted(values: dict[str, str] | None) -> None:
-            if values is not None:
-                self.app.run_command(submit_line(values))  # type: ignore[attr-defined]
-
-        self.app.push_screen(FormScreen("Submit a job", SUBMIT_FORM), submitted)
+        self.run_after_form("Submit a job", SUBMIT_FORM, submit_line)
 
     def action_cancel(self) -> None:
         job_id = self.table.selected_key
@@ -137,9 +133,4 @@ class JobsView(View):
             self.notify(f"job {job_id} is already {status}; only PENDING or RUNNING jobs can be cancelled",
                         severity="warning")
             return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.app.run_command(f"cancel {job_id}")  # type: ignore[attr-defined]
-
-        self.app.push_screen(ConfirmScreen(f"Cancel job {job_id} ({name})?"), answered)
+        self.run_if_confirmed(f"Cancel job {job_id} ({name})?", f"cancel {job_id}")
