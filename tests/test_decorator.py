@@ -21,6 +21,7 @@ from core.packaging import PayloadError
 from core.storage.local import LocalStorage
 from core.workspace import local_backend
 from tests.lifecycle.run_projects import (
+    TASKS_PRELUDE,
     client_result,
     flip_byte,
     load_module,
@@ -30,13 +31,8 @@ from tests.lifecycle.run_projects import (
     wait_until,
 )
 
-TASKS = '''
-import os
+TASKS = TASKS_PRELUDE + '''
 import threading
-import time
-from pathlib import Path
-
-import kinetic_tui as kinetic
 
 
 @kinetic.run()
@@ -50,11 +46,7 @@ def fail(kind):
 
 @kinetic.run(accelerator="l4")
 def hold(release, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(release):
-        if time.monotonic() > deadline:
-            raise TimeoutError(release)
-        time.sleep(0.02)
+    wait_for(release, timeout)
     return "released"
 
 
