@@ -85,7 +85,7 @@ class Minimal(PaintClock):
 def kinetic_app(home: Path, ready: Callable[[KineticApp], bool] | None = None,
                 first_view: str = "1") -> Callable[[], PaintClock]:
     """A factory of KineticApps on `home` that open on view `first_view` and report their paint."""
-    from core.console import Console
+    from kinetic_tui.core.console import Console
     from kinetic_tui import app as console_app
 
     class Kinetic(PaintClock, console_app.KineticApp):
@@ -159,7 +159,7 @@ def cold(home: Path) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    from kinetic_tui.screens.clusters import ClustersView
+    from kinetic_tui.views.clusters import ClustersView
 
     root = Path(tempfile.mkdtemp(prefix="kinetic-bench-paint-"))
     home = root / "home"

@@ -43,10 +43,10 @@ def start_fake_gcs() -> subprocess.Popen[bytes]:
 def main() -> None:
     fresh_workspace("kinetic-bench-gke-")
     module = user_module()
-    from core.backends import launcher
-    from core.backends.gke import submit_gke
-    from core.context import JobContext
-    from core.profiles import jobs_bucket_name
+    from kinetic_tui.core.backends.local import launcher
+    from kinetic_tui.core.backends.gke.backend import submit_gke
+    from kinetic_tui.core.submission.context import JobContext
+    from kinetic_tui.core.profiles import jobs_bucket_name
     from tests.gcs_emulator import create_bucket
     from tests.gke.kubelet import kube_api
 

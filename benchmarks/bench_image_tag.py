@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from infra.container_builder import RUNNER_PATH, TEMPLATE_PATH, image_inputs, image_tag
+from kinetic_tui.infra.container_builder import RUNNER_PATH, TEMPLATE_PATH, image_inputs, image_tag
 
 REQUIREMENTS, ROUNDS, GOAL_MS = 300, 41, 5.0
 TEXT = "\n".join(

@@ -19,8 +19,8 @@ from textual.app import App, ComposeResult
 
 from kinetic_tui.render import job_row
 from kinetic_tui.render.formatting import styled_cell
-from kinetic_tui.screens.jobs import COLUMNS
-from kinetic_tui.widgets import KeyedTable
+from kinetic_tui.views.jobs import COLUMNS
+from kinetic_tui.widgets.keyed_table import KeyedTable
 
 JOBS, ROUNDS, GOAL_MS, GOAL_RATIO = 10_000, 7, 250.0, 0.25
 START = 1_900_000_000.0

@@ -2,7 +2,7 @@
 
 First paint: from building the app to the first frame drawn after the Jobs view's first reload (its title
 reads "Jobs · N · ..."), through the app's real path: Console, listing, row rendering, table sync. The view
-first lists the newest page (kinetic_tui.screens.jobs.FIRST_PAGE jobs) and paints it, then lists them all:
+first lists the newest page (kinetic_tui.views.jobs.FIRST_PAGE jobs) and paints it, then lists them all:
 the first paint is that page; the key-press test waits until all 10,000 rows are in the table.
 The two workspaces are measured interleaved in one process (order alternating), medians of ROUNDS after a
 warm-up round (the shared clock of bench_first_paint.py). Goal: 10,000 jobs <= 3x the empty view.
@@ -38,9 +38,9 @@ ENDED = ("SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "FAILED", "CANCELLED")
 
 def seed_jobs(home: Path) -> None:
     """One real job, then JOBS - 1 finished copies of its row (test data) in one transaction."""
-    from core.backends.launcher import shutdown_server
-    from core.backends.local import job_dir_for
-    from core.console import Console
+    from kinetic_tui.core.backends.local.launcher import shutdown_server
+    from kinetic_tui.core.backends.local.backend import job_dir_for
+    from kinetic_tui.core.console import Console
 
     console = Console(home=home, default_wait=False)
     real = asyncio.run(console.submit("bench_user:square", args=[3], name="real", wait=True))
@@ -70,7 +70,7 @@ def jobs_loaded(app: PaintClock) -> bool:
 
 async def key_latencies(home: Path) -> list[float]:
     """Seconds from each key press to the frame showing the cursor on its new row."""
-    from kinetic_tui.screens.jobs import JobsView
+    from kinetic_tui.views.jobs import JobsView
 
     app = kinetic_app(home, jobs_loaded, first_view="2")()
     took = []

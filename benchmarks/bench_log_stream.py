@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _workspace import fresh_workspace
 from bench_first_paint import kinetic_app
-from core.workspace import local_backend
+from kinetic_tui.core.backends.local.workspace import local_backend
 
 LINES = 1_000_000
 ROUNDS = 3
@@ -121,7 +121,7 @@ def main() -> None:
     project = fresh_workspace("kinetic-bench-logs-")
     (project / "bench_flood.py").write_text(FLOOD_MODULE)
     home = project.parent / "home"
-    from core.backends.launcher import shutdown_server
+    from kinetic_tui.core.backends.local.launcher import shutdown_server
 
     lives, replays, bares = [], [], []
     try:

@@ -1,7 +1,7 @@
 """`map` over 500 trivial inputs on a 2-node cpu pool vs `ProcessPoolExecutor(2).map` of the same function.
 
 Every map input is a durable job (a store record, its range of a log, its output directory, its result),
-run in lanes (core/backends/lanes.py: one runner process per node works through a chunk of the batch), so
+run in lanes (core/backends/local/lanes.py: one runner process per node works through a chunk of the batch), so
 the goal is <= 5x the executor, which keeps nothing. Both sides include their start-up; the kinetic side
 also reads every result back.
 """
@@ -20,8 +20,8 @@ ROUNDS = 5
 def main() -> None:
     fresh_workspace("kinetic-bench-map-")
     module = user_module()
-    from core.backends import launcher
-    from core.workspace import local_backend
+    from kinetic_tui.core.backends.local import launcher
+    from kinetic_tui.core.backends.local.workspace import local_backend
 
     backend = local_backend()
     backend.remove_pool("cpu")

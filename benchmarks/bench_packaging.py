@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.packaging import build_context_zip, make_plan  # noqa: E402
+from kinetic_tui.core.submission.packaging import build_context_zip, make_plan  # noqa: E402
 
 FILES = 5000
 REPEATS = 7

@@ -13,8 +13,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from core.commands import parse_script
-from core.platform.autoscaling import Endpoint
+from kinetic_tui.core.commands import parse_script
+from kinetic_tui.core.platform.autoscaling import Endpoint
 
 LINES, ROUNDS, GOAL_MS = 1_000, 31, 5.0
 SCRIPT_LINES = [f"observe EP 42 --tick {tick}" for tick in range(LINES)]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from core.platform.pipelines import Pipeline, Step
+from kinetic_tui.core.platform.pipelines import Pipeline, Step
 
 GOAL = 1.0
 

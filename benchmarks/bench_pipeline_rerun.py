@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bench_pipeline_planning import interleaved_medians, random_dag_steps
 
-from core.platform.pipelines import Pipeline, StepStatus
+from kinetic_tui.core.platform.pipelines import Pipeline, StepStatus
 
 GOAL = 3.0
 STEPS = 10_000

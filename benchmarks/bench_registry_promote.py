@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from core.platform.registry import ModelRegistry, Stage
+from kinetic_tui.core.platform.registry import ModelRegistry, Stage
 
 BIG, SMALL, SAMPLES, GOAL = 100_000, 10, 20_000, 1.5
 

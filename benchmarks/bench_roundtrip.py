@@ -17,7 +17,7 @@ ROUNDS = 25
 def main() -> None:
     fresh_workspace("kinetic-bench-rt-")
     module = user_module()
-    from core.backends import launcher
+    from kinetic_tui.core.backends.local import launcher
 
     module.remote_square(3)  # warm: packaging cache, store, fork server
     floor, cold, warm = [], [], []

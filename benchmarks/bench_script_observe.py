@@ -31,9 +31,9 @@ def concurrency(i: int) -> int:
 
 def main() -> None:
     os.environ["KINETIC_HOME"] = tempfile.mkdtemp(prefix="bench-script-observe-")
-    from core.console import Console
-    from core.platform.autoscaling import Endpoint
-    from core.workspace import store
+    from kinetic_tui.core.console import Console
+    from kinetic_tui.core.platform.autoscaling import Endpoint
+    from kinetic_tui.core.backends.local.workspace import store
     from kinetic_tui.script import run_script
 
     db = store()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from itertools import accumulate
 
-from core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
 
 REGISTERED, LOADED, INVOKES, ROUNDS, GOAL = 10_000, 1_000, 100_000, 5, 50.0
 

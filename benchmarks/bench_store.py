@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.store import Store  # noqa: E402
+from kinetic_tui.core.store import Store  # noqa: E402
 
 N = 10_000
 REPEATS = 5

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Union
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 
 _SPOT = ":spot"
 

@@ -21,10 +21,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 
 if TYPE_CHECKING:
-    from core.storage.base import Storage
+    from kinetic_tui.core.storage.base import Storage
 
 DATA_REF_KEY = "__kinetic_data_ref__"
 CACHE_PREFIX = "data-cache"

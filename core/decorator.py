@@ -7,10 +7,10 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
-from core.collections import BatchHandle, map_calls
-from core.context import JobContext, check_callable
-from core.dispatch import submit_call
-from core.jobs import JobHandle
+from kinetic_tui.core.batches import BatchHandle, map_calls
+from kinetic_tui.core.submission.context import JobContext, check_callable
+from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.jobs import JobHandle
 
 RUNNER_PREFIX = "[kinetic] "
 

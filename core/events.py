@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 
 DEFAULT_BUFFER = 1000
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 
 
 class JobStatus(enum.StrEnum):

@@ -17,14 +17,14 @@ from typing import Any
 
 import cloudpickle
 
-from core.backends.local import JobRow, LocalBackend
-from core.errors import KineticError, NotFoundError, ValidationError
-from core.job_status import JobStatus
-from core.paths import kinetic_home
-from core.profiles import resolve_infra
-from core.storage import Storage, bucket_storage
-from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
-from core.workspace import local_backend
+from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.paths import kinetic_home
+from kinetic_tui.core.profiles import resolve_infra
+from kinetic_tui.core.storage import Storage, bucket_storage
+from kinetic_tui.core.submission.pack import CONTEXT, HANDLE, PAYLOAD, RESULT
+from kinetic_tui.core.backends.local.workspace import local_backend
 
 
 class RemoteJobError(KineticError):
@@ -79,7 +79,7 @@ class JobHandle:
         """The backend that runs this job: the workspace's local one, or its GKE cluster's (same methods)."""
         if self.backend == "local":
             return local_backend()
-        from core.backends.gke import backend_for
+        from kinetic_tui.core.backends.gke.backend import backend_for
 
         return backend_for(self)  # type: ignore[return-value]
 
@@ -203,7 +203,7 @@ def attach(job_id: str) -> JobHandle:
         infra = resolve_infra()
         if infra.backend != "gke":
             raise missing
-        from core.storage.gcs import GcsStorage
+        from kinetic_tui.core.storage.gcs import GcsStorage
 
         storage = GcsStorage(infra.jobs_bucket, project=infra.project)
         try:

@@ -4,6 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The folder that holds core/, runner/ and infra/: the checkout root in a source tree, the installed
+# `kinetic_tui` package otherwise. The runner is shipped and started as a file found from here.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+RUNNER_FILE = PACKAGE_DIR / "runner" / "remote_runner.py"
+
 
 def kinetic_home() -> Path:
     """Return `KINETIC_HOME` (default `~/.kinetic`), creating it with mode 0700 on first use."""

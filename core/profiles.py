@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import KineticError, NotFoundError, ValidationError
-from core.paths import kinetic_home
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.paths import kinetic_home
 
 PROFILE_NAME_RULE = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
 VALUE_RULE = r"^[a-z0-9][a-z0-9._-]{0,99}$"

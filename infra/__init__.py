@@ -3,7 +3,7 @@
 This module holds only what the CLI needs before deciding to touch the cloud: the validated config types
 and the resource names every part agrees on (the program creates them, the image builder and the GKE
 backend address them). It imports no cloud SDK, so `import infra` costs nothing; pulumi, pulumi_gcp and
-google-cloud-build load in `infra.program`, `infra.state` and `infra.container_builder` when used.
+google-cloud-build load in `kinetic_tui.infra.program`, `kinetic_tui.infra.state` and `kinetic_tui.infra.container_builder` when used.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.accelerators import AcceleratorConfig, TpuConfig, is_multi_host, parse_accelerator
-from core.errors import ValidationError
-from core.profiles import ResolvedInfra, jobs_bucket_name, stack_name, state_bucket_name, zone_region
-from core.storage.gcs import MissingExtraError
+from kinetic_tui.core.accelerators import AcceleratorConfig, TpuConfig, is_multi_host, parse_accelerator
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.profiles import ResolvedInfra, jobs_bucket_name, stack_name, state_bucket_name, zone_region
+from kinetic_tui.core.storage.gcs import MissingExtraError
 
 # GKE cluster and node pool names: lowercase letters, digits and '-', start with a letter, at most 40.
 GKE_NAME_RULE = r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$"

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.accelerators import AcceleratorConfig, parse_accelerator
-from core.accelerators import category as accelerator_category
-from core.context import IMAGE_MODES
-from core.errors import KineticError, ValidationError
-from core.packaging import client_fingerprint
-from infra import builds_bucket_name, import_extra, repository_url, service_account_email
+from kinetic_tui.core.accelerators import AcceleratorConfig, parse_accelerator
+from kinetic_tui.core.accelerators import category as accelerator_category
+from kinetic_tui.core.submission.context import IMAGE_MODES
+from kinetic_tui.core.errors import KineticError, ValidationError
+from kinetic_tui.core.submission.packaging import client_fingerprint
+from kinetic_tui.infra import builds_bucket_name, import_extra, repository_url, service_account_email
 
 # GKE mounts the GPU driver from the node and CUDA/libtpu user-space libraries come as pip wheels, so
 # one slim Python serves every category; the category still selects pip options and keys the tag.

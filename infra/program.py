@@ -1,7 +1,7 @@
 """The Pulumi program for one kinetic GKE cluster (SPEC 7).
 
 `define(config)` declares every resource and returns the stack outputs; `stack_program(config)` wraps it
-as the inline program that `infra.state` hands to the Automation API. Only `infra.state` and tests import
+as the inline program that `kinetic_tui.infra.state` hands to the Automation API. Only `kinetic_tui.infra.state` and tests import
 this module, so pulumi and pulumi_gcp load at the top here and nowhere else.
 
 Choices the spec leaves open:
@@ -24,8 +24,8 @@ from collections.abc import Callable
 import pulumi
 import pulumi_gcp as gcp
 
-from core.accelerators import GpuConfig, TpuConfig, category, is_multi_host
-from infra import SYSTEM_POOL, InfraConfig, NodePoolSpec, service_account_id
+from kinetic_tui.core.accelerators import GpuConfig, TpuConfig, category, is_multi_host
+from kinetic_tui.infra import SYSTEM_POOL, InfraConfig, NodePoolSpec, service_account_id
 
 REQUIRED_APIS = ("container", "artifactregistry", "cloudbuild", "storage", "iam", "compute")
 BUILD_RETENTION_DAYS = 7

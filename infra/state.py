@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from core.errors import KineticError, NotFoundError, ValidationError
-from infra import InfraConfig, import_extra
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.infra import InfraConfig, import_extra
 
 PULUMI_PROJECT = "kinetic"
 PREFLIGHT_TIMEOUT = 10.0
@@ -115,7 +115,7 @@ def apply_update(
 ) -> UpdateResult:
     """Create or converge the cluster's infrastructure to `config` (`kinetic-tui up`)."""
     ref = _ref(config)
-    program = import_extra("infra.program", "GKE infrastructure").stack_program(config)
+    program = import_extra("kinetic_tui.infra.program", "GKE infrastructure").stack_program(config)
     return (backend or AutomationBackend()).up(ref, program, on_output)
 
 

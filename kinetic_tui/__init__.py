@@ -1,16 +1,45 @@
 """`import kinetic_tui as kinetic`: the public Python API (re-exported from the headless core).
 
+`kinetic_tui` is the only top-level name this distribution installs: the repository's `core/`, `infra/` and
+`runner/` folders install as `kinetic_tui.core`, `kinetic_tui.infra` and `kinetic_tui.runner`, so a user's
+own `core` or `runner` package never collides with ours. In a source checkout those folders sit beside
+this one instead of inside it, so the package's search path also covers the checkout root.
+
 Importing this package never imports textual; the console lives in `kinetic_tui.app`, loaded only when
 the UI starts.
 """
 from __future__ import annotations
 
+import os as _os
 from typing import Any
 
-import core
+from kinetic_tui.version import __version__
 
-__all__ = core.__all__
+_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if not _os.path.isdir(_os.path.join(__path__[0], "core")) and _os.path.isfile(
+        _os.path.join(_checkout, "core", "__init__.py")):
+    __path__.append(_checkout)
+
+_EXPORTS = {
+    "run": "kinetic_tui.core.decorator", "RemoteCallable": "kinetic_tui.core.decorator",
+    "Data": "kinetic_tui.core.data",
+    "JobHandle": "kinetic_tui.core.jobs", "attach": "kinetic_tui.core.jobs",
+    "list_jobs": "kinetic_tui.core.jobs",
+    "JobStatus": "kinetic_tui.core.job_status",
+    "map": "kinetic_tui.core.batches", "BatchHandle": "kinetic_tui.core.batches",
+    "BatchError": "kinetic_tui.core.batches", "attach_batch": "kinetic_tui.core.batches",
+    "parse_accelerator": "kinetic_tui.core.accelerators",
+}
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    return getattr(core, name)
+    """Resolve public names lazily (PEP 562) so `import kinetic_tui` stays cheap for the CLI's --help."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kinetic_tui' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,4 +1,4 @@
 """`python -m kinetic_tui` is the `kinetic-tui` command."""
-from kinetic_tui.cli import main
+from kinetic_tui.cli.main import main
 
 main()

@@ -28,25 +28,25 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from core.commands import parse_line
-from core.commands.execute import execute, render_text
-from core.commands.parser import ParseError
-from core.console import Console
-from core.console.base import one_line
-from core.errors import KineticError
-from core.events import LogBatch
-from core.profiles import resolve_infra
+from kinetic_tui.core.commands import parse_line
+from kinetic_tui.core.commands.execute import execute, render_text
+from kinetic_tui.core.commands.parser import ParseError
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.console.base import one_line
+from kinetic_tui.core.errors import KineticError
+from kinetic_tui.core.events import LogBatch
+from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.palette import KineticCommands
 from kinetic_tui.render.header import header_text
-from kinetic_tui.screens.base import View
-from kinetic_tui.screens.clusters import ClustersView
-from kinetic_tui.screens.endpoints import EndpointsView
+from kinetic_tui.views.base import View
+from kinetic_tui.views.clusters import ClustersView
+from kinetic_tui.views.endpoints import EndpointsView
 from kinetic_tui.screens.help import HelpScreen, KeyRow
 from kinetic_tui.screens.job_detail import JobScreen
-from kinetic_tui.screens.jobs import JobsView
-from kinetic_tui.screens.pipelines import PipelinesView
-from kinetic_tui.screens.registry import RegistryView
-from kinetic_tui.screens.training import TrainingView
+from kinetic_tui.views.jobs import JobsView
+from kinetic_tui.views.pipelines import PipelinesView
+from kinetic_tui.views.registry import RegistryView
+from kinetic_tui.views.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.too_small import TooSmall
@@ -401,7 +401,7 @@ def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home
     """Open the console (the command bar detaches by default); returns the process exit code."""
     background = None
     if demo:
-        from core.demo import demo_home, fill
+        from kinetic_tui.core.demo import demo_home, fill
 
         home, background = demo_home(), fill
     try:

@@ -13,12 +13,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from core.commands import Command, ParseError, parse_script
-from core.commands.execute import execute, render_text
-from core.console import Console
-from core.console.base import one_line
-from core.errors import ValidationError
-from core.events import DetachedWorkFailed
+from kinetic_tui.core.commands import Command, ParseError, parse_script
+from kinetic_tui.core.commands.execute import execute, render_text
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.console.base import one_line
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.events import DetachedWorkFailed
 
 OUTPUTS = ("text", "json")
 EXIT_OK, EXIT_FAILED, EXIT_PARSE = 0, 1, 2

@@ -27,6 +27,6 @@ def kinetic_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("KINETIC_HOME", str(home))
     yield home
     if (home / "run" / "forkserver.sock").exists():  # a test that ran jobs: stop its home's fork server now
-        from core.backends import launcher  # rather than leave it idling for ten minutes
+        from kinetic_tui.core.backends.local import launcher  # rather than leave it idling for ten minutes
 
         launcher.shutdown_server()

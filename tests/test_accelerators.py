@@ -7,18 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.accelerators import (
-    CpuConfig,
-    GpuConfig,
-    TpuConfig,
-    all_accelerators,
-    category,
-    format_accelerator,
-    is_multi_host,
-    list_accelerators,
-    parse_accelerator,
-)
-from core.errors import ValidationError
+from kinetic_tui.core.accelerators import CpuConfig, GpuConfig, TpuConfig, all_accelerators, category, format_accelerator, is_multi_host, list_accelerators, parse_accelerator
+from kinetic_tui.core.errors import ValidationError
 
 # reference/accelerators.md, GPUs: name -> (GKE label, {count: machine type})
 N1_SMALL = {1: "n1-standard-4", 2: "n1-standard-8", 4: "n1-standard-16"}

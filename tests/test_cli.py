@@ -10,10 +10,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from core.backends import launcher
-from core.profiles import current_profile_name, list_profiles
-from core.workspace import local_backend
-from kinetic_tui.cli import main
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.profiles import current_profile_name, list_profiles
+from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.cli.main import main
 
 
 @pytest.fixture
@@ -81,12 +81,12 @@ def test_bad_input_is_one_line_and_changes_nothing(cli):
 
 
 def test_every_verb_is_a_cli_command(cli):
-    from core.commands.grammar import VERBS
+    from kinetic_tui.core.commands.grammar import VERBS
 
     listed = "".join(cli(*group, "--help").output for group in ((), ("pool",), ("pipeline",), ("endpoint",)))
     for verb in VERBS:
         assert verb.split()[-1] in listed, verb
-    cli("pipeline", "register", "core.platform.canonical:canonical_pipeline")
+    cli("pipeline", "register", "kinetic_tui.core.demo.canonical:canonical_pipeline")
     run = json.loads(cli("pipeline", "run", "canonical", "--json").output)
     assert run["ok"] and run["result"]["status"] == "Succeeded"
 

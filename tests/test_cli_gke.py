@@ -1,6 +1,6 @@
 """The CLI on a gke profile: up/down/status/pool against a fake StackBackend (programs checked under Pulumi
 mocks), the real AutomationBackend on this machine (no Pulumi CLI), build-image against the local Cloud
-Build double of tests/infra, and the desired node pools in state.db (core/gke_pools.py)."""
+Build double of tests/infra, and the desired node pools in state.db (core/backends/gke/pools.py)."""
 from __future__ import annotations
 
 import json
@@ -17,17 +17,17 @@ import pytest
 from click.testing import CliRunner
 from google.auth.credentials import AnonymousCredentials
 
-from core.accelerators import parse_accelerator
-from core.backends.gke import JobState
-from core.errors import NotFoundError, ValidationError
-from core.gke_pools import GkePools
-from core.job_status import JobStatus
-from core.store import Store
-from infra import NodePoolSpec
-from infra import container_builder as builder
-from infra.state import DestroyResult, StackRef, StackState, UpdateResult
-from kinetic_tui import cli_gke
-from kinetic_tui.cli import main
+from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.backends.gke.backend import JobState
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.store import Store
+from kinetic_tui.infra import NodePoolSpec
+from kinetic_tui.infra import container_builder as builder
+from kinetic_tui.infra.state import DestroyResult, StackRef, StackState, UpdateResult
+from kinetic_tui.cli import gke as cli_gke
+from kinetic_tui.cli.main import main
 from tests.infra import run_under_mocks
 from tests.infra.test_container_builder import CloudBuildDouble, _serve
 
@@ -284,7 +284,7 @@ def test_without_the_pulumi_cli_each_command_says_how_to_install_it(command: tup
 
 
 def test_missing_gcp_extra_names_the_install_command(gke: FakeStack, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "infra.program", None)
+    monkeypatch.setitem(sys.modules, "kinetic_tui.infra.program", None)
     assert "pip install 'kinetic-tui[gcp]'" in one_line_error(cli("up", "--yes"))
 
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.commands import VERBS, Command, ParseError, complete, help_text, parse_line, parse_script, verbs
-from core.commands.grammar import FAMILIES, WAIT_FLAGS
-from core.commands.parser import tokenize
-from core.errors import KineticError, NotFoundError
+from kinetic_tui.core.commands import VERBS, Command, ParseError, complete, help_text, parse_line, parse_script, verbs
+from kinetic_tui.core.commands.grammar import FAMILIES, WAIT_FLAGS
+from kinetic_tui.core.commands.parser import tokenize
+from kinetic_tui.core.errors import KineticError, NotFoundError
 
 SPEC_VERBS = [
     "pools", "pool add", "pool remove", "jobs", "submit", "status", "logs", "wait", "result", "cancel", "train",

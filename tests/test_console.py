@@ -10,13 +10,10 @@ from typing import Any
 
 import pytest
 
-from core.console import Console, WaitTimeout
-from core.errors import KineticError, NotFoundError, ValidationError
-from core.events import (
-    CheckpointSaved, DetachedWorkFailed, EpochCompleted, Event, JobStatusChanged, ModelInvoked, ModelRegistered,
-    ScalingDecided, StepStatusChanged, TrainingChanged, TransitionMade,
-)
-from core.platform.registry import InvalidTransitionError
+from kinetic_tui.core.console import Console, WaitTimeout
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.events import CheckpointSaved, DetachedWorkFailed, EpochCompleted, Event, JobStatusChanged, ModelInvoked, ModelRegistered, ScalingDecided, StepStatusChanged, TrainingChanged, TransitionMade
+from kinetic_tui.core.platform.registry import InvalidTransitionError
 from tests.test_console_support import NO_RUNS, seed_registry, state_dump, user_project  # noqa: F401
 
 
@@ -285,7 +282,7 @@ def test_a_rerun_in_a_new_process_executes_nothing(user_project: Path) -> None:
     run(first_run())
     child = (
         "import json, asyncio\n"
-        "from core.console import Console\n"
+        "from kinetic_tui.core.console import Console\n"
         "run = asyncio.run(Console().rerun('tiny'))\n"
         "print(json.dumps({'executed': list(run.executed), 'statuses': [s.status for s in run.steps]}))\n"
     )

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.events import EventBus, JobStatusChanged, LogBatch, ScalingDecided
+from kinetic_tui.core.events import EventBus, JobStatusChanged, LogBatch, ScalingDecided
 
 
 def test_every_subscriber_gets_every_event_in_order_with_its_kind() -> None:

@@ -14,7 +14,7 @@ from tests.helpers import projects
 USER_MODULE = '''
 import time
 
-from core.platform.pipelines import ConditionStep, Pipeline, Step
+from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
 
 
 def add(a, b):
@@ -62,7 +62,7 @@ def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def seed_registry(group: str = "fraud", versions: int = 2) -> None:
     """Versions without training runs, for tests about the registry and endpoints alone."""
-    from core.workspace import store
+    from kinetic_tui.core.backends.local.workspace import store
 
     db = store()
     with db.transaction():
@@ -73,7 +73,7 @@ def seed_registry(group: str = "fraud", versions: int = 2) -> None:
 
 def state_dump() -> dict[str, list[Any]]:
     """Every row of every table: what 'changes nothing' is checked against."""
-    from core.workspace import store
+    from kinetic_tui.core.backends.local.workspace import store
 
     db = store()
     tables = [name for (name,) in db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.data import DATA_REF_KEY, Data, replace_data_refs
-from core.storage import LocalStorage
+from kinetic_tui.core.data import DATA_REF_KEY, Data, replace_data_refs
+from kinetic_tui.core.storage import LocalStorage
 
 
 class CountingStorage:

@@ -15,11 +15,11 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
-from core.job_status import JobStatus
-from core.jobs import ResultSerializationError
-from core.packaging import PayloadError
-from core.storage.local import LocalStorage
-from core.workspace import local_backend
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import ResultSerializationError
+from kinetic_tui.core.submission.packaging import PayloadError
+from kinetic_tui.core.storage.local import LocalStorage
+from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
     client_result,
@@ -433,7 +433,7 @@ def test_an_explicit_output_dir_receives_the_outputs(tasks: ModuleType, tmp_path
 def test_a_job_round_trips_through_gcs_when_the_local_backend_uses_a_gcs_bucket(
         tasks: ModuleType, gcs_emulator: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         kinetic_home: Path) -> None:
-    from core.storage.gcs import GcsStorage
+    from kinetic_tui.core.storage.gcs import GcsStorage
     from tests.gcs_emulator import create_bucket
 
     project = f"kt-gcs-{os.getpid()}-{tmp_path.name[-8:].lower().replace('_', '-')}"

@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from core.backends import launcher
-from core.console import Console, RemoteJobFailed
-from core.demo import DemoProgress, demo_home, fill
-from core.demo import workload
-from core.demo.fill import (
-    CHANGED_PARAMS, ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, MARKER, MULTI_HOST_JOB, PIPELINE, PREEMPTIBLE, SHORT_JOBS,
-    STUDY,
-)
-from core.errors import ValidationError
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.console import Console, RemoteJobFailed
+from kinetic_tui.core.demo import DemoProgress, demo_home, fill
+from kinetic_tui.core.demo import workload
+from kinetic_tui.core.demo.fill import CHANGED_PARAMS, ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, MARKER, MULTI_HOST_JOB, PIPELINE, PREEMPTIBLE, SHORT_JOBS, STUDY
+from kinetic_tui.core.errors import ValidationError
 
 PACE = 0.05
 

@@ -20,6 +20,6 @@ def test_the_tour_script_runs_clean_on_a_fresh_workspace(kinetic_home):
     assert by_command["promote tour-group 1 Production"]["stage"] == "Production"
     last_run = records[-1]["result"]
     assert last_run["branch_taken"] == {"accuracy_gate": False}
-    from core.backends import launcher
+    from kinetic_tui.core.backends.local import launcher
 
     launcher.shutdown_server()

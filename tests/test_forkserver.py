@@ -13,8 +13,8 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from core.backends import forkserver
-from core.backends.launcher import server_status, shutdown_server, wait_exit, work_dir
+from kinetic_tui.core.backends.local import forkserver
+from kinetic_tui.core.backends.local.launcher import server_status, shutdown_server, wait_exit, work_dir
 from tests.test_launcher import REPO, Jobs, jobs, runner_file, server_processes  # noqa: F401  (fixtures)
 
 
@@ -72,7 +72,7 @@ def test_a_leftover_socket_file_with_no_listener_is_replaced(jobs: Jobs) -> None
 CLIENT = """
 import os, sys, time
 from pathlib import Path
-from core.backends.launcher import launch, server_status
+from kinetic_tui.core.backends.local.launcher import launch, server_status
 print("ready", flush=True)
 while not Path(sys.argv[1]).exists():
     time.sleep(0.001)

@@ -2,8 +2,8 @@
 import importlib
 import sys
 
-from core import packaging
-from core.submit import package_root_for
+from kinetic_tui.core.submission import packaging
+from kinetic_tui.core.submission.pack import package_root_for
 
 
 def test_a_function_from_an_installed_package_ships_an_empty_root(tmp_path, monkeypatch, kinetic_home):

@@ -8,11 +8,11 @@ import time
 import pytest
 
 import kinetic_tui as kinetic
-from core.errors import NotFoundError, ValidationError
-from core.job_status import JobStatus
-from core.jobs import JobHandle, RemoteJobError
-from core.submit import CONTEXT, HANDLE, PAYLOAD, RESULT
-from core.workspace import local_backend
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import JobHandle, RemoteJobError
+from kinetic_tui.core.submission.pack import CONTEXT, HANDLE, PAYLOAD, RESULT
+from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.backend_projects import (  # noqa: F401 - fixtures
     client_json, jobs, reap_jobs, user_project, wait_for,
 )

@@ -17,20 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.backends import forkserver
-from core.backends.launcher import (
-    HostProcess,
-    exit_code,
-    is_alive,
-    launch,
-    log_path,
-    server_status,
-    shutdown_server,
-    terminate,
-    wait_exit,
-    work_dir,
-)
-from core.errors import ValidationError
+from kinetic_tui.core.backends.local import forkserver
+from kinetic_tui.core.backends.local.launcher import HostProcess, exit_code, is_alive, launch, log_path, server_status, shutdown_server, terminate, wait_exit, work_dir
+from kinetic_tui.core.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -223,7 +212,7 @@ def test_fork_server_and_cold_path_produce_the_same_files(
 def test_a_job_survives_the_client_that_launched_it(jobs: Jobs, path_mode: str) -> None:
     job_dir = jobs.new_dir()
     client = (
-        "import json, os, sys\nfrom pathlib import Path\nfrom core.backends.launcher import launch\n"
+        "import json, os, sys\nfrom pathlib import Path\nfrom kinetic_tui.core.backends.local.launcher import launch\n"
         "hosts = launch(Path(sys.argv[1]), ['sleep', '0.5'], {'PATH': os.environ['PATH']})\n"
         "print(json.dumps([h.to_dict() for h in hosts]))\n"
     )

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["core", "runner", "core.platform"])
+@pytest.mark.parametrize("module", ["core", "runner", "kinetic_tui.core.platform"])
 def test_import_does_not_load_textual(module):
     code = (
         "import importlib, pkgutil, sys\n"

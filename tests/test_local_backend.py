@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import kinetic_tui as kinetic
-from core.backends import launcher
-from core.backends.local import SubmitError
-from core.errors import NotFoundError, ValidationError
-from core.job_status import JobStatus
-from core.jobs import RemoteJobError
-from core.workspace import local_backend
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.backends.local.backend import SubmitError
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.backend_projects import (  # noqa: F401 - fixtures
     client_json, finish_client, jobs, reap_jobs, recorded_hosts, start_client, user_project, wait_for,
 )
@@ -246,7 +246,7 @@ def test_new_process_reconciles_finished_jobs_from_their_result_files(user_proje
     seen = client_json(project, """
         import json
         import kinetic_tui as kinetic
-        from core.workspace import local_backend
+        from kinetic_tui.core.backends.local.workspace import local_backend
         jobs = kinetic.list_jobs()
         rows = {h.job_id: local_backend().job(h.job_id) for h in jobs}
         print(json.dumps({i: [r.status, r.phase, r.detail] for i, r in rows.items()}))
@@ -267,7 +267,7 @@ def test_new_process_marks_a_vanished_job_lost(user_project):
     seen = client_json(project, f"""
         import json
         import kinetic_tui as kinetic
-        from core.workspace import local_backend
+        from kinetic_tui.core.backends.local.workspace import local_backend
         status = kinetic.attach({job_id!r}).status()
         row = local_backend().job({job_id!r})
         print(json.dumps([status, row.phase, row.detail]))

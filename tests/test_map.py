@@ -10,11 +10,11 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
-from core.errors import ValidationError
-from core.job_status import JobStatus
-from core.jobs import RemoteJobError
-from core.packaging import PayloadError
-from core.workspace import local_backend
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.submission.packaging import PayloadError
+from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
     client_result,
@@ -241,7 +241,7 @@ def test_a_batch_captures_the_environment_once_and_warns_once_about_secrets(
         tasks: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
 
-    from core.packaging import SensitiveEnvWarning
+    from kinetic_tui.core.submission.packaging import SensitiveEnvWarning
 
     monkeypatch.setenv("KT_API_KEY", "k")
     remote = kinetic.run(capture_env_vars=["KT_API_KEY"])(tasks.square)

@@ -1,4 +1,4 @@
-"""Map lanes (core/backends/lanes.py) with real runner processes: each input of a map stays its own durable
+"""Map lanes (core/backends/local/lanes.py) with real runner processes: each input of a map stays its own durable
 job (row, log range, output dir, result) while a few lane processes run them; cancelling, crashing,
 tampering and a lane that cannot start each affect only what they should."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
-from core.backends import lanes
-from core.job_status import JobStatus
-from core.jobs import RemoteJobError
-from core.workspace import local_backend
+from kinetic_tui.core.backends.local import lanes
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,

@@ -14,20 +14,9 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-import core.packaging as packaging
-from core.data import Data
-from core.packaging import (
-    DEFAULT_EXCLUDED,
-    PLAN_ARCNAME,
-    ROOT_MARKERS,
-    PayloadError,
-    SensitiveEnvWarning,
-    build_context_zip,
-    build_payload,
-    capture_env,
-    find_package_root,
-    make_plan,
-)
+import kinetic_tui.core.submission.packaging as packaging
+from kinetic_tui.core.data import Data
+from kinetic_tui.core.submission.packaging import DEFAULT_EXCLUDED, PLAN_ARCNAME, ROOT_MARKERS, PayloadError, SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, make_plan
 
 
 def touch(root: Path, *rels: str, content: bytes = b"x") -> Path:

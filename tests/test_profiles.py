@@ -8,24 +8,9 @@ import threading
 
 import pytest
 
-from core import profiles
-from core.errors import NotFoundError, ValidationError
-from core.profiles import (
-    INFRA_FIELDS,
-    PROFILE_NAME_RULE,
-    Profile,
-    ProfilesFileError,
-    active_profile,
-    create_profile,
-    current_profile_name,
-    list_profiles,
-    profiles_path,
-    remove_profile,
-    resolve_infra,
-    show_profile,
-    unset_profile,
-    use_profile,
-)
+from kinetic_tui.core import profiles
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.profiles import INFRA_FIELDS, PROFILE_NAME_RULE, Profile, ProfilesFileError, active_profile, create_profile, current_profile_name, list_profiles, profiles_path, remove_profile, resolve_infra, show_profile, unset_profile, use_profile
 
 LOCAL = Profile("local", "local", "local")
 

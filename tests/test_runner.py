@@ -16,8 +16,8 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from core.storage import GcsStorage
-from runner import remote_runner
+from kinetic_tui.core.storage import GcsStorage
+from kinetic_tui.runner import remote_runner
 
 RUNNER = Path(remote_runner.__file__)
 # The runner process cannot import this test module, so ship its functions by value, as packaging does.

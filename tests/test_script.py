@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.commands.execute import HANDLERS, render_text
-from core.commands.grammar import VERBS
-from core.errors import ValidationError
+from kinetic_tui.core.commands.execute import HANDLERS, render_text
+from kinetic_tui.core.commands.grammar import VERBS
+from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.script import read_script, run_script
 from tests.test_console_support import (  # noqa: F401 (user_project is a fixture)
     NO_RUNS, json_lines, normalise, seed_registry, state_dump, user_project,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import NotFoundError, ValidationError
-from core.storage import GcsStorage, LocalStorage, MissingExtraError, Storage
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.storage import GcsStorage, LocalStorage, MissingExtraError, Storage
 
 BINARY = bytes(range(256)) * 3
 _examples = itertools.count()

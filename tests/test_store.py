@@ -1,4 +1,4 @@
-"""core.store: the SQLite layer (pragmas, migrations, transactions, refusal of bad files) and the
+"""kinetic_tui.core.store: the SQLite layer (pragmas, migrations, transactions, refusal of bad files) and the
 repositories, with restarts done by real separate processes (tests/helpers/store_worker.py)."""
 from __future__ import annotations
 
@@ -17,22 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import core.store.db as store_db
-from core.errors import ValidationError
-from core.paths import state_db_path
-from core.platform.autoscaling import Endpoint
-from core.platform.pipelines import StepStatus
-from core.platform.registry import InvalidTransitionError, ModelRegistry, Stage
-from core.platform.serving import MultiModelEndpoint
-from core.platform.training import (
-    CapacityError,
-    ManagedTrainingRunner,
-    TrainingCluster,
-    TrainingJob,
-    TrainingStatus,
-)
-from core.platform.tuning import HyperparameterTuner
-from core.store import Store, StoreError
+import kinetic_tui.core.store.db as store_db
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.paths import state_db_path
+from kinetic_tui.core.platform.autoscaling import Endpoint
+from kinetic_tui.core.platform.pipelines import StepStatus
+from kinetic_tui.core.platform.registry import InvalidTransitionError, ModelRegistry, Stage
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.platform.training import CapacityError, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus
+from kinetic_tui.core.platform.tuning import HyperparameterTuner
+from kinetic_tui.core.store import Store, StoreError
 from tests.helpers.store_worker import PIPELINE_REF, drive_registry
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from core.store import Store
+from kinetic_tui.core.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "helpers" / "store_crash_worker.py"

@@ -15,18 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import NotFoundError, ValidationError
-from core.job_status import JobStatus
-from core.platform.training import (
-    CapacityError,
-    ManagedTrainingRunner,
-    TrainingCluster,
-    TrainingJob,
-    TrainingStateError,
-    default_train_step,
-)
-from core.training_runs import SUBMIT_WINDOW, TrainingService
-from core.workspace import local_backend, store
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.training import CapacityError, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStateError, default_train_step
+from kinetic_tui.core.training.service import SUBMIT_WINDOW, TrainingService
+from kinetic_tui.core.backends.local.workspace import local_backend, store
 
 HP = {"learning_rate": 0.2}
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,8 +194,8 @@ def test_pool_none_picks_a_pool_with_a_free_instance(service, one_node):
 def test_resume_from_a_new_process_gives_the_straight_hash(service):
     service.start("p", HP, 4, 1, None, interrupt_before_epoch=3)
     assert service.wait("p").status == "Stopped"
-    script = ("import json; from core.training_runs import TrainingService; "
-              "from core.workspace import local_backend, store; "
+    script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
+              "from kinetic_tui.core.backends.local.workspace import local_backend, store; "
               "s = TrainingService(store(), local_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
                          text=True, timeout=60, check=True).stdout
@@ -212,7 +205,7 @@ def test_resume_from_a_new_process_gives_the_straight_hash(service):
 
 def die_while_submitting(call: str) -> None:
     """Run `TrainingService.<call>` in a process that dies inside the submission, after the reservation."""
-    script = ("import os, core.training_runs as tr; from core.workspace import local_backend, store; "
+    script = ("import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import local_backend, store; "
               "tr.submit_call = lambda *a, **k: os._exit(3); "
               f"tr.TrainingService(store(), local_backend()).{call}")
     assert subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), timeout=60).returncode == 3

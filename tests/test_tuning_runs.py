@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import NotFoundError, ValidationError
-from core.platform.training import CapacityError, default_train_step
-from core.platform.tuning import HyperparameterTuner
-from core.training_runs import TrainingService
-from core.workspace import local_backend, store
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.platform.training import CapacityError, default_train_step
+from kinetic_tui.core.platform.tuning import HyperparameterTuner
+from kinetic_tui.core.training.service import TrainingService
+from kinetic_tui.core.backends.local.workspace import local_backend, store
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,8 +80,8 @@ def test_detached_study_keeps_at_most_the_pools_instances_in_flight(service):
 
 def test_trials_and_best_survive_a_new_process(service):
     study = service.tune("kept", SPACE, "random", 3, seed=3, pool="two", epochs=2)
-    script = ("import json; from core.training_runs import TrainingService; "
-              "from core.workspace import local_backend, store; "
+    script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
+              "from kinetic_tui.core.backends.local.workspace import local_backend, store; "
               "print(json.dumps(TrainingService(store(), local_backend()).study('kept').to_dict()))")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
                          text=True, timeout=60, check=True).stdout

@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from core.commands.help import help_text
-from core.commands.parser import Command
-from core.console.snapshots import jsonable
-from core.errors import ValidationError
+from kinetic_tui.core.commands.help import help_text
+from kinetic_tui.core.commands.parser import Command
+from kinetic_tui.core.console.snapshots import jsonable
+from kinetic_tui.core.errors import ValidationError
 
 if TYPE_CHECKING:
-    from core.console import Console
+    from kinetic_tui.core.console import Console
 
 Handler = Callable[["Console", Mapping[str, Any], "bool | None"], Awaitable[Any]]
 

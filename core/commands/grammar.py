@@ -17,10 +17,10 @@ from difflib import get_close_matches
 from types import MappingProxyType
 from typing import Any
 
-from core.accelerators import parse_accelerator
-from core.errors import ValidationError
-from core.platform.registry import Stage
-from core.platform.tuning import STRATEGIES
+from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.platform.tuning import STRATEGIES
 
 JOB_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 SHOW_KINDS = ("job", "training", "study", "model", "endpoint", "pipeline", "pool")

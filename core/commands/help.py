@@ -1,8 +1,8 @@
 """`help` and `help VERB` text, generated from the verb table so it can never drift from the parser."""
 from __future__ import annotations
 
-from core.commands.grammar import FAMILIES, VERBS, WAIT_FLAGS, Flag, Verb, unknown_verb_message
-from core.errors import NotFoundError
+from kinetic_tui.core.commands.grammar import FAMILIES, VERBS, WAIT_FLAGS, Flag, Verb, unknown_verb_message
+from kinetic_tui.core.errors import NotFoundError
 
 _WIDTH = 28
 

@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from core.commands.grammar import (
-    FAMILIES, FIRST_WORDS, VERBS, WAIT_FLAGS, Flag, Verb, echo, unknown_verb_message,
-)
-from core.errors import KineticError, ValidationError
+from kinetic_tui.core.commands.grammar import FAMILIES, FIRST_WORDS, VERBS, WAIT_FLAGS, Flag, Verb, echo, unknown_verb_message
+from kinetic_tui.core.errors import KineticError, ValidationError
 
 Token = tuple[str, int, int]  # (value, start, end): start/end are 0-based indices into the raw line
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.backends.local import LocalBackend
-from core.errors import NotFoundError
-from core.events import DetachedWorkFailed, Event, EventBus
-from core.workspace import local_backend
+from kinetic_tui.core.backends.local.backend import LocalBackend
+from kinetic_tui.core.errors import NotFoundError
+from kinetic_tui.core.events import DetachedWorkFailed, Event, EventBus
+from kinetic_tui.core.backends.local.workspace import local_backend
 
 T = TypeVar("T")
 Action = Callable[..., tuple[T, list[Event]]]

@@ -14,16 +14,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from core.console.registry_ops import RegistryMixin
-from core.console.served_model import VersionModel
-from core.console.snapshots import (
-    EndpointSnapshot, InvocationSnapshot, LoadSnapshot, ScalingEventSnapshot,
-)
-from core.errors import NotFoundError, ValidationError
-from core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
-from core.platform.autoscaling import Endpoint, ScalingEvent
-from core.platform.registry import ModelRegistry, known_names, require_int
-from core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.console.registry_ops import RegistryMixin
+from kinetic_tui.core.console.served_model import VersionModel
+from kinetic_tui.core.console.snapshots import EndpointSnapshot, InvocationSnapshot, LoadSnapshot, ScalingEventSnapshot
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.registry import ModelRegistry, known_names, require_int
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
 
 MAX_LOAD_CONCURRENCY = 256  # one thread per request in flight
 _BARRIER_TIMEOUT = 10.0

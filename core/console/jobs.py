@@ -28,24 +28,24 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.accelerators import parse_accelerator
-from core.backends.local import LocalBackend
-from core.console.base import ConsoleBase, import_reference
-from core.console.snapshots import JobRecord, JobResultSnapshot, JobSnapshot, LogsSnapshot, PoolSnapshot
-from core.context import JobContext, check_callable
-from core.decorator import RemoteCallable
-from core.dispatch import submit_call
-from core.errors import KineticError, NotFoundError, ValidationError
-from core.events import JobStatusChanged, LogBatch, PoolChanged
-from core.gke_pools import GkePools
-from core.job_status import JobStatus
-from core.jobs import JobHandle, RemoteJobError
-from core.profiles import ResolvedInfra, resolve_infra
-from core.store.db import Database
+from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.backends.local.backend import LocalBackend
+from kinetic_tui.core.console.base import ConsoleBase, import_reference
+from kinetic_tui.core.console.snapshots import JobRecord, JobResultSnapshot, JobSnapshot, LogsSnapshot, PoolSnapshot
+from kinetic_tui.core.submission.context import JobContext, check_callable
+from kinetic_tui.core.decorator import RemoteCallable
+from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.events import JobStatusChanged, LogBatch, PoolChanged
+from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import JobHandle, RemoteJobError
+from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
+from kinetic_tui.core.store.db import Database
 
 if TYPE_CHECKING:
-    from core.backends.gke import GkeBackend, JobState
-    from infra import NodePoolSpec
+    from kinetic_tui.core.backends.gke.backend import GkeBackend, JobState
+    from kinetic_tui.infra import NodePoolSpec
 
 
 class WaitTimeout(KineticError, TimeoutError):
@@ -158,9 +158,9 @@ class GkeJobs:
 
     @cached_property
     def _backends(self) -> dict[str, GkeBackend]:
-        from core.backends.gke import backend_class
-        from core.backends.k8s_client import clients_for
-        from core.storage import GcsStorage
+        from kinetic_tui.core.backends.gke.backend import backend_class
+        from kinetic_tui.core.backends.gke.k8s_client import clients_for
+        from kinetic_tui.core.storage import GcsStorage
 
         clients, storage = clients_for(self.infra), GcsStorage(self.infra.jobs_bucket, project=self.infra.project)
         return {kind: backend_class(kind)(clients, storage, self.infra.namespace) for kind in ("gke", "pathways")}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.console.base import ConsoleBase, importable_cwd
-from core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot, RunSummary
-from core.errors import ValidationError
-from core.events import Event, PipelineRegistered, PipelineRunFinished, StepStatusChanged
+from kinetic_tui.core.console.base import ConsoleBase, importable_cwd
+from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot, RunSummary
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.events import Event, PipelineRegistered, PipelineRunFinished, StepStatusChanged
 
 
 class PipelinesMixin(ConsoleBase):

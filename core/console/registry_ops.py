@@ -2,12 +2,12 @@
 the CLI and the TUI (two processes) never act on each other's stale copy."""
 from __future__ import annotations
 
-from core.console.training_ops import TrainingMixin
-from core.console.snapshots import GroupSnapshot, ModelVersionSnapshot, TransitionSnapshot
-from core.errors import ValidationError
-from core.events import Event, ModelRegistered, TransitionMade
-from core.platform.registry import ModelRegistry, Stage
-from core.platform.training import TrainingStatus
+from kinetic_tui.core.console.training_ops import TrainingMixin
+from kinetic_tui.core.console.snapshots import GroupSnapshot, ModelVersionSnapshot, TransitionSnapshot
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.events import Event, ModelRegistered, TransitionMade
+from kinetic_tui.core.platform.registry import ModelRegistry, Stage
+from kinetic_tui.core.platform.training import TrainingStatus
 
 
 def group_snapshot(registry: ModelRegistry, group: str) -> GroupSnapshot:

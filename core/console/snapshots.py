@@ -9,15 +9,15 @@ import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.backends.local import Pool
-from core.job_status import JobStatus
-from core.platform.autoscaling import Endpoint, ScalingEvent
-from core.platform.pipelines import Pipeline, PipelineRun
-from core.platform.registry import ModelVersion, Transition
-from core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.backends.local.backend import Pool
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
+from kinetic_tui.core.platform.registry import ModelVersion, Transition
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
 
 if TYPE_CHECKING:
-    from infra import NodePoolSpec
+    from kinetic_tui.infra import NodePoolSpec
 
 
 def jsonable(value: Any) -> Any:

@@ -1,15 +1,15 @@
-"""Training runs and tuning studies through the console, delegated to `core.training_runs.TrainingService`
+"""Training runs and tuning studies through the console, delegated to `kinetic_tui.core.training.service.TrainingService`
 (which runs the epoch loop as real jobs on pools). The service manages its own transactions: a training
 attempt spans processes, so it cannot sit inside one console transaction."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.console.base import ConsoleBase
-from core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
+from kinetic_tui.core.console.base import ConsoleBase
+from kinetic_tui.core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
 
 if TYPE_CHECKING:
-    from core.training_runs import StudySnapshot, TrainingService, TrainingSnapshot
+    from kinetic_tui.core.training.service import StudySnapshot, TrainingService, TrainingSnapshot
 
 
 def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -> list[Event]:
@@ -34,7 +34,7 @@ class TrainingMixin(ConsoleBase):
     def training_service(self) -> TrainingService:
         """Created on first use: importing it pulls in the training entry point, which most verbs never need."""
         if self._training is None:
-            from core.training_runs import TrainingService
+            from kinetic_tui.core.training.service import TrainingService
 
             self._training = TrainingService(self.store, self.backend, clock=self.clock)
         return self._training

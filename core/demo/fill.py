@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.console import Console
-from core.console.base import one_line
-from core.errors import ValidationError
-from core.events import Event
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.console.base import one_line
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.events import Event
 
 MARKER = ".kinetic-demo"
-WORKLOAD = "core.demo.workload"
+WORKLOAD = "kinetic_tui.core.demo.workload"
 GROUP = "fraud-detector"
 ENDPOINT = "fraud-endpoint"
-PIPELINE_REF = "core.platform.canonical:canonical_pipeline"
+PIPELINE_REF = "kinetic_tui.core.demo.canonical:canonical_pipeline"
 PIPELINE = "canonical"
 BASELINE, PREEMPTIBLE, STUDY = "fraud-baseline", "fraud-preemptible", "fraud-sweep"
 LONG_JOB, FAILING_JOB, MULTI_HOST_JOB = "metrics-stream", "score-corrupt-batch", "allreduce-v4"

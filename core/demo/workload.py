@@ -1,4 +1,4 @@
-"""The user functions the demo's jobs run (`core.demo.workload:NAME`), shipped and run like any user code.
+"""The user functions the demo's jobs run (`kinetic_tui.core.demo.workload:NAME`), shipped and run like any user code.
 
 They exist to give the console something real to show: log lines that arrive over a few seconds, a remote
 traceback several frames deep, a multi-host slice whose hosts each report, and a job that keeps running

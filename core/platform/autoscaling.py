@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple
 
-from core.errors import ValidationError
-from core.platform.registry import require_int, require_name, require_number
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.registry import require_int, require_name, require_number
 
 ACTIONS = ("none", "scale_out", "scale_in", "hold", "reconfigure")
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 
 PARAMS = "params"
 

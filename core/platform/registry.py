@@ -15,7 +15,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.errors import NotFoundError, ValidationError
 
 # --- argument checks shared by the platform modules -------------------------------------------------
 

@@ -10,8 +10,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from core.errors import NotFoundError, ValidationError
-from core.platform.registry import known_names, require_int, require_name
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.platform.registry import known_names, require_int, require_name
 
 
 class Model(Protocol):

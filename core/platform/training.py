@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import KineticError, ValidationError
+from kinetic_tui.core.errors import KineticError, ValidationError
 
 TrainStep = Callable[[dict, int, dict], dict]
 

@@ -11,17 +11,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from core.errors import ValidationError
-from core.platform.training import (
-    ManagedTrainingRunner,
-    TrainingCluster,
-    TrainingJob,
-    TrainingStatus,
-    TrainStep,
-    default_train_step,
-    json_copy,
-    positive_int,
-)
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus, TrainStep, default_train_step, json_copy, positive_int
 
 STRATEGIES = ("grid", "random", "bayesian")
 

@@ -1,7 +1,7 @@
 """Object storage for jobs: the Storage protocol, a local-directory bucket and a GCS bucket."""
-from core.storage.base import Storage
-from core.storage.gcs import GcsStorage, MissingExtraError
-from core.storage.local import LocalStorage
+from kinetic_tui.core.storage.base import Storage
+from kinetic_tui.core.storage.gcs import GcsStorage, MissingExtraError
+from kinetic_tui.core.storage.local import LocalStorage
 
 __all__ = ["GcsStorage", "LocalStorage", "MissingExtraError", "Storage", "bucket_storage"]
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.errors import NotFoundError, ValidationError
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 

@@ -9,16 +9,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from core.errors import KineticError
-from core.storage.base import (
-    atomic_target,
-    missing,
-    require_file,
-    validate_bucket,
-    validate_delete_prefix,
-    validate_key,
-    validate_prefix,
-)
+from kinetic_tui.core.errors import KineticError
+from kinetic_tui.core.storage.base import atomic_target, missing, require_file, validate_bucket, validate_delete_prefix, validate_key, validate_prefix
 
 
 class MissingExtraError(KineticError, ImportError):

@@ -9,17 +9,9 @@ import os
 import shutil
 from pathlib import Path
 
-from core.errors import ValidationError
-from core.paths import local_root
-from core.storage.base import (
-    atomic_target,
-    missing,
-    require_file,
-    validate_bucket,
-    validate_delete_prefix,
-    validate_key,
-    validate_prefix,
-)
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.paths import local_root
+from kinetic_tui.core.storage.base import atomic_target, missing, require_file, validate_bucket, validate_delete_prefix, validate_key, validate_prefix
 
 # Bucket names cannot start with '.', so the staging area can never collide with a bucket.
 _STAGING = ".staging"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.store.db import DEFAULT_TIMEOUT, Database, StoreError
-from core.store.endpoints_repo import EndpointRepo
-from core.store.pipelines_repo import PipelineRepo, StepCache, StoredRun
-from core.store.registry_repo import RegistryRepo
-from core.store.training_repo import TrainingRepo
-from core.store.tuning_repo import StoredStudy, TuningRepo
+from kinetic_tui.core.store.db import DEFAULT_TIMEOUT, Database, StoreError
+from kinetic_tui.core.store.endpoints_repo import EndpointRepo
+from kinetic_tui.core.store.pipelines_repo import PipelineRepo, StepCache, StoredRun
+from kinetic_tui.core.store.registry_repo import RegistryRepo
+from kinetic_tui.core.store.training_repo import TrainingRepo
+from kinetic_tui.core.store.tuning_repo import StoredStudy, TuningRepo
 
 __all__ = ["Store", "StoreError", "StepCache", "StoredRun", "StoredStudy"]
 

@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from core.errors import KineticError, ValidationError
-from core.paths import state_db_path
-from core.store.migrations import MIGRATIONS
+from kinetic_tui.core.errors import KineticError, ValidationError
+from kinetic_tui.core.paths import state_db_path
+from kinetic_tui.core.store.migrations import MIGRATIONS
 
 DEFAULT_TIMEOUT = 5.0
 

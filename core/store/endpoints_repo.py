@@ -11,11 +11,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import NotFoundError, ValidationError
-from core.platform.autoscaling import Endpoint, ScalingEvent
-from core.platform.registry import known_names
-from core.platform.serving import MultiModelEndpoint
-from core.store.db import Database, dumps
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.registry import known_names
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.store.db import Database, dumps
 
 _EVENT_COLUMNS = ScalingEvent._fields
 

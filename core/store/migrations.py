@@ -136,7 +136,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
     """),
     (3, """
-        -- console training runs (core/training_runs.py): what a TrainingJob record does not carry
+        -- console training runs (core/training/service.py): what a TrainingJob record does not carry
         CREATE TABLE training_runs (
             name  TEXT PRIMARY KEY REFERENCES training_jobs(name) ON DELETE CASCADE,
             pool  TEXT NOT NULL,
@@ -152,7 +152,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
     """),
     (4, """
-        -- GKE profiles: the desired accelerator node pools of each cluster (core/gke_pools.py); the Pulumi
+        -- GKE profiles: the desired accelerator node pools of each cluster (core/backends/gke/pools.py); the Pulumi
         -- stack is converged to these rows by `kinetic-tui up` / `pool add|remove`
         CREATE TABLE gke_pools (
             project     TEXT NOT NULL,
@@ -168,7 +168,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
     """),
     (5, """
-        -- map lanes (core/backends/lanes.py): one runner process on one node works through a chunk of a
+        -- map lanes (core/backends/local/lanes.py): one runner process on one node works through a chunk of a
         -- batch's inputs; each input keeps its own jobs row, its log range and its result range
         CREATE TABLE lanes (
             lane_id    TEXT PRIMARY KEY,

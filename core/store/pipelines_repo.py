@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterator, MutableMapping
 from typing import Any, NamedTuple
 
-from core.errors import NotFoundError, ValidationError
-from core.platform.pipelines import Pipeline, PipelineRun
-from core.platform.registry import known_names
-from core.store.db import Database, dumps
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
+from kinetic_tui.core.platform.registry import known_names
+from kinetic_tui.core.store.db import Database, dumps
 
 
 class StoredRun(NamedTuple):

@@ -12,8 +12,8 @@ import json
 import time
 from collections.abc import Callable
 
-from core.platform.registry import ModelRegistry, ModelVersion, Stage, Transition
-from core.store.db import Database, dumps
+from kinetic_tui.core.platform.registry import ModelRegistry, ModelVersion, Stage, Transition
+from kinetic_tui.core.store.db import Database, dumps
 
 
 class RegistryRepo:

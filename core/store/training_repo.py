@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from core.errors import NotFoundError
-from core.platform.registry import known_names
-from core.platform.training import CapacityError, TrainingCluster, TrainingJob, TrainingStatus, TrainingStateError
-from core.store.db import Database, dumps
+from kinetic_tui.core.errors import NotFoundError
+from kinetic_tui.core.platform.registry import known_names
+from kinetic_tui.core.platform.training import CapacityError, TrainingCluster, TrainingJob, TrainingStatus, TrainingStateError
+from kinetic_tui.core.store.db import Database, dumps
 
 _HOLDING = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 

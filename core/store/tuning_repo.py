@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from core.errors import NotFoundError
-from core.platform.registry import known_names, require_name
-from core.platform.tuning import HyperparameterTuner, TuningResult
-from core.store.db import Database, dumps
+from kinetic_tui.core.errors import NotFoundError
+from kinetic_tui.core.platform.registry import known_names, require_name
+from kinetic_tui.core.platform.tuning import HyperparameterTuner, TuningResult
+from kinetic_tui.core.store.db import Database, dumps
 
 _RESULT_KEYS = ("trials", "best")
 

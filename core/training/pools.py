@@ -1,9 +1,9 @@
 """Which pools a training can run on, and how many training instances each offers."""
 from __future__ import annotations
 
-from core.accelerators import parse_accelerator
-from core.backends.local import LocalBackend, Pool
-from core.errors import ValidationError
+from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.backends.local.backend import LocalBackend, Pool
+from kinetic_tui.core.errors import ValidationError
 
 
 def accelerator(pool: Pool) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from core.backends.local import JobRow
-from core.job_status import JobStatus
-from core.platform.train_entry import PREEMPTED_EXIT_CODE, parse_event
-from core.platform.training import Checkpoint, TrainingStatus
-from core.training.records import Run
+from kinetic_tui.core.backends.local.backend import JobRow
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE, parse_event
+from kinetic_tui.core.platform.training import Checkpoint, TrainingStatus
+from kinetic_tui.core.training.records import Run
 
 TERMINAL_EVENTS = ("completed", "failed")
 

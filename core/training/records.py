@@ -12,10 +12,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from core.errors import ValidationError
-from core.platform.training import TrainingJob, TrainingStatus
-from core.store import Store
-from core.store.db import dumps
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.training import TrainingJob, TrainingStatus
+from kinetic_tui.core.store import Store
+from kinetic_tui.core.store.db import dumps
 
 # Names become storage keys (the checkpoint prefix) and command arguments: one safe path segment.
 NAME_RULE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"

@@ -15,15 +15,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.errors import ValidationError
-from core.platform.train_entry import check_step_ref
-from core.platform.training import CapacityError, TrainingStatus
-from core.platform.tuning import HyperparameterTuner, Trial, best_trial
-from core.training.pools import instances
-from core.training.records import Run, StudySnapshot, TrialSnapshot, require_run_name
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.training.entry import check_step_ref
+from kinetic_tui.core.platform.training import CapacityError, TrainingStatus
+from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
+from kinetic_tui.core.training.pools import instances
+from kinetic_tui.core.training.records import Run, StudySnapshot, TrialSnapshot, require_run_name
 
 if TYPE_CHECKING:
-    from core.training_runs import TrainingService
+    from kinetic_tui.core.training.service import TrainingService
 
 IN_FLIGHT = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 _POLL = 0.2

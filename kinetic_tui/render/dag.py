@@ -12,9 +12,9 @@ from typing import Any
 
 from rich.text import Text
 
-from core.errors import ValidationError
-from core.platform.pipelines import RunStatus, StepStatus
-from core.platform.registry import require_int
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.pipelines import RunStatus, StepStatus
+from kinetic_tui.core.platform.registry import require_int
 from kinetic_tui.render.formatting import (
     NONE_CELL,
     STEP_PENDING,

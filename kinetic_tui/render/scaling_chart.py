@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 from rich.text import Text
 
-from core.platform.autoscaling import ScalingEvent
-from core.platform.registry import require_int
+from kinetic_tui.core.platform.autoscaling import ScalingEvent
+from kinetic_tui.core.platform.registry import require_int
 from kinetic_tui.render.formatting import fit, percent, sparkline, wrap_pieces
 
 BAR, DESIRED, DESIRED_IN_BAR = "█", "─", "┼"

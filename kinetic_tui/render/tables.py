@@ -12,12 +12,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from core.backends.local import JobRow
-from core.errors import ValidationError
-from core.job_status import JobStatus
-from core.platform.pipelines import RunStatus
-from core.platform.registry import Stage
-from core.platform.training import TrainingStatus
+from kinetic_tui.core.backends.local.backend import JobRow
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.pipelines import RunStatus
+from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.platform.training import TrainingStatus
 from kinetic_tui.render.formatting import (
     NONE_CELL,
     fit,

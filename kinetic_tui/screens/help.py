@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Label, Static
 
-from kinetic_tui.widgets.dialog import Dialog
+from kinetic_tui.screens.dialog import Dialog
 
 KeyRow = tuple[str, str]  # (key as shown, what it does)
 

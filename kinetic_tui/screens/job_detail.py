@@ -16,12 +16,12 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 from textual.worker import Worker
 
-from core.console import Console, RemoteJobFailed
-from core.console.snapshots import JobSnapshot
-from core.errors import KineticError
-from core.job_status import JobStatus
+from kinetic_tui.core.console import Console, RemoteJobFailed
+from kinetic_tui.core.console.snapshots import JobSnapshot
+from kinetic_tui.core.errors import KineticError
+from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.render import humanize_age, status_cell
-from kinetic_tui.widgets.confirm import Field, FormScreen
+from kinetic_tui.screens.dialogs import Field, FormScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.log_view import LogView
 

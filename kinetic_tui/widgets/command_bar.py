@@ -1,6 +1,6 @@
 """The `:` command bar (k9s command mode) and the `/` filter prompt, one docked widget with two modes.
 
-Completion is the core's (`core.commands.complete`: verbs, subcommands, flags, choice values) plus the
+Completion is the core's (`kinetic_tui.core.commands.complete`: verbs, subcommands, flags, choice values) plus the
 names of live objects for the argument slot being typed (job ids after `cancel`, pools after
 `pool remove`, ...), which only the console knows. Messages go up: the app executes and filters.
 """
@@ -18,9 +18,9 @@ from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
-from core.commands import complete
-from core.commands.grammar import FAMILIES, VERBS
-from core.commands.parser import ParseError, tokenize
+from kinetic_tui.core.commands import complete
+from kinetic_tui.core.commands.grammar import FAMILIES, VERBS
+from kinetic_tui.core.commands.parser import ParseError, tokenize
 
 Mode = Literal["command", "filter"]
 Names = Mapping[str, Sequence[str]]  # object kind -> names, e.g. {"job": ["job-1a2b3c4d", ...]}

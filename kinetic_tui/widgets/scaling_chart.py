@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from core.console.snapshots import ScalingEventSnapshot
+from kinetic_tui.core.console.snapshots import ScalingEventSnapshot
 from kinetic_tui.render.scaling_chart import MIN_PLOT, render_scaling_chart
 
 PLOT_ROWS = 6  # with the axis, marks, ticks, concurrency and legend rows the chart stays within 12 rows

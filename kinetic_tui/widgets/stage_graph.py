@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from core.console.snapshots import ModelVersionSnapshot
-from core.platform.registry import ModelVersion
+from kinetic_tui.core.console.snapshots import ModelVersionSnapshot
+from kinetic_tui.core.platform.registry import ModelVersion
 from kinetic_tui.render.stage_graph import MIN_WIDTH, render_stage_graph
 
 

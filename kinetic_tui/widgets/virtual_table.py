@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.render.formatting import styled_cell
 
 Row = tuple[str, ...]

@@ -37,12 +37,12 @@ import aiohttp.web
 import pytest
 from kmock import KubernetesEmulator, ResourceInfo, Server
 
-from core.backends import manifests
-from core.backends.gke import GkeBackend, backend_class
-from core.backends.k8s_client import K8sClients, clients_for
-from core.backends.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION
-from core.profiles import jobs_bucket_name, resolve_infra
-from core.storage import GcsStorage
+from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.backends.gke.backend import GkeBackend, backend_class
+from kinetic_tui.core.backends.gke.k8s_client import K8sClients, clients_for
+from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION
+from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra
+from kinetic_tui.core.storage import GcsStorage
 from tests.gcs_emulator import create_bucket
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from core.console import Console
-from core.console.jobs import GkeJobs, LocalJobs
-from core.events import JobStatusChanged
-from core.gke_pools import GkePools
-from core.profiles import create_profile, resolve_infra
-from core.workspace import local_backend, store
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.console.jobs import GkeJobs, LocalJobs
+from kinetic_tui.core.events import JobStatusChanged
+from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.profiles import create_profile, resolve_infra
+from kinetic_tui.core.backends.local.workspace import local_backend, store
 from kinetic_tui.script import run_script
 from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
 from tests.lifecycle.backend_projects import make_project

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 import kinetic_tui as kinetic
-from core.backends import manifests
-from core.backends.gke import OUTCOME, GkeBackend, GkeError, backend_for, submit_gke
-from core.backends.k8s_client import ClusterAccessError, clients_for
-from core.context import JobContext
-from core.errors import NotFoundError, ValidationError
-from core.job_status import JobStatus
-from core.profiles import resolve_infra
-from core.storage import MissingExtraError
-from infra.container_builder import ImageBuild, prebuilt_image
+from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeBackend, GkeError, backend_for, submit_gke
+from kinetic_tui.core.backends.gke.k8s_client import ClusterAccessError, clients_for
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.profiles import resolve_infra
+from kinetic_tui.core.storage import MissingExtraError
+from kinetic_tui.infra.container_builder import ImageBuild, prebuilt_image
 from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
 from tests.lifecycle.backend_projects import import_jobs, make_project
 

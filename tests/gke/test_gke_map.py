@@ -1,4 +1,4 @@
-"""`map` on a GKE profile (core/gke_batches.py) against kmock and fake-gcs-server, with the kubelet double
+"""`map` on a GKE profile (core/backends/gke/batches.py) against kmock and fake-gcs-server, with the kubelet double
 running each pod's runner as a real process: one Job per input, `max_concurrent` through suspended Jobs,
 retries, partial failures, reattaching, and the refusals."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import kinetic_tui as kinetic
-from core.backends import manifests
-from core.errors import ValidationError
-from core.job_status import JobStatus
-from core.packaging import PayloadError
+from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.submission.packaging import PayloadError
 from tests.gke.kubelet import Cluster, cluster, kube, serving  # noqa: F401
 from tests.lifecycle.run_projects import flaky_task, load_module, make_project
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.accelerators import all_accelerators, format_accelerator, is_multi_host, parse_accelerator
-from core.backends import manifests
-from core.backends.manifests import WorkloadSpec, job_manifest, leaderworkerset_manifest
+from kinetic_tui.core.accelerators import all_accelerators, format_accelerator, is_multi_host, parse_accelerator
+from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.backends.gke.manifests import WorkloadSpec, job_manifest, leaderworkerset_manifest
 
 K8S_VERSIONS = ("1.37.0", "1.33.0")
 LWS_SCHEMA = json.loads((Path(__file__).with_name("lws_schema.json")).read_text())

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 
 import kinetic_tui as kinetic
-from core.backends.gke import OUTCOME, submit_gke
-from core.backends.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION, PathwaysBackend
-from core.context import JobContext
-from core.job_status import JobStatus
+from kinetic_tui.core.backends.gke.backend import OUTCOME, submit_gke
+from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION, PathwaysBackend
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.job_status import JobStatus
 from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
 from tests.lifecycle.backend_projects import import_jobs, make_project
 

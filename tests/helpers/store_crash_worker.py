@@ -12,10 +12,10 @@ import sqlite3
 import sys
 from typing import Any
 
-from core.platform.autoscaling import Endpoint
-from core.platform.registry import ALLOWED_TRANSITIONS, ModelRegistry, ModelVersion
-from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
-from core.store import Store
+from kinetic_tui.core.platform.autoscaling import Endpoint
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, ModelRegistry, ModelVersion
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.core.store import Store
 
 MARKERS = "CREATE TABLE IF NOT EXISTS crash_markers (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, detail TEXT NOT NULL)"
 GROUPS = ("fraud", "churn")

@@ -1,7 +1,7 @@
 """A small pipeline with a gate, importable by reference ("tests.helpers.store_pipeline:build") from any process."""
 from __future__ import annotations
 
-from core.platform.pipelines import ConditionStep, Pipeline, Step
+from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
 
 
 def _prepare(inputs: dict) -> dict:

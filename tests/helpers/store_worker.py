@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, ContextManager
 
-from core.platform.autoscaling import Endpoint
-from core.platform.registry import ModelRegistry
-from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
-from core.store import Store
+from kinetic_tui.core.platform.autoscaling import Endpoint
+from kinetic_tui.core.platform.registry import ModelRegistry
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.core.store import Store
 
 PIPELINE_REF = "tests.helpers.store_pipeline:build"
 

@@ -25,26 +25,10 @@ from google.cloud import storage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.accelerators import parse_accelerator
-from core.errors import ValidationError
-from core.storage.gcs import MissingExtraError
-from infra.container_builder import (
-    PREBUILT_REPOSITORY,
-    RUNNER_IN_IMAGE,
-    RUNNER_PATH,
-    TEMPLATE_PATH,
-    ImageBuild,
-    ImageBuildError,
-    ImageInputs,
-    build_context,
-    cloud_build_client,
-    ensure_image,
-    filter_requirements,
-    image_inputs,
-    image_tag,
-    registry_has_tag,
-    resolve_image,
-)
+from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.storage.gcs import MissingExtraError
+from kinetic_tui.infra.container_builder import PREBUILT_REPOSITORY, RUNNER_IN_IMAGE, RUNNER_PATH, TEMPLATE_PATH, ImageBuild, ImageBuildError, ImageInputs, build_context, cloud_build_client, ensure_image, filter_requirements, image_inputs, image_tag, registry_has_tag, resolve_image
 from tests.gcs_emulator import create_bucket
 
 PROJECT, REGION, CLUSTER = "acme-ml", "us-central1", "train"

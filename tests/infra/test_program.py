@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from core.errors import ValidationError
-from core.profiles import resolve_infra
-from infra import InfraConfig, NodePoolSpec, service_account_email, service_account_id
-from infra.program import BUILD_RETENTION_DAYS, REQUIRED_APIS, define
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.profiles import resolve_infra
+from kinetic_tui.infra import InfraConfig, NodePoolSpec, service_account_email, service_account_id
+from kinetic_tui.infra.program import BUILD_RETENTION_DAYS, REQUIRED_APIS, define
 from tests.infra import PROJECT, RecordingMocks, Resources, run_under_mocks
 
 # pulumi_gcp warns about its own deprecated aliases when a submodule loads; not ours to fix.

@@ -16,26 +16,9 @@ from google.auth.credentials import AnonymousCredentials
 from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
-from core.errors import KineticError, NotFoundError, ValidationError
-from infra import InfraConfig, NodePoolSpec
-from infra.state import (
-    AutomationBackend,
-    CredentialsError,
-    DestroyResult,
-    PulumiCliMissingError,
-    StackOperationError,
-    StackRef,
-    StackState,
-    StateBackendError,
-    UpdateResult,
-    _guarded,
-    apply_destroy,
-    apply_update,
-    error_line,
-    load_state,
-    output_values,
-    resource_changes,
-)
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.infra import InfraConfig, NodePoolSpec
+from kinetic_tui.infra.state import AutomationBackend, CredentialsError, DestroyResult, PulumiCliMissingError, StackOperationError, StackRef, StackState, StateBackendError, UpdateResult, _guarded, apply_destroy, apply_update, error_line, load_state, output_values, resource_changes
 from tests.infra import PROJECT, run_under_mocks
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:gcp\..*deprecated:DeprecationWarning")

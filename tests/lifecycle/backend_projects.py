@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from core.backends import launcher, queue_watcher
-from core.backends.launcher import HostProcess
-from core.paths import kinetic_home as home_dir, state_db_path
-from core.store import Store
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.supervisor import process as queue_watcher
+from kinetic_tui.core.backends.local.launcher import HostProcess
+from kinetic_tui.core.paths import kinetic_home as home_dir, state_db_path
+from kinetic_tui.core.store import Store
 
 CLIENT_TIMEOUT = 60.0
 T = TypeVar("T")

@@ -124,8 +124,8 @@ def stop_jobs(kinetic_home: Path) -> Iterator[None]:
     """After each test: cancel what is queued or running (so no watcher starts more), kill every job's
     process group that is still alive, stop the home's fork server."""
     yield
-    from core.backends import lanes, launcher
-    from core.workspace import local_backend
+    from kinetic_tui.core.backends.local import lanes, launcher
+    from kinetic_tui.core.backends.local.workspace import local_backend
 
     if (kinetic_home / "state.db").exists():
         backend = local_backend()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
 
 def state(endpoint: Endpoint) -> tuple:
     return endpoint.to_record(), endpoint.history

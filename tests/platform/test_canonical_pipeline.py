@@ -5,16 +5,8 @@ import json
 import subprocess
 import sys
 
-from core.platform.canonical import (
-    DEFAULT_PARAMS,
-    NAME,
-    canonical_pipeline,
-    evaluate,
-    predict,
-    preprocess,
-    train_centroid,
-)
-from core.platform.pipelines import PipelineRun, RunStatus, StepStatus
+from kinetic_tui.core.demo.canonical import DEFAULT_PARAMS, NAME, canonical_pipeline, evaluate, predict, preprocess, train_centroid
+from kinetic_tui.core.platform.pipelines import PipelineRun, RunStatus, StepStatus
 
 ALL_STEPS = ["preprocess", "train_a", "train_b", "evaluate", "accuracy_gate", "register", "notify"]
 RUN_3_PARAMS = {"raw_rows": 800, "threshold": 0.99}
@@ -72,7 +64,7 @@ def test_cache_keys_are_identical_in_another_process_with_another_hash_seed():
     """What lets the store's persistent cache serve a rerun after a restart."""
     script = (
         "import json\n"
-        "from core.platform.canonical import canonical_pipeline\n"
+        "from kinetic_tui.core.demo.canonical import canonical_pipeline\n"
         "run = canonical_pipeline().run()\n"
         "print(json.dumps({n: r.cache_key for n, r in run.steps.items()}))\n"
     )

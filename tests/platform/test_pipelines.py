@@ -12,18 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.platform.pipelines import (
-    ConditionStep,
-    CycleError,
-    Pipeline,
-    PipelineRun,
-    RunStatus,
-    Step,
-    StepResult,
-    StepStatus,
-    code_fingerprint,
-    compute_cache_key,
-)
+from kinetic_tui.core.platform.pipelines import ConditionStep, CycleError, Pipeline, PipelineRun, RunStatus, Step, StepResult, StepStatus, code_fingerprint, compute_cache_key
 
 NAMES = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
 
@@ -325,7 +314,7 @@ def test_editing_a_steps_code_misses_the_cache_but_moving_it_does_not():
 
 def test_fingerprints_are_stable_across_processes_and_hash_seeds():
     script = (
-        "from core.platform.pipelines import code_fingerprint\n"
+        "from kinetic_tui.core.platform.pipelines import code_fingerprint\n"
         "def step(inputs):\n"
         "    return {'out': inputs['k'] in {'alpha', 'beta', 'gamma', 'delta', 'epsilon'}}\n"
         "print(code_fingerprint(step.__code__))\n"

@@ -10,15 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import NotFoundError
-from core.platform.registry import (
-    ALLOWED_TRANSITIONS,
-    InvalidTransitionError,
-    ModelRegistry,
-    ModelVersion,
-    Stage,
-    Transition,
-)
+from kinetic_tui.core.errors import NotFoundError
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, InvalidTransitionError, ModelRegistry, ModelVersion, Stage, Transition
 
 SPEC_EDGES = {
     ("None", "Staging"), ("None", "Archived"),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
-from core.errors import KineticError
-from core.platform.training import (
-    CapacityError,
-    Checkpoint,
-    ManagedTrainingRunner,
-    TrainingCluster,
-    TrainingJob,
-    TrainingStateError,
-    TrainingStatus,
-    compute_artifact_hash,
-    default_train_step,
-)
+from kinetic_tui.core.errors import KineticError
+from kinetic_tui.core.platform.training import CapacityError, Checkpoint, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus, compute_artifact_hash, default_train_step
 
 MAX_EPOCHS = 6
 

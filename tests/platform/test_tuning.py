@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus
-from core.platform.tuning import HyperparameterTuner, Trial, TuningResult, best_trial
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus
+from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, TuningResult, best_trial
 
 SPACE = {"b": [3, 1], "a": ["x", "y"]}
 SPACE_GRID = [{"a": "x", "b": 3}, {"a": "x", "b": 1}, {"a": "y", "b": 3}, {"a": "y", "b": 1}]

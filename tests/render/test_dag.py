@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import ValidationError
-from core.platform.canonical import canonical_pipeline
-from core.platform.pipelines import ConditionStep, Pipeline, PipelineRun, Step
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.demo.canonical import canonical_pipeline
+from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, PipelineRun, Step
 from kinetic_tui.render.dag import render_dag, run_history_rows, step_rows
 from tests.render import widest
 

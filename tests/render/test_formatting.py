@@ -6,11 +6,11 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.text import Text
 
-from core.errors import ValidationError
-from core.job_status import JobStatus
-from core.platform.pipelines import RunStatus, StepStatus
-from core.platform.registry import Stage
-from core.platform.training import TrainingStatus
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.pipelines import RunStatus, StepStatus
+from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.platform.training import TrainingStatus
 from kinetic_tui.render.formatting import (
     LOOKS,
     fit,

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.render.log_buffer import LogBuffer
 
 

@@ -5,9 +5,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from core.platform.autoscaling import Endpoint
-from core.platform.canonical import canonical_pipeline
-from core.platform.registry import ModelVersion, Stage
+from kinetic_tui.core.platform.autoscaling import Endpoint
+from kinetic_tui.core.demo.canonical import canonical_pipeline
+from kinetic_tui.core.platform.registry import ModelVersion, Stage
 from kinetic_tui.render.dag import render_dag
 from kinetic_tui.render.formatting import styled_cell
 from kinetic_tui.render.scaling_chart import render_scaling_chart

@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import ValidationError
-from core.platform.autoscaling import Endpoint, ScalingEvent
-from core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.render.scaling_chart import cache_rows, render_scaling_chart
 from tests.render import widest
 

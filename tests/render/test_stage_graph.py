@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.console.snapshots import ModelVersionSnapshot
-from core.errors import ValidationError
-from core.platform.registry import ALLOWED_TRANSITIONS, ModelRegistry, ModelVersion, Stage, Transition
+from kinetic_tui.core.console.snapshots import ModelVersionSnapshot
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, ModelRegistry, ModelVersion, Stage, Transition
 from kinetic_tui.render.stage_graph import history_rows, promote_targets, render_stage_graph
 from tests.render import widest
 

@@ -2,16 +2,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.backends.local import JobRow, Pool
-from core.console.snapshots import EndpointSnapshot, JobSnapshot, PipelineSnapshot, RunSummary
-from core.errors import ValidationError
-from core.job_status import JobStatus
-from core.platform.autoscaling import Endpoint
-from core.platform.canonical import canonical_pipeline
-from core.platform.registry import ModelRegistry, Stage
-from core.platform.serving import MultiModelEndpoint
-from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
-from core.platform.tuning import HyperparameterTuner
+from kinetic_tui.core.backends.local.backend import JobRow, Pool
+from kinetic_tui.core.console.snapshots import EndpointSnapshot, JobSnapshot, PipelineSnapshot, RunSummary
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.autoscaling import Endpoint
+from kinetic_tui.core.demo.canonical import canonical_pipeline
+from kinetic_tui.core.platform.registry import ModelRegistry, Stage
+from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.render.formatting import humanize_duration, parse_humanized
 from kinetic_tui.render.tables import (
     endpoint_row,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from core.console import Console
-from core.job_status import JobStatus
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.app import KineticApp
 from tests.helpers import projects
 from tests.lifecycle.run_projects import stop_jobs  # noqa: F401  (autouse: no job outlives its test)

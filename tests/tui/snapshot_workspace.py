@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
-from core.backends import launcher
-from core.console import Console
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.console import Console
 
 ROOT = Path("/tmp/kinetic-tui-snapshots")  # fixed: it appears in the job logs the snapshots show
 FROZEN = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the console's clock while the workspace is built
@@ -63,7 +63,7 @@ def score_corrupt(records):
     return [_parse(record) / 100 for record in records]
 '''
 GROUP, ENDPOINT, PIPELINE = "fraud", "fraud-web", "canonical"
-CANONICAL = "core.platform.canonical:canonical_pipeline"
+CANONICAL = "kinetic_tui.core.demo.canonical:canonical_pipeline"
 LOAD_PATTERN = ((10, 1), (45, 3), (5, 4))  # (concurrency, ticks): scale out, hold, scale in
 PHASE_TIMING = re.compile(r"\(\d+\.\d+s\)")
 
@@ -76,15 +76,15 @@ def counted_job_ids() -> Iterator[None]:
     def next_id() -> str:
         return f"job-{next(counter):08x}"
 
-    with mock.patch("core.context.new_job_id", next_id), mock.patch("core.dispatch.new_job_id", next_id), \
-            mock.patch("core.collections.new_job_id", next_id):
+    with mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id), mock.patch("kinetic_tui.core.submission.dispatch.new_job_id", next_id), \
+            mock.patch("kinetic_tui.core.batches.new_job_id", next_id):
         yield
 
 
 @contextmanager
 def still_step_clock() -> Iterator[None]:
     """Pipeline steps all take 0 s: their durations are measured with `perf_counter` in one module."""
-    import core.platform.pipelines as pipelines
+    import kinetic_tui.core.platform.pipelines as pipelines
 
     frozen_time = types.SimpleNamespace(perf_counter=lambda: 0.0)
     with mock.patch.object(pipelines, "time", frozen_time):

@@ -9,17 +9,17 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from core.console import Console
+from kinetic_tui.core.console import Console
 from kinetic_tui.app import KineticApp
-from kinetic_tui.screens.base import View
-from kinetic_tui.screens.clusters import ClustersView
+from kinetic_tui.views.base import View
+from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
-from kinetic_tui.screens.jobs import JobsView
-from kinetic_tui.screens.pipelines import PipelinesView
-from kinetic_tui.screens.training import TrainingView
+from kinetic_tui.views.jobs import JobsView
+from kinetic_tui.views.pipelines import PipelinesView
+from kinetic_tui.views.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, complete_line
-from kinetic_tui.widgets.confirm import ConfirmScreen
+from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from tests.test_console_support import state_dump
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
@@ -77,7 +77,7 @@ async def test_the_bar_mounts_above_the_footer_on_first_use_and_serves_both_prom
 
 
 TINY_PIPELINE = """
-from core.platform.pipelines import Pipeline, Step
+from kinetic_tui.core.platform.pipelines import Pipeline, Step
 
 
 def one(inputs):
@@ -92,7 +92,7 @@ async def test_the_palette_jumps_to_an_object_in_a_view_not_yet_mounted(
         make_app: AppFactory, console: Console, tui_project: Path,
 ) -> None:
     (tui_project / "tui_pipes.py").write_text(TINY_PIPELINE)
-    await console.register_pipeline("core.platform.canonical:canonical_pipeline")
+    await console.register_pipeline("kinetic_tui.core.demo.canonical:canonical_pipeline")
     await console.register_pipeline("tui_pipes:tiny")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

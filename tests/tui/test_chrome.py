@@ -13,13 +13,13 @@ from rich.console import RenderableType
 from rich.style import Style
 from textual.screen import Screen
 
-from core.console import Console
+from kinetic_tui.core.console import Console
 from kinetic_tui import app as app_module
 from kinetic_tui.app import KineticApp
 from kinetic_tui.render.header import header_text
 from kinetic_tui.render.key_hints import CORNER_BAR, KeyHint, key_hints
-from kinetic_tui.screens.base import View
-from kinetic_tui.screens.clusters import ClustersView
+from kinetic_tui.views.base import View
+from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, wait_for

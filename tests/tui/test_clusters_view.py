@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 
-from core.console import Console
-from core.profiles import create_profile
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.profiles import create_profile
 from kinetic_tui.app import KineticApp
-from kinetic_tui.screens.clusters import ClustersView, pool_add_line
-from kinetic_tui.widgets.confirm import ConfirmScreen, FormScreen
+from kinetic_tui.views.clusters import ClustersView, pool_add_line
+from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.widgets.virtual_table import VirtualTable
 from tests.test_console_support import state_dump
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, notes, settle, wait_for

@@ -21,7 +21,7 @@ import pytest
 from rich.color import ColorType
 from textual.pilot import Pilot
 
-from core.console import Console
+from kinetic_tui.core.console import Console
 from kinetic_tui.app import THEME, KineticApp
 from tests.tui.conftest import SIZE, AppFactory
 

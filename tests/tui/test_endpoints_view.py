@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input
 
-from kinetic_tui.widgets.confirm import FormScreen
+from kinetic_tui.screens.dialogs import FormScreen
 from kinetic_tui.widgets.scaling_chart import ScalingChart
 from tests.tui.conftest import notes, settle
 from tests.tui.test_training_view import open_view

@@ -9,16 +9,16 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from core.console import Console
-from core.console.snapshots import JobSnapshot
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.app import KineticApp
-from kinetic_tui.screens.clusters import ClustersView
+from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
-from kinetic_tui.screens import jobs as jobs_screen
-from kinetic_tui.screens.jobs import JobsView, submit_line
-from kinetic_tui.widgets import KeyedTable
-from kinetic_tui.widgets.confirm import ConfirmScreen, FormScreen
+from kinetic_tui.views import jobs as jobs_screen
+from kinetic_tui.views.jobs import JobsView, submit_line
+from kinetic_tui.widgets.keyed_table import KeyedTable
+from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.widgets.log_view import LogView
 from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
 

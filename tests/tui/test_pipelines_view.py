@@ -5,11 +5,11 @@ import pytest
 from textual.widgets import TextArea
 
 from kinetic_tui.widgets.dag_view import DagView
-from kinetic_tui.widgets.forms import ParamsForm
+from kinetic_tui.views.forms import ParamsForm
 from tests.tui.conftest import settle
 from tests.tui.test_training_view import open_view
 
-CANONICAL = "core.platform.canonical:canonical_pipeline"
+CANONICAL = "kinetic_tui.core.demo.canonical:canonical_pipeline"
 
 
 @pytest.fixture

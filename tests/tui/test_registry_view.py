@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.console import Console
-from kinetic_tui.widgets.confirm import ConfirmScreen
-from kinetic_tui.widgets.forms import StagePicker
+from kinetic_tui.core.console import Console
+from kinetic_tui.screens.dialogs import ConfirmScreen
+from kinetic_tui.views.forms import StagePicker
 from kinetic_tui.widgets.stage_graph import StageGraph
 from tests.tui.conftest import settle
 from tests.tui.test_training_view import open_view

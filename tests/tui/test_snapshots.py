@@ -15,12 +15,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from core.console import Console
+from kinetic_tui.core.console import Console
 from kinetic_tui.app import KineticApp
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.widgets.command_bar import CommandBar
-from kinetic_tui.widgets.forms import StagePicker
+from kinetic_tui.views.forms import StagePicker
 from tests.tui.snapshot_workspace import VIEWED_AT, locked_workspace
 
 Scenario = Callable[[Pilot], Awaitable[None]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from core.demo.fill import BASELINE, ENDPOINT, LONG_JOB, POOLS, STUDY
+from kinetic_tui.core.demo.fill import BASELINE, ENDPOINT, LONG_JOB, POOLS, STUDY
 
 SESSION = "demo"
 WIDTH, HEIGHT = 120, 35

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from core.console import Console
-from core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
-from kinetic_tui.widgets import KeyedTable
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.widgets.keyed_table import KeyedTable
 from tests.tui.conftest import notes, settle
 
 SLOW_STEP = "tests.tui.test_training_view:slow_step"

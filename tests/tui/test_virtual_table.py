@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
-from core.errors import ValidationError
-from kinetic_tui.screens.jobs import COLUMNS
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.views.jobs import COLUMNS
 from kinetic_tui.widgets.virtual_table import ELLIPSIS, Row, VirtualTable, fit
 
 SIZE = (80, 12)  # a header line and 11 rows on screen

@@ -1,0 +1,543 @@
+"""The GKE backend (SPEC 7): one batch/v1 Job per call, status from the Job and its pods, logs from the
+pod log stream, results in the jobs bucket.
+
+A job's truth lives in two places that outlive each other: the Kubernetes Job (gone 600 s after it
+finishes, or at cancel) and the job's prefix in the bucket (handle, result summaries). Status reads, in
+order: `outcome.json` (written by a client that settled the job itself: a cancel, or a launch that can
+never succeed), then the live workload and its pods, then the result files. So a job is never reported
+Pending for ever: a pod that cannot pull its image, has no node pool for its accelerator, or stays
+unschedulable past `pending_timeout`, is settled FAILED with the reason and its workload deleted.
+
+Responses are read raw (`_preload_content=False` + json) rather than through the SDK's models: status
+polls only need a few fields, and skipping model construction keeps a poll cheap.
+
+The backend keeps the method names of LocalBackend that JobHandle calls (`refresh`, `wait`,
+`read_logs`, `cancel`, `cleanup`), returning `JobState`s with the JobRow fields it reads, so a handle
+can use either backend through one code path.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, parse_accelerator
+from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error, clients_for, target
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import JobHandle
+from kinetic_tui.core.profiles import resolve_infra
+from kinetic_tui.core.storage import GcsStorage, Storage
+from kinetic_tui.core.submission.pack import HANDLE, Archives, DeferredWrites, Packed, Prepared, captured_env, handle_record, pack, upload, write_handle
+
+if TYPE_CHECKING:
+    from kinetic_tui.infra.container_builder import ImageBuild, ImageInputs, ResolvedImage
+
+OUTCOME = "outcome.json"
+REQUIREMENTS = "requirements.txt"
+PENDING_TIMEOUT = 900.0
+SUSPENDED = "suspended: waiting for room in its batch (max_concurrent)"
+IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+NO_POOL_HINT = "node affinity/selector"  # the autoscaler's words when no node pool matches the selector
+KEEP_ON_CLEANUP = (HANDLE, OUTCOME, "result", "output/")  # records a finished job is still asked about
+
+
+class GkeError(KineticError):
+    """The Kubernetes API refused a request; the message names the object and the API's reason."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's state as the backend sees it (the JobRow fields JobHandle reads)."""
+
+    job_id: str
+    status: JobStatus
+    phase: str | None = None
+    detail: str | None = None
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a pod is not running; `fatal` ones settle the job FAILED instead of leaving it Pending."""
+
+    detail: str
+    fatal: bool
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def diagnose(pods: Sequence[Mapping[str, Any]], events: Callable[[str], list[Mapping[str, Any]]],
+             accelerator: str, now: float, pending_timeout: float) -> Diagnosis | None:
+    """The first reason a pending pod will not (or did not yet) start; `events(pod_name)` is asked only for
+    unschedulable pods, to tell "no node pool matches" from "the pool is still scaling up"."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in IMAGE_PULL_REASONS:
+                return Diagnosis(f"image {container.get('image')!r} cannot be pulled ({waiting['reason']}): "
+                                 f"{waiting.get('message') or 'no message'}", fatal=True)
+        for condition in status.get("conditions") or []:
+            if condition.get("type") != "PodScheduled" or condition.get("reason") != "Unschedulable":
+                continue
+            message = condition.get("message") or "no message"
+            for event in events(pod["metadata"]["name"]):
+                if event.get("reason") == "NotTriggerScaleUp" and NO_POOL_HINT in (event.get("message") or ""):
+                    return Diagnosis(f"no node pool provides {accelerator} ({event['message']}); add one: "
+                                     f"kinetic-tui pool add NAME --accelerator {accelerator}", fatal=True)
+            since = _parse_time(condition.get("lastTransitionTime"))
+            waited = now - since if since is not None else 0.0
+            if waited > pending_timeout:
+                return Diagnosis(f"unschedulable for {waited:.0f}s: {message}", fatal=True)
+            return Diagnosis(f"unschedulable: {message}", fatal=False)
+    return None
+
+
+def _summary(storage: Storage, job_id: str, name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(storage.get_bytes(f"{job_id}/{name}"))
+    except NotFoundError:
+        return None
+
+
+def _failure_text(summary: Mapping[str, Any]) -> str:
+    return f"{summary.get('error_type')}: {summary.get('error')}"
+
+
+class GkeBackend:
+    """Jobs as batch/v1 Jobs in one namespace of one cluster; artifacts in one jobs bucket."""
+
+    kind = "gke"
+
+    def __init__(self, clients: K8sClients, storage: Storage, namespace: str, service_account: str = "default",
+                 pending_timeout: float = PENDING_TIMEOUT) -> None:
+        self.clients = clients
+        self.storage = storage
+        self.namespace = namespace
+        self.service_account = service_account
+        self.pending_timeout = pending_timeout
+        self._handles: dict[str, dict[str, Any]] = {}
+
+    # -- the workload kind (PathwaysBackend overrides these) ----------------------------------------
+
+    def manifest(self, spec: manifests.WorkloadSpec) -> dict[str, Any]:
+        return manifests.job_manifest(spec)
+
+    def _create(self, manifest: dict[str, Any]) -> None:
+        self.clients.batch.create_namespaced_job(self.namespace, manifest, _preload_content=False)
+
+    def _read(self, job_id: str) -> dict[str, Any] | None:
+        return self._get(self.clients.batch.read_namespaced_job, job_id, self.namespace)
+
+    def _list(self) -> list[dict[str, Any]]:
+        return self._raw(self.clients.batch.list_namespaced_job, self.namespace,
+                         label_selector=manifests.ALL_JOBS_SELECTOR)["items"]
+
+    def _delete(self, job_id: str, propagation: str) -> None:
+        self._get(self.clients.batch.delete_namespaced_job, job_id, self.namespace, propagation_policy=propagation)
+
+    def _verdict(self, job_id: str, workload: Mapping[str, Any], pods: list[dict[str, Any]]) -> JobState | None:
+        """The finished state from the Job's conditions, or None while it runs."""
+        conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []
+                      if c.get("status") == "True"}
+        if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+            return self._from_results(job_id) or JobState(
+                job_id, JobStatus.FAILED, "lost", "the job exited without writing its result", self._nodes(job_id))
+        failed = conditions.get("Failed") or conditions.get("FailureTarget")
+        if failed is None:
+            return None
+        return self._from_results(job_id) or JobState(
+            job_id, JobStatus.FAILED, "runner",
+            f"{failed.get('reason') or 'Failed'}: {failed.get('message') or 'the pod failed'}", self._nodes(job_id))
+
+    # -- submission -----------------------------------------------------------------------------------
+
+    def submit(self, record: Mapping[str, Any], runner_args: Sequence[str], image: str,
+               suspend: bool = False) -> JobState:
+        """Create the workload for a job whose artifacts and handle.json are already in the bucket;
+        `suspend` creates it suspended (a batch input waiting for room, see `release`)."""
+        spec = manifests.WorkloadSpec(
+            job_id=record["job_id"], namespace=self.namespace, image=image,
+            accelerator=_accelerator(record), runner_args=tuple(runner_args),
+            output_dir=record["output_dir"], service_account=self.service_account,
+            display_name=record.get("display_name") or "", group_id=record.get("group_id"), suspend=suspend)
+        self._handles[spec.job_id] = dict(record)
+        try:
+            self._create(self.manifest(spec))
+        except api_error() as exc:
+            raise GkeError(f"could not create {self.kind} workload {spec.job_id} in namespace {self.namespace!r}: "
+                           f"{_api_reason(exc)}") from None
+        return JobState(spec.job_id, JobStatus.PENDING, nodes=spec.num_nodes)
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def refresh(self, job_id: str) -> JobState:
+        """The job's current state; settles it FAILED when a pending pod can never start."""
+        stored = _summary(self.storage, job_id, OUTCOME)
+        if stored is not None:
+            return JobState(job_id, JobStatus(stored["status"]), stored.get("phase"), stored.get("detail"),
+                            self._nodes(job_id))
+        workload = self._read(job_id)
+        if workload is None:
+            return self._from_results(job_id) or JobState(
+                job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id))
+        if (workload.get("spec") or {}).get("suspend"):
+            return JobState(job_id, JobStatus.PENDING, None, SUSPENDED, self._nodes(job_id))
+        pods = self._pods(job_id)
+        verdict = self._verdict(job_id, workload, pods)
+        if verdict is not None:
+            return verdict
+        found = diagnose(pods, self._events, self._accelerator_text(job_id), time.time(), self.pending_timeout)
+        if found is not None and found.fatal:  # checked first: one host that never starts sinks a running slice
+            return self._settle(job_id, JobStatus.FAILED, "launch", found.detail)
+        if any((pod.get("status") or {}).get("phase") == "Running" for pod in pods):
+            return JobState(job_id, JobStatus.RUNNING, nodes=self._nodes(job_id))
+        return JobState(job_id, JobStatus.PENDING, None, found.detail if found else "waiting for a node",
+                        self._nodes(job_id))
+
+    def wait(self, job_id: str, timeout: float | None = None,
+             on_poll: Callable[[], None] | None = None) -> JobState:
+        """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds.
+        `on_poll` runs before every poll (the decorator echoes new log lines from there)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            if on_poll is not None:
+                on_poll()
+            state = self.refresh(job_id)
+            if state.status.finished:
+                return state
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job_id} is still {state.status.value} after {timeout} s; it keeps running")
+            time.sleep(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
+            delay = min(delay * 2, 1.0)
+
+    def suspended(self, group_id: str) -> set[str]:
+        """The batch's Jobs that are still suspended, in one list call: a batch polls this instead of
+        reading every waiting input (a 500-input map with max_concurrent=10 would cost ~1,500 API calls
+        per poll otherwise)."""
+        items = self._raw(self.clients.batch.list_namespaced_job, self.namespace,
+                          label_selector=f"{manifests.GROUP_LABEL}={group_id}")["items"]
+        return {item["metadata"]["name"] for item in items if (item.get("spec") or {}).get("suspend")}
+
+    def release(self, job_id: str) -> None:
+        """Let a suspended Job start its pod (Kubernetes' `spec.suspend`, batch/v1)."""
+        try:
+            self.clients.batch.patch_namespaced_job(job_id, self.namespace, {"spec": {"suspend": False}},
+                                                    _preload_content=False)
+        except api_error() as exc:
+            raise GkeError(f"could not release job {job_id} in namespace {self.namespace!r}: "
+                           f"{_api_reason(exc)}") from None
+
+    def job_ids(self) -> list[str]:
+        """Every kinetic workload in the namespace (label app=kinetic), newest first."""
+        items = sorted(self._list(), key=lambda o: o["metadata"].get("creationTimestamp") or "", reverse=True)
+        return [item["metadata"]["name"] for item in items]
+
+    # -- actions ----------------------------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> JobState:
+        """Settle CANCELLED and delete the workload, its pods first (a finished job is left as it is)."""
+        state = self.refresh(job_id)
+        if state.status.finished:
+            return state
+        return self._settle(job_id, JobStatus.CANCELLED, None, "cancelled", propagation="Foreground")
+
+    def cleanup(self, job_id: str) -> None:
+        """Delete the workload and the job's prefix in the bucket, keeping the records a finished job is still
+        asked about (handle, result summaries, outcome, outputs). Refused while the job may still run."""
+        state = self.refresh(job_id)
+        if not state.status.finished:
+            raise ValidationError(f"job {job_id} is {state.status.value}; cancel it or wait before cleanup")
+        self._delete(job_id, "Background")
+        for key in self.storage.list(f"{job_id}/"):
+            if not key[len(job_id) + 1:].startswith(KEEP_ON_CLEANUP):
+                self.storage.delete_prefix(key)
+
+    # -- logs -------------------------------------------------------------------------------------------
+
+    def read_logs(self, job_id: str, follow: bool = False, poll: float = 0.1,
+                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+        """Batches of log lines from the pods' log streams; with `follow`, waits for the pods to start and
+        streams until they end (or `stop` is set). Multi-host lines are prefixed with their host."""
+        stop = stop or threading.Event()
+        while follow and not stop.is_set() and self.refresh(job_id).status is JobStatus.PENDING:
+            stop.wait(poll)
+        pods = self._pods(job_id)
+        if not pods or stop.is_set():
+            return
+        lines: queue.Queue[str | None] = queue.Queue()
+        prefix = len(pods) > 1
+        readers = [threading.Thread(target=self._pump, args=(pod, host, prefix, follow, lines, stop), daemon=True)
+                   for host, pod in enumerate(pods)]
+        for reader in readers:
+            reader.start()
+        running = len(readers)
+        while running:
+            batch: list[str] = []
+            item = lines.get()
+            while True:
+                if item is None:
+                    running -= 1
+                else:
+                    batch.append(item)
+                if not running or len(batch) >= 1000:
+                    break
+                try:
+                    item = lines.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                yield batch
+
+    def log_reader(self, job_id: str) -> PodLogReader:
+        return PodLogReader(self, job_id)
+
+    def _pump(self, pod: Mapping[str, Any], host: int, prefix: bool, follow: bool,
+              lines: queue.Queue[str | None], stop: threading.Event) -> None:
+        label = f"[host {host}] " if prefix else ""
+        try:
+            response = self.clients.core.read_namespaced_pod_log(
+                pod["metadata"]["name"], self.namespace, container=manifests.CONTAINER, follow=follow,
+                _preload_content=False)
+            pending = b""
+            for chunk in response.stream(None):
+                if stop.is_set():
+                    response.release_conn()
+                    break
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    lines.put(label + line.decode(errors="replace"))
+            if pending:
+                lines.put(label + pending.decode(errors="replace"))
+        except api_error():
+            pass  # the pod went away or never started a container: there is no log to read
+        finally:
+            lines.put(None)
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _settle(self, job_id: str, status: JobStatus, phase: str | None, detail: str | None,
+                propagation: str = "Background") -> JobState:
+        """Record the outcome durably first, then remove the workload: a crash in between still reads right."""
+        self.storage.put_bytes(f"{job_id}/{OUTCOME}",
+                               json.dumps({"status": status.value, "phase": phase, "detail": detail}).encode())
+        self._delete(job_id, propagation)
+        return JobState(job_id, status, phase, detail, self._nodes(job_id))
+
+    def _from_results(self, job_id: str) -> JobState | None:
+        """The state the result summaries tell: a worker's failure wins over the leader's success."""
+        nodes = self._nodes(job_id)
+        for host in range(1, nodes):
+            worker = _summary(self.storage, job_id, f"result-worker-{host}.json")
+            if worker is not None and not worker["success"]:
+                return JobState(job_id, JobStatus.FAILED, worker["phase"], f"host {host}: {_failure_text(worker)}",
+                                nodes)
+        leader = _summary(self.storage, job_id, "result.json")
+        if leader is None:
+            return None
+        if leader["success"]:
+            return JobState(job_id, JobStatus.SUCCEEDED, None, None, nodes)
+        where = "host 0: " if nodes > 1 else ""
+        return JobState(job_id, JobStatus.FAILED, leader["phase"], where + _failure_text(leader), nodes)
+
+    def handle(self, job_id: str) -> dict[str, Any]:
+        """The job's handle.json record, read once (it never changes); NotFoundError for an unknown job."""
+        if job_id not in self._handles:
+            try:
+                self._handles[job_id] = json.loads(self.storage.get_bytes(f"{job_id}/{HANDLE}"))
+            except NotFoundError:
+                raise NotFoundError(f"unknown job {job_id!r}: no {HANDLE} in bucket {self.storage.bucket!r}") from None
+        return self._handles[job_id]
+
+    def _nodes(self, job_id: str) -> int:
+        return int(self.handle(job_id).get("num_nodes") or 1)
+
+    def _accelerator_text(self, job_id: str) -> str:
+        return format_accelerator(_accelerator(self.handle(job_id)))
+
+    def _pods(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's pods in host order (the LWS worker index; a Job has one host)."""
+        items = self._raw(self.clients.core.list_namespaced_pod, self.namespace,
+                          label_selector=manifests.job_selector(job_id))["items"]
+        return sorted(items, key=lambda p: int(p["metadata"].get("labels", {}).get(manifests.LWS_WORKER_INDEX, 0)))
+
+    def _events(self, pod_name: str) -> list[dict[str, Any]]:
+        return self._raw(self.clients.core.list_namespaced_event, self.namespace,
+                         field_selector=f"involvedObject.name={pod_name}")["items"]
+
+    def _get(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """The response object, or None when the API says 404 (reads, and deletes of what is gone)."""
+        try:
+            return self._raw(call, *args, **kwargs)
+        except api_error() as exc:
+            if exc.status == 404:
+                return None
+            raise GkeError(f"Kubernetes API error in namespace {self.namespace!r}: {_api_reason(exc)}") from None
+
+    @staticmethod
+    def _raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return json.loads(call(*args, _preload_content=False, **kwargs).data)
+
+
+class PodLogReader:
+    """A non-blocking view of a job's followed pod logs: `read` returns the lines that arrived since the
+    last call. The stream is read in a daemon thread because a pod log stream can only be waited on."""
+
+    def __init__(self, backend: GkeBackend, job_id: str, drain_timeout: float = 5.0) -> None:
+        self._lines: queue.Queue[list[str]] = queue.Queue()
+        self._stop = threading.Event()
+        self._drain_timeout = drain_timeout
+        self._thread = threading.Thread(target=self._follow, args=(backend, job_id), daemon=True)
+        self._thread.start()
+
+    def _follow(self, backend: GkeBackend, job_id: str) -> None:
+        for batch in backend.read_logs(job_id, follow=True, stop=self._stop):
+            self._lines.put(batch)
+
+    def read(self) -> list[str]:
+        lines: list[str] = []
+        while not self._lines.empty():
+            lines.extend(self._lines.get_nowait())
+        return lines
+
+    def rest(self) -> list[str]:
+        """What is left once the job settled: waits (bounded) for the stream to end, then stops it."""
+        self._thread.join(self._drain_timeout)
+        self._stop.set()
+        return self.read()
+
+
+def _accelerator(record: Mapping[str, Any]) -> AcceleratorConfig:
+    return parse_accelerator(record["accelerator"])
+
+
+def _api_reason(exc: Any) -> str:
+    try:
+        message = json.loads(exc.body).get("message")
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return f"{exc.status} {exc.reason}: {message or 'no message'}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Submission and handles
+
+
+def job_image(ctx: JobContext, root: Path,
+              ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> ResolvedImage:
+    """The image a job runs in (`kinetic_tui.infra.container_builder.ResolvedImage`): custom as given, prebuilt with the
+    project's requirements.txt installed at start, bundled built from them (`ensure` replaces the
+    registry lookup and Cloud Build, e.g. in tests)."""
+    from kinetic_tui.infra.container_builder import resolve_image
+
+    path = root / REQUIREMENTS
+    infra = ctx.infra
+    return resolve_image(ctx.image_mode, accelerator=ctx.accelerator,
+                         requirements=path.read_text() if path.is_file() else "",
+                         container_image=ctx.container_image, ensure=ensure, project=infra.project,
+                         region=infra.region, cluster=infra.cluster)
+
+
+def backend_class(kind: str) -> type[GkeBackend]:
+    from kinetic_tui.core.backends.gke.pathways import PathwaysBackend
+
+    classes: dict[str, type[GkeBackend]] = {"gke": GkeBackend, "pathways": PathwaysBackend}
+    if kind not in classes:
+        raise ValidationError(f"backend {kind!r} is not a GKE backend; choose {', '.join(classes)}")
+    return classes[kind]
+
+
+_backends: dict[tuple[str, ...], GkeBackend] = {}
+_backends_lock = threading.Lock()
+
+
+def backend_for(ctx_or_handle: JobContext | JobHandle) -> GkeBackend:
+    """The backend that drives a context's or a handle's job (its cluster, namespace and bucket), cached:
+    a handle asks for it on every call, and building GCS and Kubernetes clients costs more than a poll."""
+    if isinstance(ctx_or_handle, JobContext):
+        infra, kind, bucket = ctx_or_handle.infra, ctx_or_handle.backend, ctx_or_handle.bucket
+    else:
+        handle = ctx_or_handle
+        kind, bucket = handle.backend, handle.bucket
+        infra = resolve_infra(project=handle.project, zone=handle.zone, cluster=handle.cluster,
+                              namespace=handle.namespace, backend="gke")
+    key = (kind, target(infra), infra.namespace, bucket, infra.project)
+    with _backends_lock:
+        if key not in _backends:
+            _backends[key] = backend_class(kind)(clients_for(infra), GcsStorage(bucket, project=infra.project),
+                                                 infra.namespace)
+        return _backends[key]
+
+
+def _upload(packed: Packed, writes: DeferredWrites) -> Prepared:
+    writes.flush()
+    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
+        return upload(packed, writes.storage, Archives(Path(tmp)))
+
+
+def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
+               backend: GkeBackend | None = None,
+               ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> JobHandle:
+    """submit_call's steps for GKE: check and pack, resolve the image (a bundled build runs in parallel
+    with the upload), upload to the jobs bucket, write handle.json, then create the Job (or
+    LeaderWorkerSet). Bad input raises before anything is written; a failed bundled build leaves the
+    uploaded artifacts but no handle and no workload."""
+    check_hosts(ctx)
+    backend = backend or backend_for(ctx)
+    writes = DeferredWrites(backend.storage)
+    packed = pack(ctx, args, kwargs, writes, captured_env(ctx.env_patterns))
+    if ctx.image_mode == "bundled":
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            building = pool.submit(job_image, ctx, packed.root, ensure)
+            prepared = _upload(packed, writes)
+            image = building.result()
+    else:
+        image = job_image(ctx, packed.root)
+        prepared = _upload(packed, writes)
+    return create_workload(backend, gke_record(ctx, backend.storage), prepared, image)
+
+
+def check_hosts(ctx: JobContext) -> None:
+    if ctx.backend == "gke" and ctx.num_nodes > 1:
+        raise ValidationError(f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
+                              f"backend='pathways' (a LeaderWorkerSet) or omit backend=")
+
+
+def gke_record(ctx: JobContext, storage: Storage) -> dict[str, Any]:
+    """The handle record of a GKE job: no pool; output under the job's prefix unless the user chose one."""
+    return handle_record(ctx, None, storage, ctx.output_dir or default_output(ctx.job_id, storage))
+
+
+def default_output(job_id: str, storage: Storage) -> str:
+    return storage.uri(f"{job_id}/output/")
+
+
+def create_workload(backend: GkeBackend, record: dict[str, Any], prepared: Prepared, image: ResolvedImage,
+                    suspend: bool = False) -> JobHandle:
+    """The last steps of a submission whose artifacts are uploaded: requirements, handle.json, the workload."""
+    storage, job_id = backend.storage, record["job_id"]
+    runner_args = prepared.runner_args()
+    if image.install_requirements:
+        key = f"{job_id}/{REQUIREMENTS}"
+        storage.put_bytes(key, "".join(f"{line}\n" for line in image.install_requirements).encode())
+        runner_args += ["--requirements", storage.uri(key)]
+    write_handle(storage, record)
+    backend.submit(record, runner_args, image.image, suspend=suspend)
+    return JobHandle.from_record(record)

@@ -1,0 +1,296 @@
+"""Map lanes on the local backend: one runner process per node works through a chunk of a batch's inputs.
+
+Why: every input of a `map` is a durable job (its own row, log range and result), but a process per input
+costs a fork and a dozen files per input, so 500 trivial inputs took 100x what `ProcessPoolExecutor` takes.
+A lane pays the fork, the download and the archive extraction once per chunk, as an executor's workers do.
+The trade, stated in the README: the inputs of one lane share its process (module globals persist from
+one input to the next; cwd, sys.path and os.environ are restored after each), while different lanes,
+batches and jobs never share one.
+
+Chunks follow guided self-scheduling: a lane takes `1 / (CHUNK_DIVISOR x P)` of the batch's unassigned
+inputs (P: the nodes the batch may use), so chunks shrink toward the end and a slow input delays few
+others. Each lane costs a fork and an archive extraction (~10 ms), so once the batch's inputs have been
+timed a lane takes at least what keeps it busy for LANE_SECONDS: trivial inputs run in a few big lanes.
+A lane holds one node of its pool for its lifetime; its inputs show PENDING until it reaches them, then
+RUNNING, then their outcome.
+
+Layout of lane L: `local/lanes/L/` with `spec.json` (what to run), `progress.jsonl` (the runner's
+start/end/skip lines), `results.bin` (result pickles back to back), `cancelled` (job ids to skip), and the
+launcher's `logs/host-0.log`, `exit-0` and `work/host-0/`.
+
+Observing is done by whoever looks (a waiting client, the console, the queue watcher): the progress lines
+not yet applied are applied in one transaction that also advances `lanes.progress`, so each line counts
+once however many processes look. A lane whose process has ended is closed: an input it had started but
+not finished failed (phase `lost`) or was cancelled; inputs it never reached go back to the queue, unless
+the lane died before starting any input, which fails them all (else a lane that cannot start would be
+relaunched forever).
+"""
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.backends.local.launcher import HostProcess
+from kinetic_tui.core.paths import kinetic_home
+from kinetic_tui.core.store import Store
+
+CHUNK_DIVISOR = 2
+LANE_SECONDS = 0.1
+MAX_CHUNK = 1000
+LAUNCH_WINDOW = 60.0  # a lane claimed but not launched after this long lost its scheduler
+SPEC, PROGRESS, RESULTS, CANCELLED = "spec.json", "progress.jsonl", "results.bin", "cancelled"
+_COLUMNS = "lane_id, pool, group_id, dir, hosts, started_at, progress, ended_at"
+
+
+@dataclass(frozen=True)
+class Lane:
+    lane_id: str
+    pool: str
+    group_id: str
+    dir: Path
+    hosts: tuple[HostProcess, ...] | None
+    started_at: float
+    progress: int
+    ended_at: float | None
+
+    @classmethod
+    def from_values(cls, values: tuple[Any, ...]) -> Lane:
+        lane_id, pool, group_id, directory, hosts, started, progress, ended = values
+        parsed = None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts))
+        return cls(lane_id, pool, group_id, Path(directory), parsed, started, progress, ended)
+
+    def has_news(self) -> bool:
+        """Progress not applied yet, or the process has ended: one or two stats, no store access."""
+        try:
+            if (self.dir / PROGRESS).stat().st_size > self.progress:
+                return True
+        except FileNotFoundError:
+            pass
+        return launcher.exit_code(self.dir, 0) is not None
+
+
+def is_lane_input(launch: dict[str, Any]) -> bool:
+    return "lane_input" in launch
+
+
+def lane_input(batch_uri: str, batch_sha256: str, context_uri: str, context_sha256: str, index: int) -> dict[str, Any]:
+    """What a lane needs of one input, kept in its row's `launch` (a retry copies it)."""
+    return {"batch": batch_uri, "batch_sha256": batch_sha256, "context": context_uri,
+            "context_sha256": context_sha256, "index": index}
+
+
+def active(store: Store, group_id: str | None = None) -> list[Lane]:
+    sql = f"SELECT {_COLUMNS} FROM lanes WHERE ended_at IS NULL"
+    params: tuple[Any, ...] = ()
+    if group_id is not None:
+        sql, params = sql + " AND group_id = ?", (group_id,)
+    return [Lane.from_values(v) for v in store.query(sql, params)]
+
+
+def get(store: Store, lane_id: str) -> Lane | None:
+    rows = store.query(f"SELECT {_COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,))
+    return Lane.from_values(rows[0]) if rows else None
+
+
+def nodes_in_use(conn: Any, pool: str) -> int:
+    """Nodes held on `pool`: running jobs outside lanes, plus one per open lane."""
+    jobs = conn.execute("SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING' "
+                        "AND lane IS NULL", (pool,)).fetchone()[0]
+    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE pool = ? AND ended_at IS NULL", (pool,)).fetchone()[0]
+
+
+def group_running(conn: Any, group_id: str) -> int:
+    """What counts against a batch's max_concurrent: its running jobs outside lanes and its open lanes."""
+    jobs = conn.execute("SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING' AND lane IS NULL",
+                        (group_id,)).fetchone()[0]
+    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL",
+                               (group_id,)).fetchone()[0]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A lane created in the store, with the (job_id, launch) of its inputs in order: launched after commit."""
+
+    lane: Lane
+    inputs: list[tuple[str, dict[str, Any]]]
+
+
+def chunk_size(waiting: int, parallel: int, free: int, mean_seconds: float | None) -> int:
+    """How many of `waiting` inputs the next lane takes when `free` of the batch's `parallel` nodes are
+    free (see the module docstring); never so many that a free node would be left without inputs."""
+    size = math.ceil(waiting / (CHUNK_DIVISOR * max(parallel, 1)))
+    if mean_seconds is not None:
+        size = max(size, int(LANE_SECONDS / max(mean_seconds, 1e-6)))
+    return max(1, min(size, math.ceil(waiting / max(free, 1)), MAX_CHUNK))
+
+
+def assign(conn: Any, group_id: str, pool: str, free: int, now: float) -> Assignment:
+    """Open a lane on `pool` for the group's next chunk of unassigned inputs (inside the claim transaction)."""
+    waiting = conn.execute("SELECT job_id, launch FROM jobs WHERE group_id = ? AND status = 'PENDING' "
+                           "AND lane IS NULL ORDER BY seq", (group_id,)).fetchall()
+    capacity = conn.execute("SELECT nodes FROM pools WHERE name = ?", (pool,)).fetchone()[0]
+    limit = conn.execute("SELECT max_concurrent FROM job_groups WHERE group_id = ?", (group_id,)).fetchone()
+    parallel = min(capacity, limit[0]) if limit and limit[0] else capacity
+    mean = conn.execute("SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
+                        "AND status = 'SUCCEEDED'", (group_id,)).fetchone()[0]
+    size = chunk_size(len(waiting), parallel, free, mean)
+    chunk = [(job_id, json.loads(launch)) for job_id, launch in waiting[:size]]
+    lane_id = f"lane-{secrets.token_hex(6)}"
+    directory = kinetic_home() / "local" / "lanes" / lane_id
+    conn.execute("INSERT INTO lanes (lane_id, pool, group_id, dir, started_at) VALUES (?, ?, ?, ?, ?)",
+                 (lane_id, pool, group_id, str(directory), now))
+    conn.executemany("UPDATE jobs SET lane = ? WHERE job_id = ?", [(lane_id, job_id) for job_id, _ in chunk])
+    return Assignment(Lane(lane_id, pool, group_id, directory, None, now, 0, None), chunk)
+
+
+def write_spec(assignment: Assignment) -> list[str]:
+    """Create the lane's directory and spec; return the runner's argv."""
+    directory = assignment.lane.dir
+    directory.mkdir(parents=True, exist_ok=True)
+    first = assignment.inputs[0][1]["lane_input"]
+    spec = {
+        "batch": first["batch"], "batch_sha256": first["batch_sha256"], "context": first["context"],
+        "context_sha256": first["context_sha256"], "workdir": str(launcher.work_dir(directory, 0)),
+        "progress": str(directory / PROGRESS), "results": str(directory / RESULTS),
+        "cancelled": str(directory / CANCELLED),
+        "inputs": [[launch["lane_input"]["index"], job_id, launch["output_dir"]] for job_id, launch in assignment.inputs],
+    }
+    (directory / SPEC).write_text(json.dumps(spec))
+    return ["--lane", str(directory / SPEC)]
+
+
+def record_launch(store: Store, lane_id: str, hosts: Iterable[HostProcess]) -> None:
+    store.write("UPDATE lanes SET hosts = ? WHERE lane_id = ?", (json.dumps([h.to_dict() for h in hosts]), lane_id))
+
+
+# -- observing --------------------------------------------------------------------------------------
+
+
+def _exit_status(lane: Lane) -> tuple[bool, int | None]:
+    """(ended, exit code): ended once the exit file is written, the process is gone, or it never launched."""
+    code = launcher.exit_code(lane.dir, 0)
+    if code is not None:
+        return True, code
+    if lane.hosts is None:
+        return time.time() - lane.started_at >= LAUNCH_WINDOW, None
+    if any(h.is_alive() for h in lane.hosts):
+        return False, None
+    deadline = time.monotonic() + 0.05  # gone: its reaper may be writing the exit file right now
+    while code is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+        code = launcher.exit_code(lane.dir, 0)
+    return True, code
+
+
+def _read_progress(lane: Lane) -> tuple[list[dict[str, Any]], int]:
+    """Complete lines after the applied offset, and the offset after them."""
+    try:
+        with open(lane.dir / PROGRESS, "rb") as fh:
+            fh.seek(lane.progress)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], lane.progress
+    end = data.rfind(b"\n") + 1
+    return [json.loads(line) for line in data[:end].splitlines()], lane.progress + end
+
+
+def _apply(conn: Any, events: list[dict[str, Any]]) -> list[str]:
+    settled = []
+    for event in events:
+        job_id = event["job"]
+        if "start" in event:
+            conn.execute("UPDATE jobs SET log_start = ?, started_at = COALESCE(started_at, ?), "
+                         "status = CASE status WHEN 'PENDING' THEN 'RUNNING' ELSE status END WHERE job_id = ?",
+                         (event["log"], event["start"], job_id))
+        elif "skip" in event:
+            conn.execute("UPDATE jobs SET log_end = log_start WHERE job_id = ?", (job_id,))
+        else:
+            ok = event["success"]
+            detail = None if ok else f"{event['error_type']}: {event['error']}"
+            changed = conn.execute(
+                "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, phase = ?, "
+                "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ?, log_end = ?, "
+                "result_at = ?, result_size = ? WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
+                ("SUCCEEDED" if ok else "FAILED", None if ok else event["phase"], detail, event["end"],
+                 event["log"], event["at"], event["size"], job_id)).rowcount
+            if not changed:  # cancelled while it ran: keep the status, still record where its output is
+                conn.execute("UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
+                             (event["log"], event["at"], event["size"], job_id))
+            else:
+                settled.append(job_id)
+    return settled
+
+
+def _close(conn: Any, lane: Lane, code: int | None, now: float) -> list[str]:
+    """The lane's process has ended and its progress is applied: settle or requeue what it still held."""
+    started = conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL",
+                           (lane.lane_id,)).fetchone()[0]
+    how = "was never launched" if lane.hosts is None else f"exited with {code if code is not None else 'no status'}"
+    inflight = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
+                            "AND status IN ('PENDING', 'RUNNING')", (lane.lane_id,)).fetchall()
+    conn.execute("UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
+                 "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
+                 "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
+                 "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
+                 (f"its lane {lane.lane_id} {how} while the input ran", now, lane.lane_id))
+    settled = [job_id for (job_id,) in inflight]
+    if started or lane.hosts is None:  # the rest never ran: another lane takes them
+        conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'",
+                     (lane.lane_id,))
+    else:
+        unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND status = 'PENDING'",
+                                 (lane.lane_id,)).fetchall()
+        conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
+                     "WHERE lane = ? AND status = 'PENDING'",
+                     (f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now, lane.lane_id))
+        settled += [job_id for (job_id,) in unstarted]
+    conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane.lane_id))
+    return settled
+
+
+def observe(store: Store, lane: Lane, patient: bool = True) -> tuple[list[str], bool]:
+    """Apply the lane's new progress; close it if its process has ended. Returns (settled job ids, closed).
+
+    Impatient observers (a client polling every few ms) close a lane only once its exit file is written;
+    patient ones (a full reconcile) also close a lane whose process is gone without one (its reaper died),
+    which costs a scan of /proc and a short wait, too much for every poll."""
+    code = launcher.exit_code(lane.dir, 0)  # first: once ended, every progress line is in the file
+    ended = code is not None
+    if not ended and patient:
+        ended, code = _exit_status(lane)
+    if not ended and not lane.has_news():
+        return [], False
+    with store.transaction() as conn:
+        values = conn.execute(f"SELECT {_COLUMNS} FROM lanes WHERE lane_id = ?", (lane.lane_id,)).fetchone()
+        current = Lane.from_values(values)
+        if current.ended_at is not None:
+            return [], False
+        events, offset = _read_progress(current)
+        settled = _apply(conn, events)
+        conn.execute("UPDATE lanes SET progress = ? WHERE lane_id = ?", (offset, lane.lane_id))
+        if ended:
+            settled += _close(conn, current, code, time.time())
+    return settled, ended
+
+
+def request_skip(lane: Lane, job_id: str) -> None:
+    """Ask the lane not to start `job_id` (see the runner's lane protocol)."""
+    with open(lane.dir / CANCELLED, "a") as fh:
+        fh.write(job_id + "\n")
+
+
+def read_results(lane_dir: Path) -> bytes:
+    return (lane_dir / RESULTS).read_bytes()
+
+
+def read_result(lane_dir: Path, at: int, size: int) -> bytes:
+    with open(lane_dir / RESULTS, "rb") as fh:
+        fh.seek(at)
+        return fh.read(size)

@@ -1,0 +1,244 @@
+"""Start, observe and stop the OS processes of local jobs (SPEC 2.5, local backend).
+
+For a job directory J and host i (the same layout whether one host or many, so readers never special-case):
+  J/logs/host-{i}.log   stdout and stderr of the host, appended
+  J/work/host-{i}/      the host's working directory
+  J/exit-{i}            its exit code once reaped (negative N: killed by signal N), written atomically
+Each host runs in its own session (so its own process group), detached from the client, which may exit.
+Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO_FORKSERVER=1, or when
+the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
+produce the same files.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kinetic_tui.core.backends.local import forkserver
+from kinetic_tui.core.errors import KineticError, ValidationError
+from kinetic_tui.core.paths import RUNNER_FILE, kinetic_home
+
+log = logging.getLogger(__name__)
+
+KILL_TIMEOUT = 5.0  # how long SIGKILLed processes may take to disappear before we give up
+
+
+class LaunchError(KineticError):
+    """A job's processes could not be started, or refused to die."""
+
+
+@dataclass(frozen=True)
+class HostProcess:
+    """One host of a job, as the store keeps it. `start_time` guards against the pid being reused."""
+
+    host: int
+    pid: int
+    pgid: int
+    start_time: int | None = None  # kernel start time (clock ticks after boot); None off Linux
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostProcess:
+        return cls(int(data["host"]), int(data["pid"]), int(data["pgid"]), data.get("start_time"))
+
+    def is_alive(self) -> bool:
+        """True while any process of the host's group runs (the runner or what it started)."""
+        stat = forkserver.read_proc_stat(self.pid)
+        if stat is not None and self.start_time is not None and stat.start_time != self.start_time:
+            return False  # the pid was reused, so the number is free of our group: it is gone
+        if stat is not None and stat.state not in ("Z", "X") and stat.pgrp == self.pgid:
+            return True  # the leader itself runs: no need to scan /proc for the rest of its group
+        return _group_alive(self.pgid)
+
+
+def default_runner_file() -> Path:
+    """KINETIC_RUNNER_FILE if set (tests point it at a stand-in), else the runner shipped with this package."""
+    override = os.environ.get("KINETIC_RUNNER_FILE")
+    if override:
+        return Path(override).expanduser().resolve()
+    return RUNNER_FILE
+
+
+def log_path(job_dir: Path, host: int) -> Path:
+    return Path(job_dir) / "logs" / f"host-{host}.log"
+
+
+def work_dir(job_dir: Path, host: int) -> Path:
+    return Path(job_dir) / "work" / f"host-{host}"
+
+
+def exit_path(job_dir: Path, host: int) -> Path:
+    return Path(job_dir) / f"exit-{host}"
+
+
+def exit_code(job_dir: Path, host: int) -> int | None:
+    """The recorded exit code of a host, or None while it has not been reaped."""
+    try:
+        return int(exit_path(job_dir, host).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def wait_exit(job_dir: Path, hosts: int = 1, timeout: float | None = None) -> list[int]:
+    """Block until every host has an exit code; TimeoutError (job left running) after `timeout` s."""
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    delay = 0.0005  # a trivial job ends within milliseconds: poll every few ms at first (a stat or two)
+    while True:
+        codes = [exit_code(job_dir, i) for i in range(hosts)]
+        if all(code is not None for code in codes):
+            return [code for code in codes if code is not None]
+        if deadline is not None and time.monotonic() >= deadline:
+            missing = [i for i, code in enumerate(codes) if code is None]
+            raise TimeoutError(f"hosts {missing} of {job_dir} still running after {timeout} s")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.005 if time.monotonic() - started < 2 else 0.05)
+
+
+def launch(
+    job_dir: Path, argv: list[str], env: dict[str, str], hosts: int = 1, runner: Path | None = None
+) -> list[HostProcess]:
+    """Start one runner process per host with TPU_WORKER_ID=i and return them in host order.
+
+    `env` replaces the environment entirely. `runner` defaults to `default_runner_file()`.
+    ValidationError (nothing changed) for bad arguments; LaunchError if the processes could not start.
+    """
+    job_dir = Path(job_dir)
+    runner_file = Path(runner).resolve() if runner is not None else default_runner_file()
+    _validate(job_dir, argv, env, hosts, runner_file)
+    idle = _idle_seconds()
+    specs = []
+    for i in range(hosts):
+        work_dir(job_dir, i).mkdir(parents=True, exist_ok=True)
+        log_path(job_dir, i).parent.mkdir(exist_ok=True)
+        log_path(job_dir, i).touch()  # readers may open the log as soon as launch returns
+        specs.append({
+            "host": i, "argv": list(argv), "env": {**env, "TPU_WORKER_ID": str(i)},
+            "cwd": str(work_dir(job_dir, i)), "log": str(log_path(job_dir, i)), "job_dir": str(job_dir),
+        })
+    try:
+        started = _start(str(runner_file), specs, idle)
+    except forkserver.SpawnError as exc:
+        raise LaunchError(str(exc)) from exc
+    return [HostProcess(i, pid, pid, start) for i, (pid, start) in enumerate(started)]
+
+
+def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> list[tuple[int, int | None]]:
+    if os.environ.get("KINETIC_NO_FORKSERVER", "") not in ("", "0"):
+        return forkserver.spawn_cold(runner, specs)
+    try:
+        return forkserver.spawn(_run_dir(), runner, specs, specs[0]["env"], idle)
+    except forkserver.ForkServerUnavailable as exc:
+        log.warning("starting the job cold: %s", exc)
+        return forkserver.spawn_cold(runner, specs)
+
+
+def _validate(job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path) -> None:
+    if isinstance(hosts, bool) or not isinstance(hosts, int) or hosts < 1:
+        raise ValidationError(f"hosts must be an integer >= 1, got {hosts!r}")
+    if not job_dir.is_dir():
+        raise ValidationError(f"job_dir {str(job_dir)!r} is not an existing directory")
+    if not runner.is_file():
+        raise ValidationError(f"runner file {str(runner)!r} does not exist (set KINETIC_RUNNER_FILE or pass runner=)")
+    if not _all_strings(argv):
+        raise ValidationError(f"argv must be a list of strings without NUL bytes, got {argv!r}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ValidationError(f"env key {key!r} is invalid: use a non-empty string without '=' or NUL")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValidationError(f"env[{key!r}] must be a string without NUL bytes, got {value!r}")
+    done = [i for i in range(hosts) if exit_path(job_dir, i).exists()]
+    if done:
+        raise ValidationError(f"job_dir {str(job_dir)!r} was already launched: exit-{done[0]} exists")
+
+
+def _all_strings(items: list[str]) -> bool:
+    return isinstance(items, list) and all(isinstance(a, str) and "\0" not in a for a in items)
+
+
+def _idle_seconds() -> float:
+    raw = os.environ.get("KINETIC_FORKSERVER_IDLE", "")
+    if not raw:
+        return forkserver.DEFAULT_IDLE_SECONDS
+    try:
+        idle = float(raw)
+    except ValueError:
+        idle = math.nan
+    if not idle > 0 or math.isinf(idle):
+        raise ValidationError(f"KINETIC_FORKSERVER_IDLE must be a positive number of seconds, got {raw!r}")
+    return idle
+
+
+def _run_dir() -> Path:
+    return kinetic_home() / "run"
+
+
+def is_alive(pid: int) -> bool:
+    """True if the process runs (a zombie counts as gone)."""
+    return forkserver.pid_alive(pid)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not forkserver.HAVE_PROC:
+        return True
+    # killpg also succeeds for zombies, which linger forever where init does not reap orphans.
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = forkserver.read_proc_stat(int(entry))
+            if stat is not None and stat.pgrp == pgid and stat.state not in ("Z", "X"):
+                return True
+    return False
+
+
+def terminate(hosts: Iterable[HostProcess], grace: float = 5.0) -> None:
+    """SIGTERM each host's process group, SIGKILL what is left after `grace` s; return once all are gone.
+
+    Safe for hosts that already exited. LaunchError if a group survives SIGKILL for KILL_TIMEOUT s.
+    """
+    if not grace >= 0:
+        raise ValidationError(f"grace must be >= 0 seconds, got {grace!r}")
+    live = [h for h in hosts if h.is_alive()]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_TIMEOUT)):
+        for host in live:
+            try:
+                os.killpg(host.pgid, sig)
+            except ProcessLookupError:
+                pass
+        live = _wait_gone(live, wait)
+        if not live:
+            return
+    raise LaunchError(f"process groups {[h.pgid for h in live]} survived SIGKILL for {KILL_TIMEOUT} s")
+
+
+def _wait_gone(hosts: list[HostProcess], timeout: float) -> list[HostProcess]:
+    deadline = time.monotonic() + timeout
+    while True:
+        hosts = [h for h in hosts if h.is_alive()]
+        if not hosts or time.monotonic() >= deadline:
+            return hosts
+        time.sleep(0.01)
+
+
+def server_status() -> dict[str, Any] | None:
+    """The fork server of this KINETIC_HOME: {"pid", "children", "runner"}, or None if none runs."""
+    return forkserver.server_status(_run_dir())
+
+
+def shutdown_server(timeout: float = 5.0) -> int | None:
+    """Stop this KINETIC_HOME's fork server (running jobs are left alone); return its pid or None."""
+    return forkserver.shutdown_server(_run_dir(), timeout)

@@ -1,0 +1,184 @@
+"""JobContext: every setting of one submission, resolved once (SPEC 2.3 step 1).
+
+The decorator, `map` and the console all build a `JobContext` first; everything downstream (packaging,
+upload, the backend) reads from it, so a setting is never resolved twice in two different ways.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
+from kinetic_tui.core.data import Data
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
+
+BACKENDS = ("local", "gke", "pathways")
+IMAGE_MODES = ("bundled", "prebuilt", "custom")
+
+
+def new_job_id() -> str:
+    return f"job-{secrets.token_hex(4)}"
+
+
+def image_mode(container_image: str | None) -> str:
+    """None builds a bundled image; "prebuilt" installs requirements at start; anything else is used as given."""
+    if container_image is None:
+        return "bundled"
+    return "prebuilt" if container_image == "prebuilt" else "custom"
+
+
+def choose_backend(infra_backend: str, accelerator: AcceleratorConfig, explicit: str | None) -> str:
+    """Multi-host TPU slices on GKE go to Pathways unless `backend=` says otherwise.
+
+    On the local backend a multi-host slice still runs locally: one emulated process per host.
+    """
+    if explicit is not None:
+        if explicit not in BACKENDS:
+            raise ValidationError(f"backend {explicit!r} is not one of: {', '.join(BACKENDS)}")
+        return explicit
+    if infra_backend == "gke" and is_multi_host(accelerator):
+        return "pathways"
+    return infra_backend
+
+
+def check_volumes(volumes: Mapping[str, Any] | None) -> dict[str, Data]:
+    if volumes is None:
+        return {}
+    if not isinstance(volumes, Mapping):
+        raise ValidationError(f"volumes must map absolute paths to Data, got {type(volumes).__name__}")
+    for path, value in volumes.items():
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValidationError(f"volumes: {path!r} is not an absolute path (volumes map '/abs/path' to Data)")
+        if not isinstance(value, Data):
+            raise ValidationError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
+    return dict(volumes)
+
+
+def check_env_patterns(patterns: Iterable[str] | None) -> tuple[str, ...]:
+    if patterns is None:
+        return ()
+    if isinstance(patterns, str):
+        raise ValidationError("capture_env_vars must be a list of names or PREFIX* patterns, not a string")
+    result = tuple(patterns)
+    for pattern in result:
+        if not isinstance(pattern, str) or not pattern or "*" in pattern[:-1]:
+            raise ValidationError(f"capture_env_vars: {pattern!r} is not a NAME or PREFIX* pattern")
+    return result
+
+
+def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) -> str | None:
+    """A local job writes KINETIC_OUTPUT_DIR with plain file I/O, so it needs a local path (relative paths
+    mean the client's cwd); a GKE job may name a bucket path."""
+    if output_dir is None:
+        return None
+    text = os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text:
+        raise ValidationError(f"output_dir must be a non-empty path, got {output_dir!r}")
+    if backend != "local":
+        return text
+    if text.startswith("gs://"):
+        raise ValidationError(f"output_dir {text!r}: the local backend writes outputs to a local directory; "
+                              f"pass a local path or omit output_dir")
+    return str(Path(text).expanduser().resolve())
+
+
+@dataclass(frozen=True)
+class JobContext:
+    job_id: str
+    func: Callable[..., Any]
+    func_name: str
+    display_name: str
+    infra: ResolvedInfra
+    accelerator: AcceleratorConfig
+    backend: str
+    image_mode: str
+    container_image: str | None
+    spot: bool
+    env_patterns: tuple[str, ...]
+    volumes: Mapping[str, Data]
+    output_dir: str | None
+    created_at: float
+    group_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def accelerator_text(self) -> str:
+        return format_accelerator(self.accelerator)
+
+    @property
+    def bucket(self) -> str:
+        return self.infra.jobs_bucket
+
+    @property
+    def num_nodes(self) -> int:
+        return self.accelerator.num_nodes
+
+    @classmethod
+    def from_params(
+        cls,
+        func: Callable[..., Any],
+        accelerator: str = "cpu",
+        *,
+        container_image: str | None = None,
+        zone: str | None = None,
+        project: str | None = None,
+        cluster: str | None = None,
+        namespace: str | None = None,
+        backend: str | None = None,
+        capture_env_vars: Iterable[str] | None = None,
+        volumes: Mapping[str, Any] | None = None,
+        spot: bool = False,
+        output_dir: str | os.PathLike[str] | None = None,
+        profile: str | None = None,
+        display_name: str | None = None,
+        group_id: str | None = None,
+        job_id: str | None = None,
+    ) -> JobContext:
+        """Validate and resolve every setting; raises ValidationError before anything is created."""
+        parsed = parse_accelerator(accelerator)
+        if spot and not parsed.spot:
+            parsed = parse_accelerator(format_accelerator(parsed) + ":spot")
+        infra_backend = "gke" if backend == "pathways" else backend
+        infra = resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace,
+                              backend=infra_backend, profile=profile)
+        chosen_backend = choose_backend(infra.backend, parsed, backend)
+        func_name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+        return cls(
+            job_id=job_id or new_job_id(),
+            func=func,
+            func_name=func_name,
+            display_name=display_name or getattr(func, "__name__", func_name),
+            infra=infra,
+            accelerator=parsed,
+            backend=chosen_backend,
+            image_mode=image_mode(container_image),
+            container_image=container_image,
+            spot=parsed.spot,
+            env_patterns=check_env_patterns(capture_env_vars),
+            volumes=check_volumes(volumes),
+            output_dir=check_output_dir(output_dir, chosen_backend),
+            created_at=time.time(),
+            group_id=group_id,
+        )
+
+
+def check_callable(func: Any) -> Callable[..., Any]:
+    """Decoration-time checks (SPEC 2.1): these objects cannot be shipped as a plain function."""
+    if isinstance(func, (classmethod, staticmethod)):
+        raise TypeError(
+            f"@run cannot decorate a {type(func).__name__} object; apply @run to a plain function"
+        )
+    if hasattr(func, "cache_info") and hasattr(func, "__wrapped__"):
+        raise TypeError("@run cannot decorate a functools.cache/lru_cache wrapper; decorate the plain function")
+    if not callable(func):
+        raise TypeError(f"@run needs a callable, got {type(func).__name__}")
+    if inspect.isclass(func):
+        raise TypeError(f"@run needs a function, got the class {func.__name__}")
+    return func

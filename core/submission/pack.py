@@ -1,0 +1,204 @@
+"""Turn a JobContext and a call into uploaded artifacts (SPEC 2.3 steps 2-7), ready for any backend.
+
+Submission is split in two so that a call that raises writes nothing: `pack` checks and pickles the call
+(Data found, env captured, payload pickled, plan taken from the client's cwd and sys.path) while every
+Data upload waits in a `DeferredWrites` queue; only then `upload` writes the data cache, the payload
+and the archive. `handle.json` is written before the backend creates the job, so a crash between the
+two leaves a handle that `attach` can explain instead of a job nobody can find.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.data import replace_data_refs
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.submission.packaging import PayloadError, SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, is_installed, make_plan
+from kinetic_tui.core.paths import kinetic_home
+from kinetic_tui.core.storage.base import Storage
+
+PAYLOAD, CONTEXT, RESULT, HANDLE = "payload.pkl", "context.zip", "result.pkl", "handle.json"
+
+
+class DeferredWrites:
+    """A Storage view for Data uploads: reads pass through, writes queue until `flush`.
+
+    Queued keys count as existing, so the same content in many inputs of a map is uploaded once; the
+    queue keeps insertion order, so each Data's marker is still written after its files.
+    """
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.bucket = storage.bucket
+        self._queue: dict[str, bytes | Path] = {}
+
+    def uri(self, key: str) -> str:
+        return self.storage.uri(key)
+
+    def exists(self, key: str) -> bool:
+        return key in self._queue or self.storage.exists(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._queue[key] = bytes(data)
+
+    def put_file(self, key: str, path: Path) -> None:
+        self._queue[key] = Path(path)
+
+    def flush(self) -> None:
+        while self._queue:
+            key, value = next(iter(self._queue.items()))
+            if isinstance(value, Path):
+                self.storage.put_file(key, value)
+            else:
+                self.storage.put_bytes(key, value)
+            del self._queue[key]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One call, checked and pickled; nothing of it is written yet."""
+
+    ctx: JobContext
+    payload: bytes
+    root: Path
+    plan: Mapping[str, Any]
+    data_paths: tuple[Path, ...]  # local Data, kept out of context.zip
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the backend needs to start the runner: where the artifacts are and their digests."""
+
+    payload_uri: str
+    context_uri: str
+    result_uri: str
+    payload_sha256: str
+    context_sha256: str
+    volume_paths: tuple[str, ...]
+
+    def runner_args(self) -> list[str]:
+        return ["--payload", self.payload_uri, "--context", self.context_uri, "--result", self.result_uri,
+                "--payload-sha256", self.payload_sha256, "--context-sha256", self.context_sha256]
+
+
+def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_dir: str) -> dict[str, Any]:
+    """The durable, JSON-serialisable JobHandle (SPEC 2.6)."""
+    infra = ctx.infra
+    return {
+        "job_id": ctx.job_id, "backend": ctx.backend, "project": infra.project, "cluster": infra.cluster,
+        "zone": infra.zone, "namespace": infra.namespace, "bucket": ctx.bucket,
+        "accelerator": ctx.accelerator_text, "num_nodes": ctx.num_nodes, "pool": pool,
+        "func_name": ctx.func_name, "display_name": ctx.display_name, "created_at": ctx.created_at,
+        "group_id": ctx.group_id, "profile": infra.profile,
+        "result_uri": storage.uri(f"{ctx.job_id}/{RESULT}"), "output_dir": output_dir,
+    }
+
+
+@contextlib.contextmanager
+def input_named(index: int | None) -> Iterator[None]:
+    """Prefix a bad input's error with its index (`input 3: ...`), so the input of a map that cannot be
+    submitted is named; `index` None (a single call) leaves the error as it is."""
+    try:
+        yield
+    except (PayloadError, ValidationError) as exc:
+        if index is None:
+            raise
+        raise type(exc)(f"input {index}: {exc}") from exc
+
+
+def retry_record(previous: Mapping[str, Any], job_id: str, storage: Storage,
+                 default_output: Callable[[str, Storage], str]) -> dict[str, Any]:
+    """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, and its
+    own default output directory unless the user chose one (which the retry keeps)."""
+    chosen = previous["output_dir"] != default_output(previous["job_id"], storage)
+    return {**previous, "job_id": job_id, "created_at": time.time(), "result_uri": storage.uri(f"{job_id}/{RESULT}"),
+            "output_dir": previous["output_dir"] if chosen else default_output(job_id, storage)}
+
+
+def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:
+    storage.put_bytes(f"{record['job_id']}/{HANDLE}", json.dumps(dict(record), indent=2).encode())
+
+
+def module_file(func: Any) -> str | None:
+    target = inspect.unwrap(func)
+    try:
+        return inspect.getsourcefile(target) or inspect.getfile(target)
+    except (TypeError, OSError):
+        module = sys.modules.get(getattr(target, "__module__", "") or "")
+        return getattr(module, "__file__", None)
+
+
+def package_root_for(func: Any) -> Path:
+    """The function's package root; a function typed at a prompt ships the client's cwd.
+
+    A function from an installed package (under the interpreter's prefix, e.g. site-packages) travels by
+    reference, like any installed dependency: its "root" would be all of site-packages. It ships an empty
+    root instead, and the job's environment must have the package (the local backend runs this
+    interpreter; a GKE image installs it)."""
+    path = module_file(func)
+    if path is None or not os.path.exists(path):
+        return Path(os.environ.get("KINETIC_PACKAGE_ROOT") or os.getcwd()).resolve()
+    if not os.environ.get("KINETIC_PACKAGE_ROOT") and is_installed(path):
+        empty = kinetic_home() / "cache" / "empty-root"
+        empty.mkdir(parents=True, exist_ok=True)
+        return empty
+    return find_package_root(path)
+
+
+def captured_env(patterns: Sequence[str]) -> dict[str, str]:
+    """The variables `capture_env_vars` selects; each secret-looking one warns every time it is captured."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SensitiveEnvWarning)
+        env_vars, _ = capture_env(patterns)
+    return env_vars
+
+
+def pack(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes: DeferredWrites,
+         env_vars: Mapping[str, str]) -> Packed:
+    """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
+    (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
+    volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
+    root = package_root_for(ctx.func)
+    payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
+    local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
+    return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local)
+
+
+class Archives:
+    """The context.zip files of one submission, in one temp dir: each distinct (root, plan, kept-out Data)
+    is zipped once, so a map of N inputs builds and removes one archive, not N."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._built: dict[tuple[str, str, tuple[Path, ...]], tuple[Path, str]] = {}
+
+    def get(self, packed: Packed) -> tuple[Path, str]:
+        key = (str(packed.root), json.dumps(dict(packed.plan), sort_keys=True), packed.data_paths)
+        if key not in self._built:
+            dest = self._directory / f"{len(self._built)}-{CONTEXT}"
+            self._built[key] = build_context_zip(packed.root, dest, packed.data_paths, plan=packed.plan)
+        return self._built[key]
+
+
+def upload(packed: Packed, storage: Storage, archives: Archives) -> Prepared:
+    """Write payload.pkl and context.zip under the job's prefix and return what the runner needs."""
+    prefix = packed.ctx.job_id
+    zip_path, context_sha = archives.get(packed)
+    storage.put_bytes(f"{prefix}/{PAYLOAD}", packed.payload)
+    storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
+    return Prepared(
+        payload_uri=storage.uri(f"{prefix}/{PAYLOAD}"), context_uri=storage.uri(f"{prefix}/{CONTEXT}"),
+        result_uri=storage.uri(f"{prefix}/{RESULT}"), payload_sha256=hashlib.sha256(packed.payload).hexdigest(),
+        context_sha256=context_sha, volume_paths=tuple(packed.ctx.volumes),
+    )

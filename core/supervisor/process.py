@@ -1,0 +1,88 @@
+"""A detached process that keeps a local queue moving while no client is looking.
+
+Scheduling normally happens in whichever process looks at the workspace. A job queued behind a full pool by
+a client that then exits would wait until someone looks again; so whenever a submit leaves a job PENDING,
+the submitter makes sure one watcher runs for the home. The watcher reconciles and schedules every
+`POLL` seconds and exits as soon as nothing is pending. One per home, by an flock on
+`run/queue-watcher.lock`; after releasing it the watcher checks the queue once more, so a job queued while
+it was exiting is never stranded.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kinetic_tui.core.paths import kinetic_home
+
+POLL = 0.1
+# The submitter usually keeps looking for a while (waiting on a handle or a batch) and schedules as it
+# looks; the watcher only matters once nobody does, so it starts its work (importing the store, ~0.1 s of
+# CPU) after this pause rather than competing with the jobs it was started for.
+START_DELAY = 0.5
+LOCK_NAME = "queue-watcher.lock"
+
+
+def _lock_path() -> Path:
+    run = kinetic_home() / "run"
+    run.mkdir(exist_ok=True)
+    return run / LOCK_NAME
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def ensure_running() -> None:
+    """Start a watcher for this home unless one holds the lock (cheap: one flock attempt)."""
+    fd = _try_lock(_lock_path())
+    if fd is None:
+        return
+    os.close(fd)  # free: hand the lock to the watcher we start
+    log = open(kinetic_home() / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
+    with log:
+        subprocess.Popen([sys.executable, "-m", "kinetic_tui.core.supervisor.process"], stdin=subprocess.DEVNULL,
+                         stdout=log, stderr=log, start_new_session=True, close_fds=True, cwd=str(_import_root()))
+
+
+def _import_root() -> Path:
+    """The sys.path entry that holds `kinetic_tui` (site-packages, or a source checkout's root), so `-m`
+    finds this very copy of the package whatever the caller's cwd."""
+    return Path(sys.modules["kinetic_tui"].__file__ or ".").resolve().parent.parent
+
+
+def _pending(backend: object) -> bool:
+    return bool(backend.store.query("SELECT 1 FROM jobs WHERE status = 'PENDING' LIMIT 1"))  # type: ignore[attr-defined]
+
+
+def watch() -> None:
+    time.sleep(START_DELAY)
+    from kinetic_tui.core.backends.local.workspace import local_backend
+
+    backend = local_backend()
+    path = _lock_path()
+    while True:
+        fd = _try_lock(path)
+        if fd is None:
+            return  # another watcher has it
+        try:
+            while _pending(backend):
+                backend.reconcile()
+                time.sleep(POLL)
+        finally:
+            os.close(fd)
+        if not _pending(backend):
+            return
+
+
+if __name__ == "__main__":
+    watch()

@@ -1,0 +1,95 @@
+"""The contract between the app shell and its views.
+
+A view is a container the app mounts once on its screen and then shows or hides. The app owns the
+Console, the clock and the refresh cadence: it calls `reload()` on the visible view after every poll and
+after every action, and routes errors to notifications. Views stay thin: they turn Console snapshots into
+widgets through the pure functions in `kinetic_tui.render`, and they start actions by building
+command-language lines and handing them to `self.app.run_command(line)`, so a key binding and the `:` bar
+share one code path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.worker import Worker
+
+from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
+
+if TYPE_CHECKING:
+    from kinetic_tui.core.console import Console
+
+
+class View(Widget, can_focus=False):
+    """One numbered view. Subclasses set `key` ("1".."6"), `title`, BINDINGS (with descriptions: `?` lists
+    them) and `MUTATING` (the action names that `--readonly` hides).
+
+    A view is a frame for its children, not a surface: it is `visibility: hidden` (its children visible),
+    so Textual does not draw a screenful of blank lines under them, which cost the first frame ~6%."""
+
+    DEFAULT_CSS = """
+    View {
+        width: 1fr;
+        height: 1fr;
+        layout: vertical;
+        overflow: hidden hidden;
+        visibility: hidden;
+        & > * { visibility: visible; }
+    }
+    """
+
+    key: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    MUTATING: ClassVar[frozenset[str]] = frozenset()
+    LISTS_JOBS: ClassVar[bool] = False  # its reload lists every job, which is a poll: the app skips its own
+
+    @property
+    def console(self) -> Console:
+        return self.app.service  # type: ignore[attr-defined]  # App.console is Textual's own
+
+    @property
+    def readonly(self) -> bool:
+        return bool(getattr(self.app, "readonly", False))
+
+    def run_after_form(self, title: str, fields: Sequence[Field], to_line: Callable[[dict[str, str]], str]) -> None:
+        """Ask for `fields`, then run the command line `to_line(values)`; a cancelled form runs nothing."""
+        def submitted(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.app.run_command(to_line(values))  # type: ignore[attr-defined]
+
+        self.app.push_screen(FormScreen(title, fields), submitted)
+
+    def run_if_confirmed(self, question: str, line: str) -> None:
+        """Ask `question`; run the command `line` only on yes."""
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.run_command(line)  # type: ignore[attr-defined]
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    async def reload(self) -> None:
+        """Fetch fresh snapshots from the console and update widgets in place (keyed, never clear-and-refill)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A view's worker that raised becomes the app's notification (StateChanged does not bubble)."""
+        report = getattr(self.app, "report_failure", None)
+        if report is not None:
+            report(event.worker)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
+        """`--readonly` hides mutating actions (False), rather than greying them out (None): a key that
+        can never work in this session is noise in the footer, and the key does nothing."""
+        return not (self.readonly and action in self.MUTATING)
+
+    def visible_bindings(self) -> list[Binding]:
+        """This view's own bindings that `check_action` allows now: what `?` and the palette list."""
+        return [binding for binding in Binding.make_bindings(self.BINDINGS) if self.check_action(binding.action, ())]
+
+    def filter(self, query: str) -> None:
+        """Apply the `/` filter to this view's main table (views without a table ignore it)."""
+
+    def reveal(self, name: str) -> None:
+        """Select the object called `name` (a job id, training, group, endpoint, pipeline): where the
+        command palette's jump-to-object lands after switching to this view. Views without one ignore it."""

@@ -1,0 +1,79 @@
+"""View 3, Training: training jobs with their epoch progress, tuning studies and the trials of the selected
+study (best marked). `i` interrupts the selected training (a spot preemption), `r` resumes a Stopped one."""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Label
+
+from kinetic_tui.core.training.records import StudySnapshot
+from kinetic_tui.render import study_row, training_row, trial_row
+from kinetic_tui.widgets.keyed_table import KeyedTable
+from kinetic_tui.views.forms import TableView, ViewBody
+
+BEST = "★ best"
+
+
+class TrainingView(TableView):
+    key = "3"
+    title = "Training"
+    MAIN = "trainings"
+    WHAT = "training job"
+    BINDINGS = [
+        Binding("i", "interrupt", "Interrupt"),
+        Binding("r", "resume", "Resume"),
+    ]
+    MUTATING = frozenset({"interrupt", "resume"})
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.studies: dict[str, StudySnapshot] = {}
+
+    def compose(self) -> ComposeResult:
+        with ViewBody():
+            yield Label("Training jobs", classes="section")
+            yield KeyedTable([("name", 14), ("status", None), ("epochs", None), ("ckpt", None), ("int", None),
+                              ("metric", None), ("artifact", 8)], id="trainings")
+            yield Label("Tuning studies", classes="section")
+            yield KeyedTable([("study", 14), ("strategy", None), ("status", None), ("trials", None), ("best", None)],
+                             id="studies")
+            yield Label("Trials", id="trials-title", classes="section")
+            yield KeyedTable([("trial", None), ("hyperparameters", 26), ("status", None), ("metric", None),
+                              ("artifact", 8), ("best", None)], id="trials")
+
+    async def reload(self) -> None:
+        trainings = await self.console.trainings()
+        studies = await self.console.studies()
+        # trials are training jobs too; they are listed under their study, not twice
+        self.show_rows([training_row(t) for t in trainings if t.study is None])
+        self.studies = {study.name: study for study in studies}
+        self.query_one("#studies", KeyedTable).sync([study_row(study) for study in studies])
+        self._show_trials()
+
+    def _show_trials(self) -> None:
+        study = self.studies.get(self.query_one("#studies", KeyedTable).selected_key or "")
+        title = "Trials" if study is None else f"Trials of {study.name} ({BEST} = best {study.strategy} trial)"
+        self.query_one("#trials-title", Label).update(title)
+        trials = () if study is None else study.trials
+        self.query_one("#trials", KeyedTable).sync(
+            [(*trial_row(trial), BEST if trial.trial_id == study.best else "") for trial in trials])
+
+    @on(DataTable.RowHighlighted, "#studies")
+    def study_chosen(self) -> None:
+        self._show_trials()
+
+    def action_interrupt(self) -> None:
+        self._act_on_selected("interrupt")
+
+    def action_resume(self) -> None:
+        self._act_on_selected("resume")
+
+    def _act_on_selected(self, verb: str) -> None:
+        """The core decides whether the training's status allows `verb` and says why not."""
+        name = self.chosen_key()
+        if name is not None:
+            self.app.run_command(f"{verb} {shlex.quote(name)}")  # type: ignore[attr-defined]
