@@ -30,6 +30,7 @@ from kinetic_tui.core.jobs import JobHandle, attach
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import LocalStorage, Storage, bucket_storage
+from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.backends.local.workspace import local_backend
 
 DISPATCH = ("auto", "args", "kwargs", "single")
@@ -96,8 +97,7 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
         stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
     with staging as staged:
         storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
-        local_backend().store.write("INSERT INTO job_groups VALUES (?, ?, ?)",
-                                    (group_id, max_concurrent, time.time()))
+        jobs_repo.insert_group(local_backend().store, group_id, max_concurrent, time.time())
         batch = BatchHandle(manifest, storage)
         handles = staged.submit() if in_lanes else [item.submit() for item in staged]
         batch._handles.update((handle.job_id, handle) for handle in handles)

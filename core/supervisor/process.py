@@ -6,6 +6,9 @@ the submitter makes sure one watcher runs for the home. The watcher reconciles a
 `POLL` seconds and exits as soon as nothing is pending. One per home, by an flock on
 `run/queue-watcher.lock`; after releasing it the watcher checks the queue once more, so a job queued while
 it was exiting is never stranded.
+
+The watcher process runs `python -m kinetic_tui.core.supervisor`, whose `__main__` opens the home's
+backend and hands it to `watch`: this module knows only what it is given, so the backend may import it.
 """
 from __future__ import annotations
 
@@ -15,8 +18,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from kinetic_tui.core.paths import kinetic_home
+
+if TYPE_CHECKING:
+    from kinetic_tui.core.store import Store
 
 POLL = 0.1
 # The submitter usually keeps looking for a while (waiting on a handle or a batch) and schedules as it
@@ -50,7 +57,7 @@ def ensure_running() -> None:
     os.close(fd)  # free: hand the lock to the watcher we start
     log = open(kinetic_home() / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
     with log:
-        subprocess.Popen([sys.executable, "-m", "kinetic_tui.core.supervisor.process"], stdin=subprocess.DEVNULL,
+        subprocess.Popen([sys.executable, "-m", "kinetic_tui.core.supervisor"], stdin=subprocess.DEVNULL,
                          stdout=log, stderr=log, start_new_session=True, close_fds=True, cwd=str(_import_root()))
 
 
@@ -60,29 +67,28 @@ def _import_root() -> Path:
     return Path(sys.modules["kinetic_tui"].__file__ or ".").resolve().parent.parent
 
 
-def _pending(backend: object) -> bool:
-    return bool(backend.store.query("SELECT 1 FROM jobs WHERE status = 'PENDING' LIMIT 1"))  # type: ignore[attr-defined]
+class Queue(Protocol):
+    """What the watcher drives: the backend of this home."""
+
+    store: Store
+
+    def reconcile(self) -> list[str]: ...
 
 
-def watch() -> None:
-    time.sleep(START_DELAY)
-    from kinetic_tui.core.backends.local.workspace import local_backend
+def watch(backend: Queue) -> None:
+    """Reconcile every POLL seconds while anything is pending and this process holds the lock."""
+    from kinetic_tui.core.store import jobs_repo  # here: the watcher imports the store only after START_DELAY
 
-    backend = local_backend()
     path = _lock_path()
     while True:
         fd = _try_lock(path)
         if fd is None:
             return  # another watcher has it
         try:
-            while _pending(backend):
+            while jobs_repo.any_pending(backend.store):
                 backend.reconcile()
                 time.sleep(POLL)
         finally:
             os.close(fd)
-        if not _pending(backend):
+        if not jobs_repo.any_pending(backend.store):
             return
-
-
-if __name__ == "__main__":
-    watch()

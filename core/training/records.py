@@ -14,8 +14,7 @@ from typing import Any
 
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.training import TrainingJob, TrainingStatus
-from kinetic_tui.core.store import Store
-from kinetic_tui.core.store.db import dumps
+from kinetic_tui.core.store import Store, training_runs_repo
 
 # Names become storage keys (the checkpoint prefix) and command arguments: one safe path segment.
 NAME_RULE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
@@ -121,37 +120,33 @@ class RunRepo:
         self.store = store
 
     def exists(self, name: str) -> bool:
-        return bool(self.store.query("SELECT 1 FROM training_jobs WHERE name = ?", (name,)))
+        return training_runs_repo.training_exists(self.store, name)
 
     def get(self, name: str) -> Run:
         job = self.store.training.get(name)  # NotFoundError naming the known trainings
-        rows = self.store.query("SELECT pool, study, meta FROM training_runs WHERE name = ?", (name,))
-        if not rows:
+        row = training_runs_repo.run_meta(self.store, name)
+        if row is None:
             raise ValidationError(f"training job {name!r} was not started by the console (no run record)")
-        return Run(job, _meta(*rows[0]))
+        return Run(job, _meta(*row))
 
-    def all(self, where: str = "", params: tuple[Any, ...] = ()) -> list[Run]:
-        """Runs by name; `where` filters on training_runs columns (r.pool, r.study)."""
-        rows = self.store.query("SELECT j.record, r.pool, r.study, r.meta FROM training_runs r "
-                                f"JOIN training_jobs j ON j.name = r.name {where} ORDER BY r.name", params)
+    def all(self, pool: str | None = None, study: str | None = None) -> list[Run]:
+        """Runs by name, of every pool and study or of the ones given."""
         return [Run(TrainingJob.from_record(json.loads(record)), _meta(pool, study, meta))
-                for record, pool, study, meta in rows]
+                for record, pool, study, meta in training_runs_repo.runs(self.store, pool, study)]
 
     def holders(self, pool: str) -> list[Run]:
         """Runs holding an instance of `pool` (InProgress or Stopped)."""
-        return [run for run in self.all("WHERE r.pool = ?", (pool,)) if run.job.status in HOLDING]
+        return [run for run in self.all(pool=pool) if run.job.status in HOLDING]
 
     def save(self, run: Run) -> None:
         with self.store.transaction():
             self.store.training.save(run.job)
             meta = {k: v for k, v in asdict(run.meta).items() if k not in ("pool", "study")}
-            self.store.write("INSERT INTO training_runs (name, pool, study, meta) VALUES (?, ?, ?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET meta = excluded.meta",
-                             (run.job.name, run.meta.pool, run.meta.study, dumps(meta, f"run {run.job.name!r}")))
+            training_runs_repo.save_run(self.store, run.job.name, run.meta.pool, run.meta.study, meta)
 
     def delete(self, name: str) -> None:
         """Undo a start whose submission failed (training_runs goes with it by cascade)."""
-        self.store.write("DELETE FROM training_jobs WHERE name = ?", (name,))
+        training_runs_repo.delete_training(self.store, name)
 
 
 def _meta(pool: str, study: str | None, meta: str) -> RunMeta:

@@ -20,6 +20,7 @@ from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.platform.training import CapacityError, TrainingStatus
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
 from kinetic_tui.core.training.pools import instances
+from kinetic_tui.core.store import training_runs_repo
 from kinetic_tui.core.training.records import Run, StudySnapshot, TrialSnapshot, require_run_name
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class StudyDriver:
         with self.store.transaction():
             self._require_new(name)
             self.store.tuning.save(name, tuner)
-            self.store.write("INSERT INTO tuning_runs (name, pool, step) VALUES (?, ?, ?)", (name, target.name, step))
+            training_runs_repo.save_study_run(self.store, name, target.name, step)
         snapshot = self.advance(name)
         while wait and self._unsettled(snapshot):
             running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
@@ -94,7 +95,7 @@ class StudyDriver:
         return snapshot
 
     def _require_new(self, name: str) -> None:
-        if self.store.query("SELECT 1 FROM tuning_studies WHERE name = ?", (name,)):
+        if training_runs_repo.study_exists(self.store, name):
             raise ValidationError(f"study {name!r} already exists; pick another name")
 
     def _unsettled(self, snapshot: StudySnapshot) -> bool:
@@ -159,14 +160,14 @@ class StudyDriver:
         return HyperparameterTuner.from_record({**stored.config, "trials": [], "best": None})
 
     def _runs(self, name: str) -> list[Run]:
-        runs = self.service.runs.all("WHERE r.study = ?", (name,))
+        runs = self.service.runs.all(study=name)
         return sorted(runs, key=lambda run: _trial_id(run.job.name))
 
     def _run_row(self, name: str) -> tuple[str, str | None]:
-        rows = self.store.query("SELECT pool, step FROM tuning_runs WHERE name = ?", (name,))
-        if not rows:
+        row = training_runs_repo.study_run(self.store, name)
+        if row is None:
             raise ValidationError(f"study {name!r} was not started by the console (no run record)")
-        return rows[0]
+        return row
 
 
 def _trial_id(training: str) -> int:

@@ -191,6 +191,7 @@ def status(job: str | None, as_json: bool) -> None:
         return
     from kinetic_tui.core.profiles import resolve_infra
     from kinetic_tui.core.backends.local.workspace import local_backend
+    from kinetic_tui.core.store import jobs_repo
 
     infra = guard(resolve_infra)
     if infra.backend == "gke":
@@ -200,7 +201,7 @@ def status(job: str | None, as_json: bool) -> None:
         return
     backend = guard(local_backend)
     backend.reconcile()
-    counts = dict(backend.store.query("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
+    counts = jobs_repo.status_counts(backend.store)
     summary = {"profile": infra.profile, "backend": infra.backend, "project": infra.project,
                "cluster": infra.cluster, "pools": len(backend.pools()), "jobs": counts}
     if as_json:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,14 +40,13 @@ from typing import Any
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.backends.local.launcher import HostProcess
 from kinetic_tui.core.paths import kinetic_home
-from kinetic_tui.core.store import Store
+from kinetic_tui.core.store import Store, jobs_repo, lanes_repo, pools_repo
 
 CHUNK_DIVISOR = 2
 LANE_SECONDS = 0.1
 MAX_CHUNK = 1000
 LAUNCH_WINDOW = 60.0  # a lane claimed but not launched after this long lost its scheduler
 SPEC, PROGRESS, RESULTS, CANCELLED = "spec.json", "progress.jsonl", "results.bin", "cancelled"
-_COLUMNS = "lane_id, pool, group_id, dir, hosts, started_at, progress, ended_at"
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class Lane:
 
     @classmethod
     def from_values(cls, values: tuple[Any, ...]) -> Lane:
+        """A lane from its row, in `lanes_repo.COLUMNS` order."""
         lane_id, pool, group_id, directory, hosts, started, progress, ended = values
         parsed = None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts))
         return cls(lane_id, pool, group_id, Path(directory), parsed, started, progress, ended)
@@ -87,31 +88,12 @@ def lane_input(batch_uri: str, batch_sha256: str, context_uri: str, context_sha2
 
 
 def active(store: Store, group_id: str | None = None) -> list[Lane]:
-    sql = f"SELECT {_COLUMNS} FROM lanes WHERE ended_at IS NULL"
-    params: tuple[Any, ...] = ()
-    if group_id is not None:
-        sql, params = sql + " AND group_id = ?", (group_id,)
-    return [Lane.from_values(v) for v in store.query(sql, params)]
+    return [Lane.from_values(v) for v in lanes_repo.open_lanes(store, group_id)]
 
 
 def get(store: Store, lane_id: str) -> Lane | None:
-    rows = store.query(f"SELECT {_COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,))
-    return Lane.from_values(rows[0]) if rows else None
-
-
-def nodes_in_use(conn: Any, pool: str) -> int:
-    """Nodes held on `pool`: running jobs outside lanes, plus one per open lane."""
-    jobs = conn.execute("SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING' "
-                        "AND lane IS NULL", (pool,)).fetchone()[0]
-    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE pool = ? AND ended_at IS NULL", (pool,)).fetchone()[0]
-
-
-def group_running(conn: Any, group_id: str) -> int:
-    """What counts against a batch's max_concurrent: its running jobs outside lanes and its open lanes."""
-    jobs = conn.execute("SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING' AND lane IS NULL",
-                        (group_id,)).fetchone()[0]
-    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL",
-                               (group_id,)).fetchone()[0]
+    values = lanes_repo.get(store, lane_id)
+    return Lane.from_values(values) if values else None
 
 
 @dataclass(frozen=True)
@@ -131,22 +113,19 @@ def chunk_size(waiting: int, parallel: int, free: int, mean_seconds: float | Non
     return max(1, min(size, math.ceil(waiting / max(free, 1)), MAX_CHUNK))
 
 
-def assign(conn: Any, group_id: str, pool: str, free: int, now: float) -> Assignment:
+def assign(conn: sqlite3.Connection, group_id: str, pool: str, free: int, now: float) -> Assignment:
     """Open a lane on `pool` for the group's next chunk of unassigned inputs (inside the claim transaction)."""
-    waiting = conn.execute("SELECT job_id, launch FROM jobs WHERE group_id = ? AND status = 'PENDING' "
-                           "AND lane IS NULL ORDER BY seq", (group_id,)).fetchall()
-    capacity = conn.execute("SELECT nodes FROM pools WHERE name = ?", (pool,)).fetchone()[0]
-    limit = conn.execute("SELECT max_concurrent FROM job_groups WHERE group_id = ?", (group_id,)).fetchone()
-    parallel = min(capacity, limit[0]) if limit and limit[0] else capacity
-    mean = conn.execute("SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
-                        "AND status = 'SUCCEEDED'", (group_id,)).fetchone()[0]
+    waiting = lanes_repo.unassigned_inputs(conn, group_id)
+    capacity = pools_repo.capacity(conn, pool)
+    limit = jobs_repo.max_concurrent(conn, group_id)
+    parallel = min(capacity, limit) if limit else capacity
+    mean = lanes_repo.mean_input_seconds(conn, group_id)
     size = chunk_size(len(waiting), parallel, free, mean)
     chunk = [(job_id, json.loads(launch)) for job_id, launch in waiting[:size]]
     lane_id = f"lane-{secrets.token_hex(6)}"
     directory = kinetic_home() / "local" / "lanes" / lane_id
-    conn.execute("INSERT INTO lanes (lane_id, pool, group_id, dir, started_at) VALUES (?, ?, ?, ?, ?)",
-                 (lane_id, pool, group_id, str(directory), now))
-    conn.executemany("UPDATE jobs SET lane = ? WHERE job_id = ?", [(lane_id, job_id) for job_id, _ in chunk])
+    lanes_repo.insert(conn, lane_id, pool, group_id, str(directory), now)
+    lanes_repo.assign_inputs(conn, lane_id, [job_id for job_id, _ in chunk])
     return Assignment(Lane(lane_id, pool, group_id, directory, None, now, 0, None), chunk)
 
 
@@ -167,7 +146,7 @@ def write_spec(assignment: Assignment) -> list[str]:
 
 
 def record_launch(store: Store, lane_id: str, hosts: Iterable[HostProcess]) -> None:
-    store.write("UPDATE lanes SET hosts = ? WHERE lane_id = ?", (json.dumps([h.to_dict() for h in hosts]), lane_id))
+    lanes_repo.record_hosts(store, lane_id, [h.to_dict() for h in hosts])
 
 
 # -- observing --------------------------------------------------------------------------------------
@@ -201,57 +180,35 @@ def _read_progress(lane: Lane) -> tuple[list[dict[str, Any]], int]:
     return [json.loads(line) for line in data[:end].splitlines()], lane.progress + end
 
 
-def _apply(conn: Any, events: list[dict[str, Any]]) -> list[str]:
+def _apply(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[str]:
     settled = []
     for event in events:
         job_id = event["job"]
         if "start" in event:
-            conn.execute("UPDATE jobs SET log_start = ?, started_at = COALESCE(started_at, ?), "
-                         "status = CASE status WHEN 'PENDING' THEN 'RUNNING' ELSE status END WHERE job_id = ?",
-                         (event["log"], event["start"], job_id))
+            lanes_repo.input_started(conn, job_id, event["log"], event["start"])
         elif "skip" in event:
-            conn.execute("UPDATE jobs SET log_end = log_start WHERE job_id = ?", (job_id,))
+            lanes_repo.input_skipped(conn, job_id)
         else:
             ok = event["success"]
             detail = None if ok else f"{event['error_type']}: {event['error']}"
-            changed = conn.execute(
-                "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, phase = ?, "
-                "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ?, log_end = ?, "
-                "result_at = ?, result_size = ? WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
-                ("SUCCEEDED" if ok else "FAILED", None if ok else event["phase"], detail, event["end"],
-                 event["log"], event["at"], event["size"], job_id)).rowcount
-            if not changed:  # cancelled while it ran: keep the status, still record where its output is
-                conn.execute("UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
-                             (event["log"], event["at"], event["size"], job_id))
-            else:
+            if lanes_repo.input_ended(conn, job_id, "SUCCEEDED" if ok else "FAILED", None if ok else event["phase"],
+                                      detail, event["end"], event["log"], event["at"], event["size"]):
                 settled.append(job_id)
     return settled
 
 
-def _close(conn: Any, lane: Lane, code: int | None, now: float) -> list[str]:
+def _close(conn: sqlite3.Connection, lane: Lane, code: int | None, now: float) -> list[str]:
     """The lane's process has ended and its progress is applied: settle or requeue what it still held."""
-    started = conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL",
-                           (lane.lane_id,)).fetchone()[0]
+    started = lanes_repo.started_count(conn, lane.lane_id)
     how = "was never launched" if lane.hosts is None else f"exited with {code if code is not None else 'no status'}"
-    inflight = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
-                            "AND status IN ('PENDING', 'RUNNING')", (lane.lane_id,)).fetchall()
-    conn.execute("UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
-                 "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
-                 "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
-                 "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
-                 (f"its lane {lane.lane_id} {how} while the input ran", now, lane.lane_id))
-    settled = [job_id for (job_id,) in inflight]
+    settled = lanes_repo.settle_in_flight(conn, lane.lane_id, f"its lane {lane.lane_id} {how} while the input ran",
+                                          now)
     if started or lane.hosts is None:  # the rest never ran: another lane takes them
-        conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'",
-                     (lane.lane_id,))
+        lanes_repo.requeue_unstarted(conn, lane.lane_id)
     else:
-        unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND status = 'PENDING'",
-                                 (lane.lane_id,)).fetchall()
-        conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
-                     "WHERE lane = ? AND status = 'PENDING'",
-                     (f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now, lane.lane_id))
-        settled += [job_id for (job_id,) in unstarted]
-    conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane.lane_id))
+        settled += lanes_repo.fail_unstarted(
+            conn, lane.lane_id, f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now)
+    lanes_repo.close(conn, lane.lane_id, now)
     return settled
 
 
@@ -268,13 +225,12 @@ def observe(store: Store, lane: Lane, patient: bool = True) -> tuple[list[str], 
     if not ended and not lane.has_news():
         return [], False
     with store.transaction() as conn:
-        values = conn.execute(f"SELECT {_COLUMNS} FROM lanes WHERE lane_id = ?", (lane.lane_id,)).fetchone()
-        current = Lane.from_values(values)
+        current = Lane.from_values(lanes_repo.current(conn, lane.lane_id))
         if current.ended_at is not None:
             return [], False
         events, offset = _read_progress(current)
         settled = _apply(conn, events)
-        conn.execute("UPDATE lanes SET progress = ? WHERE lane_id = ?", (offset, lane.lane_id))
+        lanes_repo.set_progress(conn, lane.lane_id, offset)
         if ended:
             settled += _close(conn, current, code, time.time())
     return settled, ended

@@ -1,4 +1,4 @@
-"""Start, observe and stop the OS processes of local jobs (SPEC 2.5, local backend).
+"""Start, observe and stop the OS processes of local jobs.
 
 For a job directory J and host i (the same layout whether one host or many, so readers never special-case):
   J/logs/host-{i}.log   stdout and stderr of the host, appended
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kinetic_tui.core.backends.local import forkserver
+from kinetic_tui.core.backends.local import forkserver, forkserver_client
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.paths import RUNNER_FILE, kinetic_home
 
@@ -127,19 +127,19 @@ def launch(
         })
     try:
         started = _start(str(runner_file), specs, idle)
-    except forkserver.SpawnError as exc:
+    except forkserver_client.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
     return [HostProcess(i, pid, pid, start) for i, (pid, start) in enumerate(started)]
 
 
 def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> list[tuple[int, int | None]]:
     if os.environ.get("KINETIC_NO_FORKSERVER", "") not in ("", "0"):
-        return forkserver.spawn_cold(runner, specs)
+        return forkserver_client.spawn_cold(runner, specs)
     try:
-        return forkserver.spawn(_run_dir(), runner, specs, specs[0]["env"], idle)
-    except forkserver.ForkServerUnavailable as exc:
+        return forkserver_client.spawn(_run_dir(), runner, specs, specs[0]["env"], idle)
+    except forkserver_client.ForkServerUnavailable as exc:
         log.warning("starting the job cold: %s", exc)
-        return forkserver.spawn_cold(runner, specs)
+        return forkserver_client.spawn_cold(runner, specs)
 
 
 def _validate(job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path) -> None:
@@ -236,9 +236,9 @@ def _wait_gone(hosts: list[HostProcess], timeout: float) -> list[HostProcess]:
 
 def server_status() -> dict[str, Any] | None:
     """The fork server of this KINETIC_HOME: {"pid", "children", "runner"}, or None if none runs."""
-    return forkserver.server_status(_run_dir())
+    return forkserver_client.server_status(_run_dir())
 
 
 def shutdown_server(timeout: float = 5.0) -> int | None:
     """Stop this KINETIC_HOME's fork server (running jobs are left alone); return its pid or None."""
-    return forkserver.shutdown_server(_run_dir(), timeout)
+    return forkserver_client.shutdown_server(_run_dir(), timeout)

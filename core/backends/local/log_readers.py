@@ -1,0 +1,96 @@
+"""Incremental readers of local job logs: a job's own host logs, or a map input's range of its lane's log."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from kinetic_tui.core.backends.local import lanes, launcher
+from kinetic_tui.core.backends.local.job_rows import JobRow
+from kinetic_tui.core.store import Store
+
+
+class LogReader:
+    """Incremental reader of one job's host logs: only whole lines, each file from where it stopped."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.offsets = [0] * len(paths)
+        self.partial = [""] * len(paths)
+        self.ends: list[int | None] = [None] * len(paths)  # stop reading a file there (None: its end)
+
+    def _prefix(self, host: int) -> str:
+        return f"[host {host}] " if len(self.paths) > 1 else ""
+
+    def read(self) -> list[str]:
+        batch: list[str] = []
+        for i, path in enumerate(self.paths):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets[i])
+                    end = self.ends[i]
+                    chunk = fh.read() if end is None else fh.read(max(end - self.offsets[i], 0))
+            except FileNotFoundError:
+                continue
+            self.offsets[i] += len(chunk)
+            lines = (self.partial[i] + chunk.decode("utf-8", "replace")).split("\n")
+            self.partial[i] = lines.pop()
+            batch.extend(self._prefix(i) + line for line in lines)
+        return batch
+
+    def rest(self) -> list[str]:
+        """The unterminated last line of each file (a job killed mid-line)."""
+        rest = [self._prefix(i) + text for i, text in enumerate(self.partial) if text]
+        self.partial = [""] * len(self.paths)
+        return rest
+
+
+class LaneObserver(Protocol):
+    """What a lane input's reader needs of the backend: its row, and applying its lane's progress."""
+
+    store: Store
+
+    def job(self, job_id: str) -> JobRow: ...
+
+    def observe_lanes(self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None,
+                      patient: bool = True) -> list[str]: ...
+
+
+class LaneLogReader(LogReader):
+    """A map input's range of its lane's log, found once the lane has reached the input.
+
+    While the input runs its end is unknown, so each read stops at the file's size taken *before* the
+    lane's progress is applied: the lane writes an input's `end` line before the next input prints
+    anything, so bytes written before that size belong to this input unless the `end` applied after it
+    says where the input stopped."""
+
+    def __init__(self, backend: LaneObserver, job_id: str) -> None:
+        super().__init__([])
+        self.backend, self.job_id = backend, job_id
+        self.final = False
+
+    def read(self) -> list[str]:
+        if not self.final:
+            if not self.paths and not self._locate():
+                return []
+            size = self.paths[0].stat().st_size
+            row = self._observed()
+            self.final = row.log_end is not None or row.status.finished
+            self.ends = [row.log_end if self.final else size]
+        return super().read()
+
+    def _observed(self) -> JobRow:
+        """The input's row after applying its lane's progress."""
+        row = self.backend.job(self.job_id)
+        lane = lanes.get(self.backend.store, row.lane) if row.lane else None
+        if lane is not None and lane.ended_at is None:
+            self.backend.observe_lanes([lane], patient=False)
+            row = self.backend.job(self.job_id)
+        return row
+
+    def _locate(self) -> bool:
+        row = self._observed()
+        lane = lanes.get(self.backend.store, row.lane) if row.lane else None
+        if lane is None or row.log_start is None:
+            return False
+        self.paths, self.offsets, self.partial = [launcher.log_path(lane.dir, 0)], [row.log_start], [""]
+        return True

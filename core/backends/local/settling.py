@@ -1,0 +1,86 @@
+"""Settling local jobs: judging a job whose processes are done, and recording its outcome once.
+
+A job claimed but never launched (its scheduler died between the claim and the start) is failed with
+phase `lost` once LAUNCH_WINDOW has passed without processes.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.backends.local.job_rows import JobRow, job_dir_for
+from kinetic_tui.core.backends.local.volumes import remove_volume_roots
+from kinetic_tui.core.errors import NotFoundError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.storage import bucket_storage
+from kinetic_tui.core.store import Store, jobs_repo, volume_locks_repo
+from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE
+
+LAUNCH_WINDOW = 60.0  # a claimed job with no processes after this long lost its scheduler
+Outcome = tuple[JobStatus, str | None, str | None]  # (status, phase, detail)
+
+
+def outcome(row: JobRow) -> Outcome | None:
+    """(status, phase, detail) once every host is done, or None while it runs."""
+    if row.hosts is None:
+        if time.time() - (row.started_at or 0) < LAUNCH_WINDOW:
+            return None  # being launched right now by another process
+        return JobStatus.FAILED, "lost", "the job was claimed but its processes never started"
+    codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts]
+    if any(code is None for code in codes):
+        if any(code is None and h.is_alive() for h, code in zip(row.hosts, codes)):
+            return None
+        codes = _await_exit_files(row, codes)
+    if row.cancel_requested:
+        return JobStatus.CANCELLED, None, "cancelled"
+    return _judge(row, codes)
+
+
+def _await_exit_files(row: JobRow, codes: list[int | None], patience: float = 0.05) -> list[int | None]:
+    """The processes are gone; a reaper may be writing their exit files right now: give it `patience`."""
+    deadline = time.monotonic() + patience
+    while any(code is None for code in codes) and time.monotonic() < deadline:
+        time.sleep(0.002)
+        codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts or ()]
+    return codes
+
+
+def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
+    storage = bucket_storage(row.handle["bucket"], row.handle["result_uri"])
+    summaries = {}
+    for host in range(row.nodes):
+        name = "result.json" if host == 0 else f"result-worker-{host}.json"
+        try:
+            summaries[host] = json.loads(storage.get_bytes(f"{row.job_id}/{name}"))
+        except NotFoundError:
+            pass
+    for host, code in enumerate(codes):
+        summary = summaries.get(host)
+        if summary is not None and not summary["success"]:
+            where = "" if row.nodes == 1 else f"host {host}: "
+            return JobStatus.FAILED, summary["phase"], f"{where}{summary['error_type']}: {summary['error']}"
+        if code is None:
+            return JobStatus.FAILED, "lost", f"host {host} vanished without an exit status or result"
+        if code == PREEMPTED_EXIT_CODE and summary is None:
+            return JobStatus.FAILED, "preempted", (f"host {host} stopped as preempted (exit {code}, EX_TEMPFAIL); "
+                                                   "a training resumes from its last checkpoint")
+        if code != 0:
+            return JobStatus.FAILED, "lost" if code < 0 else "runner", f"host {host} exited with {code}"
+    if 0 not in summaries:
+        return JobStatus.FAILED, "lost", "the job exited without writing its result"
+    return JobStatus.SUCCEEDED, None, None
+
+
+def finish(store: Store, job_id: str, status: JobStatus, phase: str | None, detail: str | None) -> bool:
+    """Settle a job once (a concurrent settler loses quietly) and release its volumes.
+
+    The paths are removed before their locks go, in the same transaction: a job queued for the same
+    path may be launched the moment the lock is released and must find the path free.
+    """
+    with store.transaction() as conn:
+        changed = jobs_repo.settle(conn, job_id, status.value, phase, detail, time.time())
+        if changed and volume_locks_repo.holds_any(conn, job_id):
+            remove_volume_roots(job_dir_for(job_id))
+        volume_locks_repo.release(conn, job_id)
+    return changed

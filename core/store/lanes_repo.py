@@ -1,0 +1,142 @@
+"""Map lanes in state.db (`lanes`) and what a lane's progress writes onto its inputs' job rows.
+
+Functions that take `conn` run inside the caller's transaction: opening a lane is part of a claim, and
+applying a lane's progress advances `lanes.progress` in the same transaction as the job rows it settles,
+so each progress line counts once however many processes observe. Lanes come back as tuples in `COLUMNS`
+order; the backend decodes them.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from kinetic_tui.core.store.db import Database
+
+COLUMNS = "lane_id, pool, group_id, dir, hosts, started_at, progress, ended_at"
+
+
+def open_lanes(db: Database, group_id: str | None = None) -> list[tuple[Any, ...]]:
+    """Lanes not closed yet, of every batch or of one."""
+    sql = f"SELECT {COLUMNS} FROM lanes WHERE ended_at IS NULL"
+    params: tuple[Any, ...] = ()
+    if group_id is not None:
+        sql, params = sql + " AND group_id = ?", (group_id,)
+    return db.query(sql, params)
+
+
+def get(db: Database, lane_id: str) -> tuple[Any, ...] | None:
+    rows = db.query(f"SELECT {COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,))
+    return rows[0] if rows else None
+
+
+def current(conn: sqlite3.Connection, lane_id: str) -> tuple[Any, ...]:
+    """The lane as the caller's transaction sees it."""
+    return conn.execute(f"SELECT {COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,)).fetchone()
+
+
+# -- opening -------------------------------------------------------------------------------------------
+
+
+def unassigned_inputs(conn: sqlite3.Connection, group_id: str) -> list[tuple[str, str]]:
+    """(job_id, launch JSON) of the batch's PENDING inputs no lane holds, in submission order."""
+    return conn.execute("SELECT job_id, launch FROM jobs WHERE group_id = ? AND status = 'PENDING' "
+                        "AND lane IS NULL ORDER BY seq", (group_id,)).fetchall()
+
+
+def mean_input_seconds(conn: sqlite3.Connection, group_id: str) -> float | None:
+    """How long the batch's inputs that succeeded in lanes took on average (None before the first)."""
+    return conn.execute("SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
+                        "AND status = 'SUCCEEDED'", (group_id,)).fetchone()[0]
+
+
+def insert(conn: sqlite3.Connection, lane_id: str, pool: str, group_id: str, directory: str, now: float) -> None:
+    conn.execute("INSERT INTO lanes (lane_id, pool, group_id, dir, started_at) VALUES (?, ?, ?, ?, ?)",
+                 (lane_id, pool, group_id, directory, now))
+
+
+def assign_inputs(conn: sqlite3.Connection, lane_id: str, job_ids: list[str]) -> None:
+    conn.executemany("UPDATE jobs SET lane = ? WHERE job_id = ?", [(lane_id, job_id) for job_id in job_ids])
+
+
+def record_hosts(db: Database, lane_id: str, hosts: list[dict[str, Any]]) -> None:
+    db.write("UPDATE lanes SET hosts = ? WHERE lane_id = ?", (json.dumps(hosts), lane_id))
+
+
+def fail_launch(db: Database, lane_id: str, detail: str, now: float) -> None:
+    """The lane's process could not start: its inputs fail and the lane closes, in one transaction."""
+    with db.transaction() as conn:
+        conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'launch', detail = ?, finished_at = ? "
+                     "WHERE lane = ? AND status = 'PENDING'", (detail, now, lane_id))
+        conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane_id))
+
+
+# -- progress ------------------------------------------------------------------------------------------
+
+
+def input_started(conn: sqlite3.Connection, job_id: str, log_at: int, started_at: float) -> None:
+    conn.execute("UPDATE jobs SET log_start = ?, started_at = COALESCE(started_at, ?), "
+                 "status = CASE status WHEN 'PENDING' THEN 'RUNNING' ELSE status END WHERE job_id = ?",
+                 (log_at, started_at, job_id))
+
+
+def input_skipped(conn: sqlite3.Connection, job_id: str) -> None:
+    conn.execute("UPDATE jobs SET log_end = log_start WHERE job_id = ?", (job_id,))
+
+
+def input_ended(conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None,
+                ended_at: float, log_end: int, result_at: int, result_size: int) -> bool:
+    """Settle the input (CANCELLED if a cancel was requested); True if this settled it. An input settled
+    already (cancelled while it ran) keeps its status but still records where its output is."""
+    changed = conn.execute(
+        "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, phase = ?, "
+        "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ?, log_end = ?, "
+        "result_at = ?, result_size = ? WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
+        (status, phase, detail, ended_at, log_end, result_at, result_size, job_id)).rowcount
+    if not changed:
+        conn.execute("UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
+                     (log_end, result_at, result_size, job_id))
+    return bool(changed)
+
+
+def set_progress(conn: sqlite3.Connection, lane_id: str, offset: int) -> None:
+    conn.execute("UPDATE lanes SET progress = ? WHERE lane_id = ?", (offset, lane_id))
+
+
+# -- closing -------------------------------------------------------------------------------------------
+
+
+def started_count(conn: sqlite3.Connection, lane_id: str) -> int:
+    return conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL",
+                        (lane_id,)).fetchone()[0]
+
+
+def settle_in_flight(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:
+    """Inputs the lane had started but not finished: FAILED (phase lost) or, if asked, CANCELLED. Returns
+    their ids."""
+    inflight = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
+                            "AND status IN ('PENDING', 'RUNNING')", (lane_id,)).fetchall()
+    conn.execute("UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
+                 "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
+                 "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
+                 "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
+                 (detail, now, lane_id))
+    return [job_id for (job_id,) in inflight]
+
+
+def requeue_unstarted(conn: sqlite3.Connection, lane_id: str) -> None:
+    """Give the inputs the lane never reached back to the queue, for another lane."""
+    conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'",
+                 (lane_id,))
+
+
+def fail_unstarted(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:
+    """FAIL (phase lost) the lane's inputs still PENDING; returns their ids."""
+    unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND status = 'PENDING'", (lane_id,)).fetchall()
+    conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
+                 "WHERE lane = ? AND status = 'PENDING'", (detail, now, lane_id))
+    return [job_id for (job_id,) in unstarted]
+
+
+def close(conn: sqlite3.Connection, lane_id: str, now: float) -> None:
+    conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane_id))
