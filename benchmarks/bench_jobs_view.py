@@ -44,7 +44,7 @@ def seed_jobs(home: Path) -> None:
 
     console = Console(home=home, default_wait=False)
     real = asyncio.run(console.jobs.submit("bench_user:square", args=[3], name="real", wait=True))
-    shutdown_server()
+    console.workspace.run(shutdown_server)  # the fork server of `home`, which the job started
     pool, handle, launch = console.workspace.store.query("SELECT pool, handle, launch FROM jobs WHERE job_id = ?",
                                                          (real.job_id,))[0]
     handle, launch = json.loads(handle), json.loads(launch)
@@ -56,7 +56,7 @@ def seed_jobs(home: Path) -> None:
         rows.append((job_id, pool, status, "execute" if status == "FAILED" else None, created, created + 1,
                      created + 1 + n % 300,
                      json.dumps({**handle, "job_id": job_id, "display_name": f"bench job {n}", "created_at": created}),
-                     json.dumps({**launch, "job_dir": str(job_dir_for(job_id))})))
+                     json.dumps({**launch, "job_dir": str(console.workspace.run(job_dir_for, job_id))})))
     with console.workspace.store.transaction() as conn:
         conn.executemany(
             "INSERT INTO jobs (job_id, backend, pool, nodes, status, phase, created_at, started_at, finished_at, "

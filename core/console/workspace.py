@@ -19,7 +19,7 @@ from kinetic_tui.core.backends.local.backend import LocalBackend
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import one_line
 from kinetic_tui.core.events import DetachedWorkFailed, Event, EventBus
-from kinetic_tui.core.paths import kinetic_home, using_home
+from kinetic_tui.core.paths import call_on_home, kinetic_home
 from kinetic_tui.core.store import Store
 
 T = TypeVar("T")
@@ -45,8 +45,7 @@ class Workspace:
 
     def run(self, call: Callable[..., T], *args: Any) -> T:
         """Call on this workspace's home, in the caller's thread."""
-        with using_home(self.home):
-            return call(*args)
+        return call_on_home(self.home, call, *args)
 
     # -- actions ---------------------------------------------------------------------------------------
 
