@@ -163,6 +163,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="kinetic-bench-paint-"))
     home = root / "home"
+    os.environ["KINETIC_HOME"] = str(home)  # the cold children and the views' profile reads use it too
     try:
         samples = interleaved({
             "minimal": Minimal, "kinetic": kinetic_app(home),

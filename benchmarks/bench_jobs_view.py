@@ -43,10 +43,10 @@ def seed_jobs(home: Path) -> None:
     from kinetic_tui.core.console import Console
 
     console = Console(home=home, default_wait=False)
-    real = asyncio.run(console.submit("bench_user:square", args=[3], name="real", wait=True))
-    shutdown_server()
-    pool, handle, launch = console.store.query("SELECT pool, handle, launch FROM jobs WHERE job_id = ?",
-                                               (real.job_id,))[0]
+    real = asyncio.run(console.jobs.submit("bench_user:square", args=[3], name="real", wait=True))
+    console.workspace.run(shutdown_server)  # the fork server of `home`, which the job started
+    pool, handle, launch = console.workspace.store.query("SELECT pool, handle, launch FROM jobs WHERE job_id = ?",
+                                                         (real.job_id,))[0]
     handle, launch = json.loads(handle), json.loads(launch)
     now = time.time()
     rows = []
@@ -56,12 +56,12 @@ def seed_jobs(home: Path) -> None:
         rows.append((job_id, pool, status, "execute" if status == "FAILED" else None, created, created + 1,
                      created + 1 + n % 300,
                      json.dumps({**handle, "job_id": job_id, "display_name": f"bench job {n}", "created_at": created}),
-                     json.dumps({**launch, "job_dir": str(job_dir_for(job_id))})))
-    with console.store.transaction() as conn:
+                     json.dumps({**launch, "job_dir": str(console.workspace.run(job_dir_for, job_id))})))
+    with console.workspace.store.transaction() as conn:
         conn.executemany(
             "INSERT INTO jobs (job_id, backend, pool, nodes, status, phase, created_at, started_at, finished_at, "
             "handle, launch) VALUES (?, 'local', ?, 1, ?, ?, ?, ?, ?, ?, ?)", rows)
-    assert console.store.query("SELECT COUNT(*) FROM jobs")[0][0] == JOBS
+    assert console.workspace.store.query("SELECT COUNT(*) FROM jobs")[0][0] == JOBS
 
 
 def jobs_loaded(app: PaintClock) -> bool:

@@ -80,7 +80,7 @@ async def open_log(home: Path, job_id: str | None) -> Run:
         timer = app.set_interval(TICK, lambda: ticks.append(time.perf_counter()))
         started = time.perf_counter()
         if job_id is None:
-            job_id = (await app.service.submit("bench_flood:flood", kwargs={"count": LINES}, wait=False)).job_id
+            job_id = (await app.service.jobs.submit("bench_flood:flood", kwargs={"count": LINES}, wait=False)).job_id
         app.open_job(job_id)
         await pilot.pause()
         buffer = app.screen.log_view.buffer
@@ -94,7 +94,7 @@ async def open_log(home: Path, job_id: str | None) -> Run:
         seconds = time.perf_counter() - started
         timer.stop()
         rss_growth = (_status_kb("VmHWM") - rss_before) * 1024
-        job = await app.service.wait_job(job_id)
+        job = await app.service.jobs.wait(job_id)
     writer = None if job.started_at is None or job.finished_at is None else job.finished_at - job.started_at
     late = [later - earlier - TICK for earlier, later in zip(ticks, ticks[1:])]
     return Run(seconds, late, rss_growth, peak_reset, writer)

@@ -59,7 +59,7 @@ def main() -> None:
             console = Console()
             start = time.perf_counter()
             for i in range(LINES):
-                await console.observe(name, concurrency(i))
+                await console.endpoints.observe(name, concurrency(i))
             return time.perf_counter() - start
 
         return asyncio.run(observe_all())

@@ -17,3 +17,9 @@ class ValidationError(KineticError, ValueError):
 
 class NotFoundError(KineticError, LookupError):
     """An id, name, group or version does not exist; the message names what does."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message: what notifications, `--script` and events show."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -2,17 +2,64 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any, TypeVar
 
 # The folder that holds core/, runner/ and infra/: the checkout root in a source tree, the installed
 # `kinetic_tui` package otherwise. The runner is shipped and started as a file found from here.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 RUNNER_FILE = PACKAGE_DIR / "runner" / "remote_runner.py"
 
+T = TypeVar("T")
+
+
+class _HomeScope:
+    """The home a console works on, for the calls it runs. A context variable rather than the environment,
+    so two consoles on different homes in one process (each call in its own thread or task) never see
+    each other's: asyncio tasks and `asyncio.to_thread` carry it, plain threads start without it.
+
+    It pickles as a fresh, unset scope: a job whose code is pickled by value (a project that contains this
+    package) carries this module's globals, and a ContextVar cannot be pickled. The job reads its home
+    from KINETIC_HOME, which its environment always has."""
+
+    def __init__(self) -> None:
+        self.var: ContextVar[Path | None] = ContextVar("kinetic_home", default=None)
+
+    def __reduce__(self) -> tuple[type[_HomeScope], tuple[()]]:
+        return _HomeScope, ()
+
+
+_scope = _HomeScope()
+
+
+def call_on_home(home: Path, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)` with `kinetic_home()` resolving to `home`: the cheap form of `using_home` for a console's
+    every blocking call (a generator-based context manager costs several times more)."""
+    token = _scope.var.set(home)
+    try:
+        return call(*args)
+    finally:
+        _scope.var.reset(token)
+
+
+@contextmanager
+def using_home(home: str | Path) -> Iterator[Path]:
+    """Within the block (and the tasks and `to_thread` calls it starts), `kinetic_home()` is `home`."""
+    path = Path(home).expanduser()
+    token = _scope.var.set(path)
+    try:
+        yield path
+    finally:
+        _scope.var.reset(token)
+
 
 def kinetic_home() -> Path:
-    """Return `KINETIC_HOME` (default `~/.kinetic`), creating it with mode 0700 on first use."""
-    home = Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
+    """The home `using_home` set, else `KINETIC_HOME` (default `~/.kinetic`); created with mode 0700 on first
+    use."""
+    home = _scope.var.get() or Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
     if not home.exists():
         home.mkdir(parents=True, mode=0o700)
         home.chmod(0o700)  # mkdir's mode is filtered by the umask

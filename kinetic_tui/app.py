@@ -8,7 +8,6 @@ pool usage); a refresh reloads only what is on screen. Errors become notificatio
 """
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections import deque
@@ -32,9 +31,9 @@ from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.console.base import one_line
-from kinetic_tui.core.errors import KineticError
+from kinetic_tui.core.errors import KineticError, one_line
 from kinetic_tui.core.events import LogBatch
+from kinetic_tui.core.paths import using_home
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.palette import KineticCommands
 from kinetic_tui.render.header import header_text
@@ -163,7 +162,7 @@ class KineticApp(App[int]):
             self.screen_stack[0].mount(self._too_small)
 
     async def _workspace_label(self) -> None:
-        infra = await asyncio.to_thread(resolve_infra)
+        infra = await self.service.workspace.blocking(resolve_infra)
         self._workspace = f"profile {infra.profile or '-'} ({infra.backend}) · cluster {infra.cluster}"
         self._draw_header()
 
@@ -199,8 +198,8 @@ class KineticApp(App[int]):
     async def _refresh(self, poll: bool) -> None:
         try:
             if poll and not getattr(self.current_view, "LISTS_JOBS", False):
-                await self.service.poll_jobs()  # the jobs view's own listing polls (settles, announces) already
-                for pool in await self.service.pools():
+                await self.service.jobs.poll()  # the jobs view's own listing polls (settles, announces) already
+                for pool in await self.service.pools.list():
                     self.pool_history.setdefault(pool.name, deque(maxlen=HISTORY_SAMPLES)).append(pool.in_use)
             await self.reload_visible()
             self._last_error = ""  # recovered: the same error, if it comes back, is news again
@@ -280,9 +279,10 @@ class KineticApp(App[int]):
         """Names of every live object by kind, for completion and the palette."""
         console = self.service
         readers: dict[str, tuple[Callable[[], Any], str]] = {
-            "job": (console.jobs, "job_id"), "pool": (console.pools, "name"), "training": (console.trainings, "name"),
-            "study": (console.studies, "name"), "group": (console.models, "group"),
-            "endpoint": (console.endpoints, "name"), "pipeline": (console.pipelines, "name"),
+            "job": (console.jobs.list, "job_id"), "pool": (console.pools.list, "name"),
+            "training": (console.training.list, "name"), "study": (console.training.studies, "name"),
+            "group": (console.registry.models, "group"),
+            "endpoint": (console.endpoints.list, "name"), "pipeline": (console.pipelines.list, "name"),
         }
         names: dict[str, list[str]] = {}
         for kind, (read, attribute) in readers.items():
@@ -410,5 +410,6 @@ def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     app = KineticApp(console, readonly=readonly, background=background)
-    app.run(mouse=mouse)
+    with using_home(console.workspace.home):  # what the views read beside the console (profiles) is there too
+        app.run(mouse=mouse)
     return app.return_code or 0

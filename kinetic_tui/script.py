@@ -16,8 +16,7 @@ from typing import Any, TextIO
 from kinetic_tui.core.commands import Command, ParseError, parse_script
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.console.base import one_line
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError, one_line
 from kinetic_tui.core.events import DetachedWorkFailed
 
 OUTPUTS = ("text", "json")

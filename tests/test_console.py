@@ -29,25 +29,25 @@ async def _drain(subscription: Any) -> list[Event]:
 
 
 async def _endpoint(console: Console, **config: Any) -> None:
-    await console.create_endpoint("scorer", "fraud", **config)
+    await console.endpoints.create("scorer", "fraud", **config)
 
 
 # -- one action, one transaction ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("action, error", [
-    (lambda c: c.promote("fraud", 1, "Production"), InvalidTransitionError),  # None -> Production is illegal
-    (lambda c: c.promote("fraud", 9, "Staging"), NotFoundError),
-    (lambda c: c.promote("nope", 1, "Staging"), NotFoundError),
-    (lambda c: c.observe("scorer", 5, tick=3), ValidationError),  # backwards: the last tick is 9
-    (lambda c: c.observe("scorer", float("nan")), ValidationError),
-    (lambda c: c.scale("scorer", min_instances=4, max_instances=2), ValidationError),
-    (lambda c: c.create_endpoint("scorer", "fraud"), ValidationError),  # exists
-    (lambda c: c.create_endpoint("other", "nope"), NotFoundError),
-    (lambda c: c.invoke("scorer", "fraud", {}), NotFoundError),  # no Production version yet
-    (lambda c: c.invoke("scorer", "fraud:v7", {}), NotFoundError),
-    (lambda c: c.invoke("scorer", "other:v1", {}), NotFoundError),
-    (lambda c: c.load("scorer", 3, 2), NotFoundError),  # load serves the Production version
-    (lambda c: c.register_from_training("fraud", "nope"), NotFoundError),
+    (lambda c: c.registry.promote("fraud", 1, "Production"), InvalidTransitionError),  # None -> Production is illegal
+    (lambda c: c.registry.promote("fraud", 9, "Staging"), NotFoundError),
+    (lambda c: c.registry.promote("nope", 1, "Staging"), NotFoundError),
+    (lambda c: c.endpoints.observe("scorer", 5, tick=3), ValidationError),  # backwards: the last tick is 9
+    (lambda c: c.endpoints.observe("scorer", float("nan")), ValidationError),
+    (lambda c: c.endpoints.scale("scorer", min_instances=4, max_instances=2), ValidationError),
+    (lambda c: c.endpoints.create("scorer", "fraud"), ValidationError),  # exists
+    (lambda c: c.endpoints.create("other", "nope"), NotFoundError),
+    (lambda c: c.endpoints.invoke("scorer", "fraud", {}), NotFoundError),  # no Production version yet
+    (lambda c: c.endpoints.invoke("scorer", "fraud:v7", {}), NotFoundError),
+    (lambda c: c.endpoints.invoke("scorer", "other:v1", {}), NotFoundError),
+    (lambda c: c.endpoints.load("scorer", 3, 2), NotFoundError),  # load serves the Production version
+    (lambda c: c.registry.register_from_training("fraud", "nope"), NotFoundError),
 ])
 def test_a_failed_action_changes_nothing_and_publishes_nothing(action: Any, error: type) -> None:
     seed_registry()
@@ -55,7 +55,7 @@ def test_a_failed_action_changes_nothing_and_publishes_nothing(action: Any, erro
     async def scenario() -> None:
         console = Console()
         await _endpoint(console)
-        await console.observe("scorer", 45, tick=9)
+        await console.endpoints.observe("scorer", 45, tick=9)
         before, subscription = state_dump(), console.events.subscribe()
         with pytest.raises(error) as raised:
             await action(console)
@@ -73,11 +73,11 @@ def test_unknown_names_list_the_valid_choices() -> None:
         console = Console()
         await _endpoint(console)
         with pytest.raises(NotFoundError, match=r"unknown 'nope'; known: scorer"):
-            await console.observe("nope", 1)
+            await console.endpoints.observe("nope", 1)
         with pytest.raises(NotFoundError, match=r"use fraud \(its Production version\) or fraud:vN \(N in 1..2\)"):
-            await console.invoke("scorer", "fraud:latest", {})
+            await console.endpoints.invoke("scorer", "fraud:latest", {})
         with pytest.raises(NotFoundError, match=r"known groups: fraud"):
-            await console.models("nope")
+            await console.registry.models("nope")
 
     run(scenario())
 
@@ -90,14 +90,14 @@ def test_promote_to_production_archives_the_incumbent_in_one_action_and_announce
     async def scenario() -> None:
         console = Console(clock=lambda: 42.0)
         for version in (1, 2):
-            await console.promote("fraud", version, "Staging")
-        await console.promote("fraud", 1, "Production")
+            await console.registry.promote("fraud", version, "Staging")
+        await console.registry.promote("fraud", 1, "Production")
         subscription = console.events.subscribe()
-        promoted = await console.promote("fraud", 2, "production")
+        promoted = await console.registry.promote("fraud", 2, "production")
         assert (promoted.version, promoted.stage) == (2, "Production")
         assert await _drain(subscription) == [TransitionMade("fraud", 1, "Production", "Archived"),
                                               TransitionMade("fraud", 2, "Staging", "Production")]
-        group = await Console().models("fraud")  # a fresh console reads what was committed
+        group = await Console().registry.models("fraud")  # a fresh console reads what was committed
         assert group.production == 2
         assert [v.stage for v in group.versions] == ["Archived", "Production"]
         assert group.history[-1].at == 42.0
@@ -109,15 +109,15 @@ def test_register_from_training_needs_a_completed_run_and_records_hash_metric_an
     async def scenario() -> None:
         console = Console()
         subscription = console.events.subscribe()
-        stopped = await console.train("base", {"learning_rate": 0.5}, epochs=3, checkpoint_every=1,
-                                      interrupt_before_epoch=3)
+        stopped = await console.training.start("base", {"learning_rate": 0.5}, epochs=3, checkpoint_every=1,
+                                               interrupt_before_epoch=3)
         assert (stopped.status, stopped.checkpoint_epoch, stopped.interruptions) == ("Stopped", 2, 1)
         before = state_dump()
         with pytest.raises(ValidationError, match="'base' is Stopped; only a Completed training job"):
-            await console.register_from_training("fraud", "base")
+            await console.registry.register_from_training("fraud", "base")
         assert state_dump() == before
-        done = await console.resume("base")
-        model = await console.register_from_training("fraud", "base")
+        done = await console.training.resume("base")
+        model = await console.registry.register_from_training("fraud", "base")
         assert (model.version, model.artifact_hash, model.metrics, model.source, model.stage) == (
             1, done.artifact_hash, {"metric": done.metric}, "base", "None")
         events = await _drain(subscription)
@@ -137,11 +137,11 @@ def test_observe_uses_the_endpoint_clock_and_persists_across_consoles() -> None:
     async def scenario() -> None:
         first, second = Console(), Console()
         await _endpoint(first)
-        assert (await first.observe("scorer", 45)).tick == 0
-        assert (await second.observe("scorer", 5)).tick == 1  # another console sees the first one's tick
-        event = await first.observe("scorer", 5)  # and the first re-reads what the second wrote
+        assert (await first.endpoints.observe("scorer", 45)).tick == 0
+        assert (await second.endpoints.observe("scorer", 5)).tick == 1  # another console sees the first one's tick
+        event = await first.endpoints.observe("scorer", 5)  # and the first re-reads what the second wrote
         assert (event.tick, event.action, event.instance_count) == (2, "hold", 5)
-        history = (await Console().endpoint("scorer")).history
+        history = (await Console().endpoints.get("scorer")).history
         assert [(e.tick, e.action) for e in history] == [(0, "scale_out"), (1, "hold"), (2, "hold")]
 
     run(scenario())
@@ -153,10 +153,10 @@ def test_the_spec_worked_example_through_the_console() -> None:
     async def scenario() -> None:
         console = Console()
         await _endpoint(console)
-        counts = [(await console.observe("scorer", c, tick=t)).instance_count
+        counts = [(await console.endpoints.observe("scorer", c, tick=t)).instance_count
                   for c, t in ((45, 0), (5, 1), (5, 9), (9999, 20))]
         assert counts == [5, 5, 1, 5]
-        scaled = await console.scale("scorer", max_instances=3)
+        scaled = await console.endpoints.scale("scorer", max_instances=3)
         assert (scaled.instance_count, scaled.history[-1].action) == (3, "reconfigure")
 
     run(scenario())
@@ -169,19 +169,19 @@ def test_invoke_routes_to_production_or_a_version_and_keeps_the_lru_across_conso
         console = Console()
         await _endpoint(console, max_loaded_models=2)
         for stage in ("Staging", "Production"):
-            await console.promote("fraud", 2, stage)
+            await console.registry.promote("fraud", 2, stage)
         subscription = console.events.subscribe()
-        default = await console.invoke("scorer", "fraud", {"amount": 3})
+        default = await console.endpoints.invoke("scorer", "fraud", {"amount": 3})
         assert (default.route, default.model) == ("fraud", "fraud:v2")
-        again = await Console().invoke("scorer", "fraud:v2", {"amount": 3})
+        again = await Console().endpoints.invoke("scorer", "fraud:v2", {"amount": 3})
         assert again.prediction == default.prediction  # deterministic, whichever console serves it
         assert again.hits == 1
-        await console.invoke("scorer", "fraud:v1", {"amount": 3})
-        last = await console.invoke("scorer", "fraud:v3", {"amount": 3})
+        await console.endpoints.invoke("scorer", "fraud:v1", {"amount": 3})
+        last = await console.endpoints.invoke("scorer", "fraud:v3", {"amount": 3})
         assert last.loaded == ("fraud:v1", "fraud:v3")
-        other = await console.invoke("scorer", "fraud:v1", {"amount": 4})
+        other = await console.endpoints.invoke("scorer", "fraud:v1", {"amount": 4})
         assert other.prediction["score"] != last.prediction["score"]
-        snapshot = await Console().endpoint("scorer")
+        snapshot = await Console().endpoints.get("scorer")
         assert snapshot.evict_events == ("fraud:v2",)
         assert snapshot.load_events == ("fraud:v2", "fraud:v1", "fraud:v3")
         assert [e.model for e in await _drain(subscription) if isinstance(e, ModelInvoked)] == [
@@ -197,18 +197,18 @@ def test_load_drives_real_concurrency_and_the_history_shows_scale_out() -> None:
         console = Console()
         await _endpoint(console, max_instances=5, scale_out_cooldown=0)
         for stage in ("Staging", "Production"):
-            await console.promote("fraud", 1, stage)
+            await console.registry.promote("fraud", 1, stage)
         subscription = console.events.subscribe()
-        result = await console.load("scorer", 30, 3)
+        result = await console.endpoints.load("scorer", 30, 3)
         assert result.status == "completed" and result.requests == 90
         assert [(e.tick, e.concurrency, e.action, e.instance_count) for e in result.events] == [
             (0, 30, "scale_out", 3), (1, 30, "none", 3), (2, 30, "none", 3)]
-        endpoint = await Console().endpoint("scorer")
+        endpoint = await Console().endpoints.get("scorer")
         assert endpoint.hits + endpoint.misses == 90
         decided = [e for e in await _drain(subscription) if isinstance(e, ScalingDecided)]
         assert [e.concurrency for e in decided] == [30, 30, 30]
         with pytest.raises(ValidationError, match="at most 256"):
-            await console.load("scorer", 257, 1)
+            await console.endpoints.load("scorer", 257, 1)
 
     run(scenario())
 
@@ -220,11 +220,11 @@ def test_detached_load_finishes_before_the_console_closes() -> None:
         console = Console(default_wait=False)
         await _endpoint(console)
         for stage in ("Staging", "Production"):
-            await console.promote("fraud", 1, stage)
-        started = await console.load("scorer", 12, 2)
+            await console.registry.promote("fraud", 1, stage)
+        started = await console.endpoints.load("scorer", 12, 2)
         assert started.status == "started"
         await console.aclose()
-        assert [e.concurrency for e in (await console.endpoint("scorer")).history] == [12, 12]
+        assert [e.concurrency for e in (await console.endpoints.get("scorer")).history] == [12, 12]
 
     run(scenario())
 
@@ -235,22 +235,22 @@ def test_detached_load_finishes_before_the_console_closes() -> None:
 def test_pipeline_runs_record_steps_and_rerun_merges_the_last_params() -> None:
     async def scenario() -> None:
         console = Console()
-        registered = await console.register_pipeline("console_user:tiny")
+        registered = await console.pipelines.register("console_user:tiny")
         assert registered.layers == (("double",), ("big",), ("plus_one",))
         subscription = console.events.subscribe()
-        first = await console.run_pipeline("tiny", {"x": 6})
+        first = await console.pipelines.run("tiny", {"x": 6})
         assert (first.run, first.status, first.branch_taken) == (1, "Succeeded", {"big": True})
         steps = [e for e in await _drain(subscription) if isinstance(e, StepStatusChanged)]
         assert [(e.step, e.status) for e in steps] == [("double", "Executed"), ("big", "Executed"),
                                                        ("plus_one", "Executed")]
-        second = await console.rerun("tiny")
+        second = await console.pipelines.rerun("tiny")
         assert second.params == {"x": 6} and second.executed == ()
-        third = await console.rerun("tiny", {"x": 2})
+        third = await console.pipelines.rerun("tiny", {"x": 2})
         assert third.executed == ("double", "big")
         assert [s.status for s in third.steps] == ["Executed", "Executed", "Skipped"]
         with pytest.raises(ValidationError, match="unknown param"):
-            await console.rerun("tiny", {"nope": 1})
-        assert [r.run for r in (await console.pipeline("tiny")).runs] == [1, 2, 3]
+            await console.pipelines.rerun("tiny", {"nope": 1})
+        assert [r.run for r in (await console.pipelines.get("tiny")).runs] == [1, 2, 3]
 
     run(scenario())
 
@@ -259,14 +259,14 @@ def test_pipeline_runs_record_steps_and_rerun_merges_the_last_params() -> None:
 def test_detached_runs_settle_on_close_and_their_failures_become_events() -> None:
     async def scenario() -> None:
         console = Console(default_wait=False)
-        await console.register_pipeline("console_user:tiny")
+        await console.pipelines.register("console_user:tiny")
         subscription = console.events.subscribe()
-        failing = await console.rerun("tiny")  # no run to rerun yet: fails after the command returned
+        failing = await console.pipelines.rerun("tiny")  # no run to rerun yet: fails after the command returned
         await console.aclose()
-        started = await console.run_pipeline("tiny")
+        started = await console.pipelines.run("tiny")
         assert (failing.status, started.status, started.run) == ("Running", "Running", 1)
         await console.aclose()
-        assert (await console.pipeline_run("tiny")).status == "Succeeded"
+        assert (await console.pipelines.get_run("tiny")).status == "Succeeded"
         failures = [e for e in await _drain(subscription) if isinstance(e, DetachedWorkFailed)]
         assert failures == [DetachedWorkFailed("rerun tiny", "ValidationError", NO_RUNS)]
 
@@ -276,14 +276,14 @@ def test_detached_runs_settle_on_close_and_their_failures_become_events() -> Non
 def test_a_rerun_in_a_new_process_executes_nothing(user_project: Path) -> None:
     async def first_run() -> None:
         console = Console()
-        await console.register_pipeline("console_user:tiny")
-        assert (await console.run_pipeline("tiny", {"x": 7})).executed == ("double", "big", "plus_one")
+        await console.pipelines.register("console_user:tiny")
+        assert (await console.pipelines.run("tiny", {"x": 7})).executed == ("double", "big", "plus_one")
 
     run(first_run())
     child = (
         "import json, asyncio\n"
         "from kinetic_tui.core.console import Console\n"
-        "run = asyncio.run(Console().rerun('tiny'))\n"
+        "run = asyncio.run(Console().pipelines.rerun('tiny'))\n"
         "print(json.dumps({'executed': list(run.executed), 'statuses': [s.status for s in run.steps]}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -300,17 +300,17 @@ def test_jobs_announce_status_changes_and_wait_times_out_without_killing() -> No
     async def scenario() -> None:
         console = Console(default_wait=False)
         subscription = console.events.subscribe()
-        job = await console.submit("console_user:sleepy", args=[30], name="nap")
+        job = await console.jobs.submit("console_user:sleepy", args=[30], name="nap")
         with pytest.raises(WaitTimeout, match="keeps running"):
-            await console.wait_job(job.job_id, timeout=0.05)
-        cancelled = await console.cancel(job.job_id)
+            await console.jobs.wait(job.job_id, timeout=0.05)
+        cancelled = await console.jobs.cancel(job.job_id)
         assert cancelled.status == "CANCELLED"
         statuses = [e.status for e in await _drain(subscription) if isinstance(e, JobStatusChanged)]
         assert statuses[0] in ("PENDING", "RUNNING") and statuses[-1] == "CANCELLED"
-        done = await console.submit("console_user:add", args=[1, 2], wait=True)
+        done = await console.jobs.submit("console_user:add", args=[1, 2], wait=True)
         assert (done.status, done.result) == ("SUCCEEDED", 3)
-        assert (await console.result(done.job_id)).value == 3
-        assert await console.poll_jobs() == []  # nothing changed since this console last looked
+        assert (await console.jobs.result(done.job_id)).value == 3
+        assert await console.jobs.poll() == []  # nothing changed since this console last looked
 
     run(scenario())
 
@@ -320,10 +320,10 @@ def test_submit_rejects_bad_references_before_anything_runs() -> None:
     async def scenario() -> None:
         console = Console()
         with pytest.raises(NotFoundError, match="cannot import module 'nope'"):
-            await console.submit("nope:f")
+            await console.jobs.submit("nope:f")
         with pytest.raises(NotFoundError, match="has no attribute 'missing'"):
-            await console.submit("console_user:missing")
-        assert await console.jobs() == ()
+            await console.jobs.submit("console_user:missing")
+        assert await console.jobs.list() == ()
 
     run(scenario())
 
@@ -333,8 +333,8 @@ def test_console_home_switches_the_workspace(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         console = Console(home=other)
-        await console.add_pool("extra", "cpu", 1)
-        assert [pool.name for pool in await console.pools()] == ["cpu", "extra"]
+        await console.pools.add("extra", "cpu", 1)
+        assert [pool.name for pool in await console.pools.list()] == ["cpu", "extra"]
 
     run(scenario())
     assert (other / "state.db").exists()

@@ -14,6 +14,7 @@ from kinetic_tui.core.demo import DemoProgress, demo_home, fill
 from kinetic_tui.core.demo import workload
 from kinetic_tui.core.demo.fill import CHANGED_PARAMS, ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, MARKER, MULTI_HOST_JOB, PIPELINE, PREEMPTIBLE, SHORT_JOBS, STUDY
 from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.paths import using_home
 
 PACE = 0.05
 
@@ -28,48 +29,48 @@ def demo_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # -- the whole scenario ---------------------------------------------------------------------------------
 
 async def _check_pools_and_jobs(console: Console) -> None:
-    pools = {pool.name: pool for pool in await console.pools()}
+    pools = {pool.name: pool for pool in await console.pools.list()}
     assert "cpu" in pools and not pools["cpu"].emulated
     assert {"tpu-v5e", "gpu-l4", "tpu-v4-multi", "gpu-l4-spot"} <= set(pools)
     assert all(pools[name].emulated for name in ("tpu-v5e", "gpu-l4", "tpu-v4-multi", "gpu-l4-spot"))
     assert pools["gpu-l4-spot"].spot
 
-    jobs = {job.name: job for job in await console.jobs()}
+    jobs = {job.name: job for job in await console.jobs.list()}
     for name, _ in SHORT_JOBS:
         assert jobs[name].status == "SUCCEEDED"
-        lines = (await console.logs(jobs[name].job_id)).lines
+        lines = (await console.jobs.logs(jobs[name].job_id)).lines
         assert f"[{name}] step 8/8 loss=" in "\n".join(lines)
     assert jobs[SHORT_JOBS[1][0]].pool == "tpu-v5e" and jobs[SHORT_JOBS[2][0]].pool == "gpu-l4"
 
     multi = jobs[MULTI_HOST_JOB]
     assert (multi.status, multi.pool) == ("SUCCEEDED", "tpu-v4-multi")
-    multi_log = "\n".join((await console.logs(multi.job_id)).lines)
+    multi_log = "\n".join((await console.jobs.logs(multi.job_id)).lines)
     assert "host 0: partial sum 6" in multi_log and "host 1: partial sum 22" in multi_log
 
     failed = jobs[FAILING_JOB]
     assert (failed.status, failed.phase) == ("FAILED", "execute")
     with pytest.raises(RemoteJobFailed) as raised:
-        await console.result(failed.job_id)
+        await console.jobs.result(failed.job_id)
     assert raised.value.phase == "execute" and raised.value.error_type == "KeyError"
     assert "Traceback" in raised.value.traceback and "_parse_record" in raised.value.traceback
 
     long = jobs[LONG_JOB]
     assert (long.status, long.pool) == ("RUNNING", "gpu-l4-spot")
-    assert (await console.cancel(long.job_id)).status == "CANCELLED"
+    assert (await console.jobs.cancel(long.job_id)).status == "CANCELLED"
 
 
 async def _check_training_and_registry(console: Console) -> None:
-    trainings = {run.name: run for run in await console.trainings()}
+    trainings = {run.name: run for run in await console.training.list()}
     assert all(run.status == "Completed" for run in trainings.values())
     resumed = trainings[PREEMPTIBLE]
     assert resumed.interruptions == 1 and len(resumed.job_ids) == 2 and resumed.current_epoch == resumed.max_epochs
 
-    study = await console.study(STUDY)
+    study = await console.training.study(STUDY)
     assert study.status == "Completed" and len(study.trials) == 4 and study.best is not None
     best = next(trial for trial in study.trials if trial.trial_id == study.best)
     assert best.metric == min(trial.metric for trial in study.trials)
 
-    group = await console.models(GROUP)
+    group = await console.registry.models(GROUP)
     stages = {version.version: version.stage for version in group.versions}
     assert stages == {1: "Archived", 2: "Production", 3: "Staging", 4: "None"}
     assert group.production == 2
@@ -78,7 +79,7 @@ async def _check_training_and_registry(console: Console) -> None:
 
 
 async def _check_endpoint_and_pipeline(console: Console) -> None:
-    endpoint = await console.endpoint(ENDPOINT)
+    endpoint = await console.endpoints.get(ENDPOINT)
     actions = [event.action for event in endpoint.history]
     assert {"scale_out", "hold", "scale_in"} <= set(actions)
     assert actions.index("scale_out") < actions.index("scale_in")
@@ -87,7 +88,7 @@ async def _check_endpoint_and_pipeline(console: Console) -> None:
     assert endpoint.evict_events and len(endpoint.load_events) >= 3
     assert endpoint.hits > 0
 
-    runs = [await console.pipeline_run(PIPELINE, number) for number in (1, 2, 3)]
+    runs = [await console.pipelines.get_run(PIPELINE, number) for number in (1, 2, 3)]
     fresh, cached, changed = runs
     assert all(run.status == "Succeeded" for run in runs)
     assert fresh.executed and {step.status for step in fresh.steps} <= {"Executed", "Skipped"}
@@ -118,9 +119,10 @@ def test_fill_runs_the_whole_scenario_through_the_console(demo_dir: Path, kineti
             await _check_training_and_registry(console)
             await _check_endpoint_and_pipeline(console)
         finally:  # never leave the two-minute job behind, whatever failed, nor the demo home's fork server
-            for job in await console.jobs(status="RUNNING"):
-                await console.cancel(job.job_id)
-            launcher.shutdown_server()  # Console(home=...) made the demo home this process's KINETIC_HOME
+            for job in await console.jobs.list(status="RUNNING"):
+                await console.jobs.cancel(job.job_id)
+            with using_home(console.workspace.home):  # the demo home's server, not the test's home's
+                launcher.shutdown_server()
         return seen
 
     seen = asyncio.run(scenario())
@@ -159,10 +161,10 @@ def test_demo_home_refuses_to_wipe_what_is_not_a_demo(demo_dir: Path, kinetic_ho
 def test_fill_refuses_a_workspace_that_is_not_a_demo(kinetic_home: Path) -> None:
     async def scenario() -> None:
         console = Console()
-        before = await console.pools()
+        before = await console.pools.list()
         with pytest.raises(ValidationError, match=r"not a demo workspace"):
             await fill(console)
-        assert await console.pools() == before
+        assert await console.pools.list() == before
 
     asyncio.run(scenario())
 
@@ -170,7 +172,7 @@ def test_fill_refuses_a_workspace_that_is_not_a_demo(kinetic_home: Path) -> None
 def test_a_failing_step_is_announced_then_raised(demo_dir: Path) -> None:
     async def scenario() -> list[DemoProgress]:
         console = Console(home=demo_home())
-        await console.add_pool("tpu-v5e", "v5litepod-2x2", 1)  # the name the scenario's first step needs
+        await console.pools.add("tpu-v5e", "v5litepod-2x2", 1)  # the name the scenario's first step needs
         seen: list[DemoProgress] = []
         with pytest.raises(ValidationError, match=r"already exists"):
             await fill(console, seen.append, pace=PACE)

@@ -1,18 +1,53 @@
-"""`Console`: the one async service facade the TUI, the CLI and `--script` share (SPEC 4).
+"""`Console`: the one async service facade the TUI, the CLI and `--script` share.
 
-Queries return immutable snapshots (`kinetic_tui.core.console.snapshots`); actions return snapshots or raise
-`KineticError`s with one-line messages; every change is announced on `console.events`. Each feature lives
-in its own module; this class only assembles them.
+It is composed of one service per concern over one shared `Workspace` (store, local backend, event bus,
+clock, thread offload): `console.pools`, `console.jobs`, `console.training`, `console.registry`,
+`console.endpoints`, `console.pipelines`. Queries return immutable snapshots
+(`kinetic_tui.core.console.snapshots`); actions return snapshots or raise `KineticError`s with one-line
+messages; every change is announced on `console.events`.
 """
 from __future__ import annotations
 
-from kinetic_tui.core.console.endpoint_ops import EndpointsMixin
-from kinetic_tui.core.console.jobs import JobsMixin, RemoteJobFailed, WaitTimeout
-from kinetic_tui.core.console.pipeline_ops import PipelinesMixin
+from collections.abc import Callable
+from pathlib import Path
+
+from kinetic_tui.core.console.endpoints import Endpoints
+from kinetic_tui.core.console.jobs import (
+    Jobs,
+    RemoteJobFailed,
+    WaitTimeout,
+    jobs_source,
+)
+from kinetic_tui.core.console.pipelines import Pipelines
+from kinetic_tui.core.console.pools import Pools
+from kinetic_tui.core.console.registry import Registry
+from kinetic_tui.core.console.training import Training
+from kinetic_tui.core.console.workspace import Workspace
+from kinetic_tui.core.events import EventBus
+from kinetic_tui.core.profiles import resolve_infra
 
 
-class Console(JobsMixin, EndpointsMixin, PipelinesMixin):
-    """`Console(home=None, clock=None, default_wait=True, offload=True)`; see `ConsoleBase` for the arguments."""
+class Console:
+    def __init__(self, home: str | Path | None = None, clock: Callable[[], float] | None = None,
+                 default_wait: bool = True, offload: bool = True) -> None:
+        """`home` is the workspace this console works on (default: `kinetic_home()`); see `Workspace` for the
+        other arguments. The process environment is left as it is."""
+        self.workspace = Workspace(home, clock, default_wait, offload)
+        source = jobs_source(self.workspace.run(resolve_infra), self.workspace.backend)
+        self.pools = Pools(self.workspace, source)
+        self.jobs = Jobs(self.workspace, source)
+        self.training = Training(self.workspace)
+        self.registry = Registry(self.workspace, self.training)
+        self.endpoints = Endpoints(self.workspace, self.registry)
+        self.pipelines = Pipelines(self.workspace)
+
+    @property
+    def events(self) -> EventBus:
+        return self.workspace.events
+
+    async def aclose(self) -> None:
+        """Let detached in-process work settle (a detached job keeps running in its own process)."""
+        await self.workspace.aclose()
 
 
-__all__ = ["Console", "RemoteJobFailed", "WaitTimeout"]
+__all__ = ["Console", "RemoteJobFailed", "WaitTimeout", "Workspace"]

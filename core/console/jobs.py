@@ -29,22 +29,29 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kinetic_tui.core.accelerators import parse_accelerator
-from kinetic_tui.core.backends.local.backend import LocalBackend
-from kinetic_tui.core.console.base import ConsoleBase, import_reference
-from kinetic_tui.core.console.snapshots import JobRecord, JobResultSnapshot, JobSnapshot, LogsSnapshot, PoolSnapshot
-from kinetic_tui.core.submission.context import JobContext, check_callable
-from kinetic_tui.core.decorator import RemoteCallable
-from kinetic_tui.core.submission.dispatch import submit_call
-from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
-from kinetic_tui.core.events import JobStatusChanged, LogBatch, PoolChanged
 from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.backends.local.backend import LocalBackend
+from kinetic_tui.core.console.references import import_reference
+from kinetic_tui.core.console.snapshots import (
+    JobRecord,
+    JobResultSnapshot,
+    JobSnapshot,
+    LogsSnapshot,
+    PoolSnapshot,
+)
+from kinetic_tui.core.decorator import RemoteCallable
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.events import JobStatusChanged, LogBatch
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
-from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
+from kinetic_tui.core.profiles import ResolvedInfra
 from kinetic_tui.core.store.db import Database
+from kinetic_tui.core.submission.context import JobContext, check_callable
+from kinetic_tui.core.submission.dispatch import submit_call
 
 if TYPE_CHECKING:
     from kinetic_tui.core.backends.gke.backend import GkeBackend, JobState
+    from kinetic_tui.core.console.workspace import Workspace
     from kinetic_tui.infra import NodePoolSpec
 
 
@@ -249,42 +256,15 @@ def jobs_source(infra: ResolvedInfra, backend: LocalBackend) -> JobsSource:
     return GkeJobs(infra, backend.store) if infra.backend == "gke" else LocalJobs(backend)
 
 
-class JobsMixin(ConsoleBase):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.jobs_source: JobsSource = jobs_source(resolve_infra(), self.backend)
+class Jobs:
+    """`console.jobs`: submit, follow and settle jobs on the profile's source."""
+
+    def __init__(self, workspace: Workspace, source: JobsSource) -> None:
+        self.workspace = workspace
+        self.source = source
         self._seen_status: dict[str, str] = {}  # job id -> last status announced
 
-    # -- pools -----------------------------------------------------------------------------------------
-
-    async def pools(self) -> tuple[PoolSnapshot, ...]:
-        return tuple(await self._blocking(self.jobs_source.pools))
-
-    async def pool(self, name: str) -> PoolSnapshot:
-        pools = await self.pools()
-        for pool in pools:
-            if pool.name == name:
-                return pool
-        raise NotFoundError(f"unknown pool {name!r}; pools: {', '.join(p.name for p in pools) or 'none'}")
-
-    async def add_pool(self, name: str, accelerator: str, nodes: int, spot: bool = False) -> PoolSnapshot:
-        pool = await self._blocking(self.jobs_source.add_pool, name, accelerator, nodes, spot)
-        self.events.publish(PoolChanged(pool.name, "added"))
-        return pool
-
-    async def remove_pool(self, name: str) -> PoolSnapshot:
-        pool = await self._blocking(self.jobs_source.remove_pool, name)
-        self.events.publish(PoolChanged(pool.name, "removed"))
-        return pool
-
     # -- jobs ------------------------------------------------------------------------------------------
-
-    async def jobs(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
-        """Newest first; `limit` keeps only the newest N (a console's first page)."""
-        wanted = None if status is None else JobStatus.parse(status)
-        # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
-        return await self._blocking(
-            lambda: tuple(self._noted(row) for row in self.jobs_source.jobs(wanted, limit)))
 
     async def submit(self, ref: str, accelerator: str | None = None, args: list[Any] | tuple[Any, ...] = (),
                      kwargs: dict[str, Any] | None = None, name: str | None = None,
@@ -307,48 +287,56 @@ class JobsMixin(ConsoleBase):
             ctx = JobContext.from_params(func, **options, display_name=name)
             return submit_call(ctx, tuple(args), dict(kwargs or {})).job_id
 
-        job_id = await self._blocking(submit)
-        if self._wants_wait(wait):
-            return await self.wait_job(job_id)
-        return await self.job(job_id)
+        job_id = await self.workspace.blocking(submit)
+        if self.workspace.wants_wait(wait):
+            return await self.wait(job_id)
+        return await self.get(job_id)
 
-    async def job(self, job_id: str) -> JobSnapshot:
-        return self._noted(await self._blocking(self.jobs_source.job, job_id))
+    async def get(self, job_id: str) -> JobSnapshot:
+        return self._noted(await self.workspace.blocking(self.source.job, job_id))
 
-    async def wait_job(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
+    async def wait(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
         def wait() -> JobSnapshot:
             try:
-                row = self.jobs_source.wait(job_id, timeout)
+                row = self.source.wait(job_id, timeout)
             except TimeoutError as exc:
                 raise WaitTimeout(str(exc)) from None
             value = None
             if row.status is JobStatus.SUCCEEDED:
-                value = self.jobs_source.handle(job_id).result(cleanup=False)
+                value = self.source.handle(job_id).result(cleanup=False)
             return self._noted(row, value)
 
-        return await self._blocking(wait)
+        return await self.workspace.blocking(wait)
 
     async def logs(self, job_id: str, tail: int | None = None, follow: bool = False) -> LogsSnapshot:
         """The job's log lines (the last `tail`); `follow` reads until the job settles, publishing each
         batch as a LogBatch event while it goes."""
         def read() -> LogsSnapshot:
             lines: list[str] = []
-            for batch in self.jobs_source.read_logs(job_id, follow=follow):
+            for batch in self.source.read_logs(job_id, follow=follow):
                 lines.extend(batch)
                 if follow:
-                    self.events.publish(LogBatch(job_id, tuple(batch)))
+                    self.workspace.events.publish(LogBatch(job_id, tuple(batch)))
             return LogsSnapshot(job_id, tuple(lines if tail is None else lines[max(len(lines) - tail, 0):]))
 
-        return await self._blocking(read)
+        return await self.workspace.blocking(read)
+
+    def read_logs(self, job_id: str, follow: bool = False,
+                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+        """Blocking, batch by batch, for a caller's own thread (the job screen's log follower): each read
+        runs on this workspace's home."""
+        batches = self.workspace.run(self.source.read_logs, job_id, follow, stop)
+        while (batch := self.workspace.run(next, batches, None)) is not None:
+            yield batch
 
     async def result(self, job_id: str) -> JobResultSnapshot:
         """The value of a finished job; a job whose function raised is a RemoteJobFailed."""
         def fetch() -> JobResultSnapshot:
-            row = self.jobs_source.job(job_id)
+            row = self.source.job(job_id)
             if not row.status.finished:
                 raise ValidationError(f"job {job_id} is {row.status.value}; no result yet (wait {job_id})")
             try:
-                value = self.jobs_source.handle(job_id).result(cleanup=False)
+                value = self.source.handle(job_id).result(cleanup=False)
             except RemoteJobError:
                 raise
             except Exception as exc:  # the function's own exception, re-raised with its remote traceback
@@ -357,32 +345,32 @@ class JobsMixin(ConsoleBase):
                                       f"{type(exc).__name__}: {exc}", type(exc).__name__, row.phase, notes) from None
             return JobResultSnapshot.of(job_id, row.status.value, value)
 
-        return await self._blocking(fetch)
+        return await self.workspace.blocking(fetch)
 
     async def cancel(self, job_id: str) -> JobSnapshot:
-        return self._noted(await self._blocking(self.jobs_source.cancel, job_id))
+        return self._noted(await self.workspace.blocking(self.source.cancel, job_id))
 
     # -- status watching (the TUI's poll task) ---------------------------------------------------------
 
-    async def poll_jobs(self) -> list[JobStatusChanged]:
+    async def poll(self) -> list[JobStatusChanged]:
         """One pass: settle finished jobs, start queued ones, announce every status that changed."""
         def poll() -> list[JobStatusChanged]:
             changes = []
-            for row in self.jobs_source.jobs():
+            for row in self.source.jobs():
                 previous = self._seen_status.get(row.job_id)
                 if previous != row.status.value:
                     changes.append(JobStatusChanged(row.job_id, row.status.value, previous))
                     self._seen_status[row.job_id] = row.status.value
             for event in changes:
-                self.events.publish(event)
+                self.workspace.events.publish(event)
             return changes
 
-        return await self._blocking(poll)
+        return await self.workspace.blocking(poll)
 
-    async def watch_jobs(self, interval: float = 0.5) -> None:
+    async def watch(self, interval: float = 0.5) -> None:
         """Poll forever; the next poll starts only after the previous one finished."""
         while True:
-            await self.poll_jobs()
+            await self.poll()
             await asyncio.sleep(interval)
 
     def _noted(self, row: JobRecord, result: Any = None) -> JobSnapshot:
@@ -391,5 +379,13 @@ class JobsMixin(ConsoleBase):
         previous = self._seen_status.get(row.job_id)
         if previous != status:
             self._seen_status[row.job_id] = status
-            self.events.publish(JobStatusChanged(row.job_id, status, previous))
+            self.workspace.events.publish(JobStatusChanged(row.job_id, status, previous))
         return JobSnapshot.of(row, result)
+
+    # kept last: a signature below it would read `list[...]` as this method, not the builtin
+    async def list(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
+        """Newest first; `limit` keeps only the newest N (a console's first page)."""
+        wanted = None if status is None else JobStatus.parse(status)
+        # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
+        return await self.workspace.blocking(
+            lambda: tuple(self._noted(row) for row in self.source.jobs(wanted, limit)))

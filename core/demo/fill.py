@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.console.base import one_line
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import ValidationError, one_line
 from kinetic_tui.core.events import Event
 
 MARKER = ".kinetic-demo"
@@ -89,7 +88,7 @@ async def fill(console: Console, progress: ProgressCallback | None = None, *, pa
     the long-running job always runs for LONG_JOB_SECONDS. `progress` is called on the event loop, so a UI
     may update widgets from it. A step that raises is announced as failed and re-raised.
     """
-    home = console.store.path.parent
+    home = console.workspace.store.path.parent
     if not (home / MARKER).is_file():
         raise ValidationError(f"demo: refusing to fill {str(home)!r}: it is not a demo workspace (no {MARKER} "
                               f"file); open one with demo_home()")
@@ -141,11 +140,11 @@ class _Scenario:
 
     async def pools(self) -> None:
         for name, accelerator, nodes, spot in POOLS:
-            await self.console.add_pool(name, accelerator, nodes, spot)
+            await self.console.pools.add(name, accelerator, nodes, spot)
 
     async def _submit(self, func: str, accelerator: str, display_name: str, **kwargs: Any) -> str:
-        job = await self.console.submit(f"{WORKLOAD}:{func}", accelerator, kwargs=kwargs, name=display_name,
-                                        wait=False)
+        job = await self.console.jobs.submit(f"{WORKLOAD}:{func}", accelerator, kwargs=kwargs, name=display_name,
+                                             wait=False)
         return job.job_id
 
     async def jobs(self) -> None:
@@ -156,51 +155,51 @@ class _Scenario:
         await self._submit("stream_metrics", "l4x1:spot", LONG_JOB, duration=LONG_JOB_SECONDS)
 
     async def train(self) -> None:
-        await self.console.train(BASELINE, {"learning_rate": 0.2}, epochs=5, pool="tpu-v5e", wait=True)
+        await self.console.training.start(BASELINE, {"learning_rate": 0.2}, epochs=5, pool="tpu-v5e", wait=True)
 
     async def interrupt(self) -> None:
-        await self.console.train(PREEMPTIBLE, {"learning_rate": 0.3}, epochs=5, pool="tpu-v5e",
-                                 interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH, wait=True)
+        await self.console.training.start(PREEMPTIBLE, {"learning_rate": 0.3}, epochs=5, pool="tpu-v5e",
+                                          interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH, wait=True)
 
     async def resume(self) -> None:
-        await self.console.resume(PREEMPTIBLE, wait=True)
+        await self.console.training.resume(PREEMPTIBLE, wait=True)
 
     async def tune(self) -> None:
-        await self.console.tune(STUDY, {"learning_rate": [0.1, 0.25, 0.4, 0.5]}, "grid", 4, pool="gpu-l4",
-                                wait=True)
+        await self.console.training.tune(STUDY, {"learning_rate": [0.1, 0.25, 0.4, 0.5]}, "grid", 4, pool="gpu-l4",
+                                         wait=True)
 
     async def registry(self) -> None:
         """v1 ends Archived (v2 displaced it from Production), v2 Production, v3 (the best trial) Staging, v4 None."""
-        study = await self.console.study(STUDY)
+        study = await self.console.training.study(STUDY)
         best = next(trial for trial in study.trials if trial.trial_id == study.best)
         worst = max(study.trials, key=lambda trial: trial.metric)
         sources = [BASELINE, PREEMPTIBLE, best.training, worst.training]
         for source in sources:
-            await self.console.register_from_training(GROUP, source)
+            await self.console.registry.register_from_training(GROUP, source)
         for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
-            await self.console.promote(GROUP, version, stage)
+            await self.console.registry.promote(GROUP, version, stage)
 
     async def endpoint(self) -> None:
         """Two cache slots and three versions invoked in turn: the third load evicts the first."""
-        await self.console.create_endpoint(ENDPOINT, GROUP, min_instances=1, max_instances=5, target_per_instance=10,
-                                           scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
+        await self.console.endpoints.create(ENDPOINT, GROUP, min_instances=1, max_instances=5, target_per_instance=10,
+                                            scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
         for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
-            await self.console.invoke(ENDPOINT, route, {"amount": 42.0})
+            await self.console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
 
     async def load(self) -> None:
         for concurrency, ticks in LOAD_PATTERN:
-            await self.console.load(ENDPOINT, concurrency, ticks, wait=True)
+            await self.console.endpoints.load(ENDPOINT, concurrency, ticks, wait=True)
 
     async def pipeline_fresh(self) -> None:
-        await self.console.register_pipeline(PIPELINE_REF)
-        await self.console.run_pipeline(PIPELINE, wait=True)
+        await self.console.pipelines.register(PIPELINE_REF)
+        await self.console.pipelines.run(PIPELINE, wait=True)
 
     async def pipeline_cached(self) -> None:
-        await self.console.rerun(PIPELINE, wait=True)
+        await self.console.pipelines.rerun(PIPELINE, wait=True)
 
     async def pipeline_changed(self) -> None:
-        await self.console.rerun(PIPELINE, dict(CHANGED_PARAMS), wait=True)
+        await self.console.pipelines.rerun(PIPELINE, dict(CHANGED_PARAMS), wait=True)
 
     async def settle(self) -> None:
         for job_id in self.settling:
-            await self.console.wait_job(job_id)
+            await self.console.jobs.wait(job_id)

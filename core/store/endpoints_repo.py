@@ -1,4 +1,8 @@
-"""Endpoints in state.db: autoscaling config and clocks, the scaling history, and multi-model state.
+"""Endpoints in state.db: autoscaling config and clocks, the scaling history, multi-model state, and the
+registry group each endpoint serves.
+
+The group is kept in the `settings` table (key `endpoint.NAME.model_group`) because neither endpoint table
+has a column for it.
 
 Histories grow with every observation and invocation, so a save appends only the events the table does
 not hold yet (found by the highest stored sequence number, an index lookup) instead of rewriting them.
@@ -18,6 +22,10 @@ from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.core.store.db import Database, dumps
 
 _EVENT_COLUMNS = ScalingEvent._fields
+
+
+def _group_key(name: str) -> str:
+    return f"endpoint.{name}.model_group"
 
 
 def _append_new(conn: sqlite3.Connection, table: str, key: dict[str, Any], columns: Sequence[str],
@@ -65,6 +73,21 @@ class EndpointRepo:
             history = self._db.query(
                 f"SELECT {', '.join(_EVENT_COLUMNS)} FROM scaling_events WHERE endpoint = ? ORDER BY seq", (name,))
         return Endpoint.from_record(json.loads(rows[0][0]), [ScalingEvent(*row) for row in history])
+
+    def last_event(self, name: str) -> tuple[int, ScalingEvent] | None:
+        """The newest scaling event with its sequence number (an index lookup): what a cached copy checks."""
+        rows = self._db.query(f"SELECT seq, {', '.join(_EVENT_COLUMNS)} FROM scaling_events WHERE endpoint = ? "
+                              "ORDER BY seq DESC LIMIT 1", (name,))
+        return (rows[0][0], ScalingEvent(*rows[0][1:])) if rows else None
+
+    # the served group
+
+    def model_group(self, name: str) -> str | None:
+        rows = self._db.query("SELECT value FROM settings WHERE key = ?", (_group_key(name),))
+        return rows[0][0] if rows else None
+
+    def add_model_group(self, name: str, group: str) -> None:
+        self._db.write("INSERT INTO settings (key, value) VALUES (?, ?)", (_group_key(name), group))
 
     # multi-model serving
 

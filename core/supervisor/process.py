@@ -55,10 +55,12 @@ def ensure_running() -> None:
     if fd is None:
         return
     os.close(fd)  # free: hand the lock to the watcher we start
-    log = open(kinetic_home() / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
-    with log:
+    home = kinetic_home()
+    log = open(home / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
+    with log:  # the home may be this process's console's rather than its environment's: pass it on
         subprocess.Popen([sys.executable, "-m", "kinetic_tui.core.supervisor"], stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=log, start_new_session=True, close_fds=True, cwd=str(_import_root()))
+                         stdout=log, stderr=log, start_new_session=True, close_fds=True, cwd=str(_import_root()),
+                         env={**os.environ, "KINETIC_HOME": str(home)})
 
 
 def _import_root() -> Path:

@@ -92,12 +92,12 @@ class JobScreen(Screen[None]):
         self._stop.set()
 
     def _follow_logs(self) -> None:
-        for batch in self.console.jobs_source.read_logs(self.job_id, follow=True, stop=self._stop):
+        for batch in self.console.jobs.read_logs(self.job_id, follow=True, stop=self._stop):
             self.log_view.feed(batch)
 
     async def reload(self) -> None:
         """Called by the app's poll while this screen is on top."""
-        job = await self.console.job(self.job_id)
+        job = await self.console.jobs.get(self.job_id)
         self.query_one("#job-summary", Static).update(summary_text(job, self.app.now()))  # type: ignore[attr-defined]
         if self.outcome is None and JobStatus(job.status).finished:
             self.outcome = await self._outcome(job)
@@ -106,7 +106,7 @@ class JobScreen(Screen[None]):
 
     async def _outcome(self, job: JobSnapshot) -> str:
         try:
-            result = await self.console.result(self.job_id)
+            result = await self.console.jobs.result(self.job_id)
         except RemoteJobFailed as exc:
             return f"✗ {exc.error_type} in phase {exc.phase or 'execute'}\n{exc.traceback or exc}"
         except KineticError as exc:

@@ -71,7 +71,7 @@ class EndpointsView(TableView):
             yield Static("", id="cache-summary")
 
     async def reload(self) -> None:
-        endpoints = await self.console.endpoints()
+        endpoints = await self.console.endpoints.list()
         self.endpoints = {endpoint.name: endpoint for endpoint in endpoints}
         self.show_rows([endpoint_row(endpoint) for endpoint in endpoints])
 

@@ -66,8 +66,8 @@ class JobsView(View):
         """The first load shows the newest page at once and then the whole list: listing every job of a
         big workspace takes a while, and the operator looks at the newest ones first."""
         if not self._jobs:
-            await self._show(await self.console.jobs(limit=FIRST_PAGE))
-        await self._show(await self.console.jobs())
+            await self._show(await self.console.jobs.list(limit=FIRST_PAGE))
+        await self._show(await self.console.jobs.list())
 
     async def _show(self, jobs: tuple[JobSnapshot, ...]) -> None:
         self._now = self.app.now()  # type: ignore[attr-defined]

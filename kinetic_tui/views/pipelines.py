@@ -56,12 +56,13 @@ class PipelinesView(TableView):
                               ("outputs", 30)], id="steps")
 
     async def reload(self) -> None:
-        pipelines = await self.console.pipelines()
+        pipelines = await self.console.pipelines.list()
         self.pipelines = {pipeline.name: pipeline for pipeline in pipelines}
         for pipeline in pipelines:
             for summary in pipeline.runs:
                 if (pipeline.name, summary.run) not in self.runs:
-                    self.runs[pipeline.name, summary.run] = await self.console.pipeline_run(pipeline.name, summary.run)
+                    self.runs[pipeline.name, summary.run] = await self.console.pipelines.get_run(pipeline.name,
+                                                                                                 summary.run)
         self.show_rows([pipeline_row(pipeline) for pipeline in pipelines])
 
     def _current(self) -> PipelineSnapshot | None:

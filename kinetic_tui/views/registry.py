@@ -49,7 +49,7 @@ class RegistryView(TableView):
                              id="history")
 
     async def reload(self) -> None:
-        groups = await self.console.models()
+        groups = await self.console.registry.models()
         self.groups = {group.group: group for group in groups}
         self.versions = {_key(model): model for group in groups for model in group.versions}
         self.show_rows([model_row(model) for model in self.versions.values()])

@@ -46,8 +46,8 @@ class TrainingView(TableView):
                               ("artifact", 8), ("best", None)], id="trials")
 
     async def reload(self) -> None:
-        trainings = await self.console.trainings()
-        studies = await self.console.studies()
+        trainings = await self.console.training.list()
+        studies = await self.console.training.studies()
         # trials are training jobs too; they are listed under their study, not twice
         self.show_rows([training_row(t) for t in trainings if t.study is None])
         self.studies = {study.name: study for study in studies}

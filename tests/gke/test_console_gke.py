@@ -61,9 +61,9 @@ def results(text: str) -> list[Any]:
 
 def test_the_profile_chooses_the_jobs_source(gke: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_infra().profile == "cloud"
-    assert isinstance(Console(offload=False).jobs_source, GkeJobs)
+    assert isinstance(Console(offload=False).jobs.source, GkeJobs)
     monkeypatch.setenv("KINETIC_PROFILE", "local")
-    assert isinstance(Console(offload=False).jobs_source, LocalJobs)
+    assert isinstance(Console(offload=False).jobs.source, LocalJobs)
 
 
 def test_submit_wait_then_jobs_status_logs_result(gke: SimpleNamespace) -> None:
@@ -152,11 +152,11 @@ def test_poll_announces_cluster_job_changes(gke: SimpleNamespace) -> None:
     console = Console(default_wait=False, offload=False)
 
     async def scenario() -> tuple[str, list[JobStatusChanged], list[JobStatusChanged], list[JobStatusChanged]]:
-        job = await console.submit(f"{gke.ref}:add", args=[2, 3])
-        first = await console.poll_jobs()
-        quiet = await console.poll_jobs()
+        job = await console.jobs.submit(f"{gke.ref}:add", args=[2, 3])
+        first = await console.jobs.poll()
+        quiet = await console.jobs.poll()
         assert gke.cluster.kubelet.run_job(wait_for_workload(gke.cluster.kubelet, "job")) == 0
-        return job.job_id, first, quiet, await console.poll_jobs()
+        return job.job_id, first, quiet, await console.jobs.poll()
 
     job_id, first, quiet, settled = asyncio.run(scenario())
     assert first == [] and quiet == []  # submit already announced PENDING through this console

@@ -61,10 +61,10 @@ def console(tui_project: Path) -> Iterator[Console]:
 
 async def build_workspace(console: Console) -> dict[str, str]:
     """A second pool, a succeeded job, a failed job and a long-running one; returns their ids by role."""
-    await console.add_pool("l4pool", "l4", 1)
-    done = await console.submit("tui_user:add", args=[2, 3], name="adder", wait=True)
-    failed = await console.submit("tui_user:boom", name="bomb", wait=True)
-    running = await console.submit("tui_user:sleepy", args=[60], name="napper")
+    await console.pools.add("l4pool", "l4", 1)
+    done = await console.jobs.submit("tui_user:add", args=[2, 3], name="adder", wait=True)
+    failed = await console.jobs.submit("tui_user:boom", name="bomb", wait=True)
+    running = await console.jobs.submit("tui_user:sleepy", args=[60], name="napper")
     return {"done": done.job_id, "failed": failed.job_id, "running": running.job_id}
 
 
@@ -105,4 +105,4 @@ async def wait_for(condition: Callable[[], bool], pilot: Pilot, timeout: float =
 
 
 def job_status(console: Console, job_id: str) -> JobStatus:
-    return console.backend.job(job_id).status
+    return console.workspace.backend.job(job_id).status

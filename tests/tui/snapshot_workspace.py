@@ -102,13 +102,14 @@ def write_project(root: Path) -> Path:
 
 def pin_job_times(console: Console) -> None:
     """Give every job fixed timestamps in submission order (see the module docstring for why afterwards)."""
-    with console.store.transaction():
-        seqs = [row[0] for row in console.store.query("SELECT seq FROM jobs ORDER BY seq")]
+    store = console.workspace.store
+    with store.transaction():
+        seqs = [row[0] for row in store.query("SELECT seq FROM jobs ORDER BY seq")]
         for slot, seq in enumerate(seqs, start=1):
             created = FROZEN + slot * JOB_SLOT
-            console.store.write("UPDATE jobs SET created_at = ?, started_at = ?, finished_at = ? WHERE seq = ?",
-                                (created, created + 1, created + 1 + JOB_TOOK, seq))
-        console.store.write("UPDATE pools SET created_at = ?", (FROZEN,))
+            store.write("UPDATE jobs SET created_at = ?, started_at = ?, finished_at = ? WHERE seq = ?",
+                        (created, created + 1, created + 1 + JOB_TOOK, seq))
+        store.write("UPDATE pools SET created_at = ?", (FROZEN,))
 
 
 def pin_phase_timings(home: Path) -> None:
@@ -119,32 +120,32 @@ def pin_phase_timings(home: Path) -> None:
 
 async def fill(console: Console) -> None:
     """The scenario; every step waits until its work has settled, so nothing changes afterwards."""
-    await console.remove_pool("cpu")
-    await console.add_pool("cpu", "cpu", 4)
-    await console.add_pool("tpu-v5e", "v5litepod-2x2", 2)
-    await console.add_pool("gpu-l4", "l4x1", 2, spot=True)
-    await console.submit(f"{PROJECT_MODULE}:score", args=[[3, 5, 8]], name="scorer", wait=True)
-    await console.submit(f"{PROJECT_MODULE}:score_corrupt", args=[[{"amount": 12.5}, {"amnt": 3.0}]],
-                         name="corrupt-batch", wait=True)
-    await console.train("baseline", {"learning_rate": 0.2}, epochs=4, pool="tpu-v5e", wait=True)
-    await console.train("preemptible", {"learning_rate": 0.3}, epochs=4, pool="tpu-v5e", interrupt_before_epoch=3,
-                        wait=True)
-    await console.resume("preemptible", wait=True)
-    await console.tune("sweep", {"learning_rate": [0.1, 0.4]}, "grid", 2, pool="gpu-l4", wait=True)
+    await console.pools.remove("cpu")
+    await console.pools.add("cpu", "cpu", 4)
+    await console.pools.add("tpu-v5e", "v5litepod-2x2", 2)
+    await console.pools.add("gpu-l4", "l4x1", 2, spot=True)
+    await console.jobs.submit(f"{PROJECT_MODULE}:score", args=[[3, 5, 8]], name="scorer", wait=True)
+    await console.jobs.submit(f"{PROJECT_MODULE}:score_corrupt", args=[[{"amount": 12.5}, {"amnt": 3.0}]],
+                              name="corrupt-batch", wait=True)
+    await console.training.start("baseline", {"learning_rate": 0.2}, epochs=4, pool="tpu-v5e", wait=True)
+    await console.training.start("preemptible", {"learning_rate": 0.3}, epochs=4, pool="tpu-v5e",
+                                 interrupt_before_epoch=3, wait=True)
+    await console.training.resume("preemptible", wait=True)
+    await console.training.tune("sweep", {"learning_rate": [0.1, 0.4]}, "grid", 2, pool="gpu-l4", wait=True)
     for source in ("baseline", "preemptible", "sweep.trial-1", "sweep.trial-2"):
-        await console.register_from_training(GROUP, source)
+        await console.registry.register_from_training(GROUP, source)
     for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
-        await console.promote(GROUP, version, stage)
-    await console.create_endpoint(ENDPOINT, GROUP, scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
+        await console.registry.promote(GROUP, version, stage)
+    await console.endpoints.create(ENDPOINT, GROUP, scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
     for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
-        await console.invoke(ENDPOINT, route, {"amount": 42.0})
+        await console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
     for concurrency, ticks in LOAD_PATTERN:
-        await console.load(ENDPOINT, concurrency, ticks, wait=True)
+        await console.endpoints.load(ENDPOINT, concurrency, ticks, wait=True)
     with still_step_clock():
-        await console.register_pipeline(CANONICAL)
-        await console.run_pipeline(PIPELINE, wait=True)
-        await console.rerun(PIPELINE, wait=True)
-        await console.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=True)
+        await console.pipelines.register(CANONICAL)
+        await console.pipelines.run(PIPELINE, wait=True)
+        await console.pipelines.rerun(PIPELINE, wait=True)
+        await console.pipelines.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=True)
 
 
 def build(root: Path) -> Path:

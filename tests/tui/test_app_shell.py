@@ -92,8 +92,8 @@ async def test_the_palette_jumps_to_an_object_in_a_view_not_yet_mounted(
         make_app: AppFactory, console: Console, tui_project: Path,
 ) -> None:
     (tui_project / "tui_pipes.py").write_text(TINY_PIPELINE)
-    await console.register_pipeline("kinetic_tui.core.demo.canonical:canonical_pipeline")
-    await console.register_pipeline("tui_pipes:tiny")
+    await console.pipelines.register("kinetic_tui.core.demo.canonical:canonical_pipeline")
+    await console.pipelines.register("tui_pipes:tiny")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         assert not app.query(PipelinesView)
@@ -111,7 +111,7 @@ async def test_a_command_bar_line_changes_core_state(make_app: AppFactory, conso
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await _command(app, pilot, "pool add tpus --accelerator v5litepod-2x2 --nodes 1")
-        assert [p.name for p in await console.pools()] == ["cpu", "tpus"]
+        assert [p.name for p in await console.pools.list()] == ["cpu", "tpus"]
         assert not app.query_one(CommandBar).display
         assert any("tpus" in note for note in notes(app, "information"))
 
@@ -185,7 +185,7 @@ async def test_the_palette_runs_view_actions_through_the_same_path(make_app: App
         await pilot.press("enter")
         await wait_for(lambda: type(app.screen).__name__ == "FormScreen", pilot)
         await pilot.press("escape")
-        assert [p.name for p in await console.pools()] == ["cpu"]
+        assert [p.name for p in await console.pools.list()] == ["cpu"]
 
 
 async def test_help_lists_the_keys_of_the_current_view(make_app: AppFactory) -> None:
@@ -237,7 +237,7 @@ async def test_readonly_hides_mutating_keys_and_they_do_nothing(make_app: AppFac
         await pilot.press("1", "a", "d")
         assert app.screen is app.screen_stack[0]
     assert job_status(console, ids["running"]).value == "RUNNING"
-    assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+    assert [p.name for p in await console.pools.list()] == ["cpu", "l4pool"]
 
 
 async def test_q_quits(make_app: AppFactory) -> None:
@@ -261,7 +261,7 @@ async def test_a_failing_action_is_a_notification_and_the_app_keeps_running(
         assert app.is_running
         await pilot.press("2")
         assert isinstance(app.current_view, JobsView)
-    assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+    assert [p.name for p in await console.pools.list()] == ["cpu", "l4pool"]
     assert job_status(console, ids["running"]).value == "RUNNING"
 
 

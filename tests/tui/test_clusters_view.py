@@ -28,9 +28,9 @@ async def test_clusters_come_from_profiles_with_backend_and_reachability(make_ap
 
 
 async def test_pools_show_usage_queue_kind_and_a_sampled_history(make_app: AppFactory, console: Console) -> None:
-    await console.add_pool("one", "l4", 1)
-    await console.submit("tui_user:sleepy", args=[60], accelerator="l4")
-    await console.submit("tui_user:sleepy", args=[60], accelerator="l4")
+    await console.pools.add("one", "l4", 1)
+    await console.jobs.submit("tui_user:sleepy", args=[60], accelerator="l4")
+    await console.jobs.submit("tui_user:sleepy", args=[60], accelerator="l4")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: len(app.pool_history.get("one", ())) >= 3, pilot)
@@ -54,7 +54,7 @@ async def test_add_pool_through_the_form(make_app: AppFactory, console: Console)
         form.query_one("#field-spot").value = True
         await pilot.press("enter")
         await settle(app, pilot)
-        pool = await console.pool("gpus")
+        pool = await console.pools.get("gpus")
         assert (pool.accelerator, pool.nodes, pool.spot) == ("l4x2", 3, True)
         assert "gpus" in app.query_one("#pools", VirtualTable).keys
 
@@ -87,7 +87,7 @@ async def _select_pool(app: KineticApp, pilot: Pilot, name: str) -> None:
 
 
 async def test_remove_pool_asks_first_and_no_keeps_it(make_app: AppFactory, console: Console) -> None:
-    await console.add_pool("gpus", "l4", 1)
+    await console.pools.add("gpus", "l4", 1)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await _select_pool(app, pilot, "gpus")
@@ -95,10 +95,10 @@ async def test_remove_pool_asks_first_and_no_keeps_it(make_app: AppFactory, cons
         assert isinstance(app.screen, ConfirmScreen) and "gpus" in app.screen.question
         await pilot.press("n")
         await settle(app, pilot)
-        assert [p.name for p in await console.pools()] == ["cpu", "gpus"]
+        assert [p.name for p in await console.pools.list()] == ["cpu", "gpus"]
         await pilot.press("d", "y")
         await settle(app, pilot)
-        assert [p.name for p in await console.pools()] == ["cpu"]
+        assert [p.name for p in await console.pools.list()] == ["cpu"]
         await wait_for(lambda: "gpus" not in app.query_one("#pools", VirtualTable).keys, pilot)
 
 
@@ -111,7 +111,7 @@ async def test_removing_a_busy_pool_is_refused_with_a_notification(make_app: App
         await settle(app, pilot)
         assert any("pending or running jobs" in note for note in notes(app, "error"))
         assert isinstance(app.current_view, ClustersView) and app.is_running
-    assert [p.name for p in await console.pools()] == ["cpu", "l4pool"]
+    assert [p.name for p in await console.pools.list()] == ["cpu", "l4pool"]
 
 
 async def test_the_pools_title_counts_what_the_filter_shows_and_takes_the_filter_literally(

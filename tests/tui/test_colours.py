@@ -35,8 +35,8 @@ COLOUR_CODES = {str(code) for code in (*range(30, 38), *range(40, 48), *range(90
 
 async def finished_jobs(console: Console) -> None:
     """A succeeded and a failed job: status colours and a traceback to draw."""
-    await console.submit("tui_user:add", args=[2, 3], name="adder", wait=True)
-    await console.submit("tui_user:boom", name="bomb", wait=True)
+    await console.jobs.submit("tui_user:add", args=[2, 3], name="adder", wait=True)
+    await console.jobs.submit("tui_user:boom", name="bomb", wait=True)
 
 
 def colour_types(app: KineticApp) -> set[ColorType]:

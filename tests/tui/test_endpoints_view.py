@@ -13,13 +13,13 @@ from tests.tui.test_training_view import open_view
 @pytest.fixture
 async def endpoint(console):
     """`web` serves fraud (v1 Production) and has seen a scale-out and a hold."""
-    await console.train("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
-    await console.register_from_training("fraud", "t1")
-    await console.promote("fraud", 1, "Staging")
-    await console.promote("fraud", 1, "Production")
-    await console.create_endpoint("web", "fraud", min_instances=1, max_instances=5, target_per_instance=10)
-    await console.observe("web", 45, 0)
-    await console.observe("web", 5, 1)
+    await console.training.start("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
+    await console.registry.register_from_training("fraud", "t1")
+    await console.registry.promote("fraud", 1, "Staging")
+    await console.registry.promote("fraud", 1, "Production")
+    await console.endpoints.create("web", "fraud", min_instances=1, max_instances=5, target_per_instance=10)
+    await console.endpoints.observe("web", 45, 0)
+    await console.endpoints.observe("web", 5, 1)
     return console
 
 
@@ -52,7 +52,7 @@ async def test_scale_form_changes_the_endpoint_config(endpoint, make_app):
         form = pilot.app.screen
         assert form.query_one("#field-max", Input).value == "5"  # prefilled from the endpoint
         await fill(pilot, {"min": "2", "max": "3", "target": "20"})
-        after = await endpoint.endpoint("web")
+        after = await endpoint.endpoints.get("web")
         assert (after.min_instances, after.max_instances, after.target_per_instance, after.instance_count) == (
             2, 3, 20, 3)
         assert after.history[-1].action == "reconfigure"
@@ -65,13 +65,13 @@ async def test_bad_scale_value_is_a_notification_and_changes_nothing(endpoint, m
         await pilot.press("S")
         await pilot.pause()
         await fill(pilot, {"min": "4", "max": "2"})
-        after = await endpoint.endpoint("web")
+        after = await endpoint.endpoints.get("web")
         assert (after.min_instances, after.max_instances) == (1, 5)
         assert any("min" in note for note in notes(app, "error"))
 
 
 async def test_load_form_drives_ticks_into_the_history(endpoint, make_app):
-    before = len((await endpoint.endpoint("web")).history)
+    before = len((await endpoint.endpoints.get("web")).history)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "5")
@@ -79,7 +79,7 @@ async def test_load_form_drives_ticks_into_the_history(endpoint, make_app):
         await pilot.pause()
         await fill(pilot, {"concurrency": "12", "ticks": "3"})
         await endpoint.aclose()  # the command bar detaches: let the load finish
-        after = await endpoint.endpoint("web")
+        after = await endpoint.endpoints.get("web")
         assert len(after.history) == before + 3
         assert [event.concurrency for event in after.history[-3:]] == [12, 12, 12]
         assert (after.hits, after.misses) == (35, 1)
@@ -97,14 +97,14 @@ async def test_readonly_hides_scale_and_load(endpoint, make_app):
         await pilot.press("S", "l")
         await pilot.pause()
         assert not isinstance(pilot.app.screen, FormScreen)
-        assert len((await endpoint.endpoint("web")).history) == 2
+        assert len((await endpoint.endpoints.get("web")).history) == 2
 
 
 async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_view(endpoint, make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "5")
-        await endpoint.invoke("web", "fraud", {"amount": 1})
+        await endpoint.endpoints.invoke("web", "fraud", {"amount": 1})
         await app.reload_visible()
         summary = app.query_one("#cache-summary")
         assert "hit ratio" in str(summary.render())

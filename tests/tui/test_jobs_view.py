@@ -56,9 +56,9 @@ async def test_submit_form_creates_a_job(make_app: AppFactory, console: Console)
         app.screen.query_one("#field-name").value = "answer"
         await pilot.press("enter")
         await settle(app, pilot)
-        jobs = await console.jobs()
+        jobs = await console.jobs.list()
         assert [(job.name, job.func) for job in jobs] == [("answer", "add")]
-        done = await console.wait_job(jobs[0].job_id, timeout=30)
+        done = await console.jobs.wait(jobs[0].job_id, timeout=30)
         assert done.result == 42
 
 
@@ -132,7 +132,7 @@ async def test_a_reload_renders_rows_only_for_the_visible_page_until_a_filter_ne
         async def listing(status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
             return jobs[:limit]
 
-        monkeypatch.setattr(app.service, "jobs", listing)
+        monkeypatch.setattr(app.service.jobs, "list", listing)
         view = await _jobs_view(app, pilot, 5000)
         await pilot.pause()
         assert view.table.selected_key == jobs[0].job_id
@@ -178,7 +178,7 @@ async def test_keyed_sync_updates_changed_cells_in_place_and_keeps_row_identity(
 async def test_the_job_screen_streams_a_real_jobs_log_and_shows_its_result(
         make_app: AppFactory, console: Console,
 ) -> None:
-    job = await console.submit("tui_user:chatty", args=[40], name="talker")
+    job = await console.jobs.submit("tui_user:chatty", args=[40], name="talker")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await _jobs_view(app, pilot, 1)
@@ -208,7 +208,7 @@ async def test_a_failed_job_shows_its_remote_traceback_and_phase(make_app: AppFa
 
 
 async def test_log_follow_new_lines_marker_search_and_toggles(make_app: AppFactory, console: Console) -> None:
-    job = await console.submit("tui_user:add", args=[1, 1], wait=True)
+    job = await console.jobs.submit("tui_user:add", args=[1, 1], wait=True)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         log = await _open(app, pilot, job.job_id)
@@ -234,7 +234,7 @@ async def test_log_follow_new_lines_marker_search_and_toggles(make_app: AppFacto
 
 
 async def test_the_job_screen_has_its_own_help_and_number_keys_leave_it(make_app: AppFactory, console: Console) -> None:
-    job = await console.submit("tui_user:add", args=[1, 1], wait=True)
+    job = await console.jobs.submit("tui_user:add", args=[1, 1], wait=True)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await _open(app, pilot, job.job_id)
@@ -253,7 +253,7 @@ async def test_the_job_screen_has_its_own_help_and_number_keys_leave_it(make_app
 async def test_save_writes_the_buffer_to_the_path_asked_for(
         make_app: AppFactory, console: Console, tmp_path: Path,
 ) -> None:
-    job = await console.submit("tui_user:chatty", args=[5], wait=True)
+    job = await console.jobs.submit("tui_user:chatty", args=[5], wait=True)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         log = await _open(app, pilot, job.job_id)
@@ -295,7 +295,7 @@ async def test_the_first_load_paints_the_newest_page_then_the_whole_list(
             asked.append(limit)
             return jobs[:limit]
 
-        monkeypatch.setattr(app.service, "jobs", listing)
+        monkeypatch.setattr(app.service.jobs, "list", listing)
         view = await _jobs_view(app, pilot, len(jobs))
         assert asked[:2] == [jobs_screen.FIRST_PAGE, None]  # the newest page first, then everything
         await view.reload()

@@ -14,8 +14,8 @@ CANONICAL = "kinetic_tui.core.demo.canonical:canonical_pipeline"
 
 @pytest.fixture
 async def pipeline(console):
-    await console.register_pipeline(CANONICAL)
-    await console.run_pipeline("canonical", wait=True)
+    await console.pipelines.register(CANONICAL)
+    await console.pipelines.run("canonical", wait=True)
     return console
 
 
@@ -47,7 +47,7 @@ async def test_rerun_with_an_edited_param_records_a_new_run_with_it(pipeline, ma
         await pilot.press("ctrl+s")
         await settle(pilot.app, pilot)
         await pipeline.aclose()  # the command bar detaches: let the run finish
-        run = await pipeline.pipeline_run("canonical")
+        run = await pipeline.pipelines.get_run("canonical")
         assert (run.run, run.params["threshold"], run.params["raw_rows"]) == (2, 0.99, 400)
         assert run.branch_taken == {"accuracy_gate": False}
         await app.current_view.reload()
@@ -69,7 +69,7 @@ async def test_a_bad_param_line_keeps_the_form_open_and_runs_nothing(pipeline, m
         assert "line 1: threshold: not JSON" in str(form.query_one("#error").render())
         await pilot.press("escape")
         await settle(pilot.app, pilot)
-        assert len((await pipeline.pipeline("canonical")).runs) == 1
+        assert len((await pipeline.pipelines.get("canonical")).runs) == 1
 
 
 async def test_readonly_hides_rerun(pipeline, make_app):
@@ -79,12 +79,12 @@ async def test_readonly_hides_rerun(pipeline, make_app):
         await pilot.press("R")
         await pilot.pause()
         assert not isinstance(pilot.app.screen, ParamsForm)
-        assert len((await pipeline.pipeline("canonical")).runs) == 1
+        assert len((await pipeline.pipelines.get("canonical")).runs) == 1
 
 
 async def test_choosing_an_older_run_shows_its_statuses_and_cache_keys(pipeline, make_app):
-    await pipeline.rerun("canonical", wait=True)  # identical params: every step Cached
-    first = await pipeline.pipeline_run("canonical", 1)
+    await pipeline.pipelines.rerun("canonical", wait=True)  # identical params: every step Cached
+    first = await pipeline.pipelines.get_run("canonical", 1)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "6")

@@ -15,16 +15,16 @@ from tests.tui.test_training_view import open_view
 @pytest.fixture
 async def registry(console):
     """fraud: v1 Production, v2 None (both from one real training run)."""
-    await console.train("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
+    await console.training.start("t1", {"learning_rate": 0.3}, epochs=2, wait=True)
     for _ in range(2):
-        await console.register_from_training("fraud", "t1")
-    await console.promote("fraud", 1, "Staging")
-    await console.promote("fraud", 1, "Production")
+        await console.registry.register_from_training("fraud", "t1")
+    await console.registry.promote("fraud", 1, "Staging")
+    await console.registry.promote("fraud", 1, "Production")
     return console
 
 
 async def stages(console: Console) -> dict[int, str]:
-    return {model.version: model.stage for model in (await console.models("fraud")).versions}
+    return {model.version: model.stage for model in (await console.registry.models("fraud")).versions}
 
 
 async def open_picker(pilot, version: int) -> StagePicker:
@@ -85,7 +85,7 @@ async def test_archiving_production_asks_and_no_keeps_it(registry, make_app):
         await pilot.press("y")
         await settle(app, pilot)
         assert await stages(registry) == {1: "Archived", 2: "None"}
-        history = (await registry.models("fraud")).history
+        history = (await registry.registry.models("fraud")).history
         assert (history[-1].version, history[-1].from_stage, history[-1].to_stage) == (1, "Production", "Archived")
 
 
@@ -101,7 +101,7 @@ async def test_readonly_hides_promote_and_the_key_does_nothing(registry, make_ap
 
 
 async def test_promoting_over_the_production_version_asks_first(registry, make_app):
-    await registry.promote("fraud", 2, "Staging")
+    await registry.registry.promote("fraud", 2, "Staging")
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "4")

@@ -88,7 +88,7 @@ def job(job_id: str) -> Scenario:
         app = pilot.app
         app.current_view.table.select_key(job_id)  # type: ignore[union-attr]
         await pilot.press("enter")
-        expected = len((await app.service.logs(job_id)).lines)  # type: ignore[attr-defined]
+        expected = len((await app.service.jobs.logs(job_id)).lines)  # type: ignore[attr-defined]
 
         def loaded() -> bool:
             screen = app.screen

@@ -20,11 +20,11 @@ def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
 
 
 def training(console: Console, name: str):
-    return console.training_service().refresh(name)[0]
+    return console.training.service.refresh(name)[0]
 
 
 async def start_slow(console: Console, name: str, epochs: int) -> None:
-    service = console.training_service()
+    service = console.training.service
     await asyncio.to_thread(service.start, name, {"learning_rate": 0.2}, epochs, 1, None, SLOW_STEP)
     deadline = time.monotonic() + 30
     while training(console, name).current_epoch < 1:
@@ -50,7 +50,7 @@ async def test_interrupt_stops_a_running_training_and_resume_completes_it(consol
         assert (stopped.status, stopped.interruptions) == ("Stopped", 1)
         await pilot.press("r")
         await settle(app, pilot)
-        await asyncio.to_thread(console.training_service().wait, "slow", 30)
+        await asyncio.to_thread(console.training.service.wait, "slow", 30)
         done = training(console, "slow")
         assert (done.status, done.current_epoch, done.interruptions, len(done.job_ids)) == ("Completed", 15, 1, 2)
         straight = TrainingJob("straight", {"learning_rate": 0.2}, 15, 1)
@@ -59,7 +59,7 @@ async def test_interrupt_stops_a_running_training_and_resume_completes_it(consol
 
 
 async def test_interrupting_a_settled_training_is_a_notification_and_changes_nothing(console, make_app):
-    await console.train("done", {"learning_rate": 0.3}, epochs=2, wait=True)
+    await console.training.start("done", {"learning_rate": 0.3}, epochs=2, wait=True)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)
@@ -80,11 +80,11 @@ async def test_readonly_hides_interrupt_and_resume(console, make_app):
         await pilot.press("i")
         await settle(app, pilot)
         assert training(console, "slow").interruptions == 0
-    await asyncio.to_thread(console.training_service().wait, "slow", 30)
+    await asyncio.to_thread(console.training.service.wait, "slow", 30)
 
 
 async def test_a_study_lists_its_trials_with_the_best_marked(console, make_app):
-    study = await console.tune("lr", {"learning_rate": [0.1, 0.5]}, "grid", 2, wait=True)
+    study = await console.training.tune("lr", {"learning_rate": [0.1, 0.5]}, "grid", 2, wait=True)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)

@@ -1,31 +1,44 @@
-"""Pipelines through the console: definitions by reference, runs whose step cache and history live in the
-store, so a rerun in another process with the same params executes nothing. Steps run in-process, inside
-the run's transaction: a run whose params are refused records nothing and caches nothing."""
+"""`console.pipelines`: definitions by reference, runs whose step cache and history live in the store, so a
+rerun in another process with the same params executes nothing. Steps run in-process, inside the run's
+transaction: a run whose params are refused records nothing and caches nothing."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console.base import ConsoleBase, importable_cwd
-from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot, RunSummary
+from kinetic_tui.core.console.references import importable_cwd
+from kinetic_tui.core.console.snapshots import (
+    PipelineRunSnapshot,
+    PipelineSnapshot,
+    RunSummary,
+)
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.events import Event, PipelineRegistered, PipelineRunFinished, StepStatusChanged
+from kinetic_tui.core.events import (
+    Event,
+    PipelineRegistered,
+    PipelineRunFinished,
+    StepStatusChanged,
+)
+
+if TYPE_CHECKING:
+    from kinetic_tui.core.console.workspace import Workspace
 
 
-class PipelinesMixin(ConsoleBase):
-    def _pipeline_snapshot(self, name: str) -> PipelineSnapshot:
+class Pipelines:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.store = workspace.store
+
+    def _snapshot(self, name: str) -> PipelineSnapshot:
         importable_cwd()
         ref, _ = self.store.pipelines.definition(name)
         runs = tuple(RunSummary(stored.number, stored.run.status.value, tuple(stored.run.executed()))
                      for stored in self.store.pipelines.runs(name))
         return PipelineSnapshot.of(ref, self.store.pipelines.load(name), runs)
 
-    async def pipelines(self) -> tuple[PipelineSnapshot, ...]:
-        return await self._query(lambda: tuple(self._pipeline_snapshot(n) for n in self.store.pipelines.names()))
+    async def get(self, name: str) -> PipelineSnapshot:
+        return await self.workspace.query(self._snapshot, name)
 
-    async def pipeline(self, name: str) -> PipelineSnapshot:
-        return await self._query(self._pipeline_snapshot, name)
-
-    async def pipeline_run(self, name: str, number: int | None = None) -> PipelineRunSnapshot:
+    async def get_run(self, name: str, number: int | None = None) -> PipelineRunSnapshot:
         """A recorded run with its per-step results (the latest without `number`)."""
         def read() -> PipelineRunSnapshot:
             runs = self.store.pipelines.runs(name)
@@ -36,18 +49,18 @@ class PipelinesMixin(ConsoleBase):
                 raise ValidationError(f"pipeline {name!r} has no run {number}; runs are 1..{len(runs)}")
             return PipelineRunSnapshot.of(chosen.number, chosen.run)
 
-        return await self._query(read)
+        return await self.workspace.query(read)
 
-    async def register_pipeline(self, ref: str) -> PipelineSnapshot:
+    async def register(self, ref: str) -> PipelineSnapshot:
         def act() -> tuple[PipelineSnapshot, list[Event]]:
             importable_cwd()
             pipeline = self.store.pipelines.register(ref)
-            return self._pipeline_snapshot(pipeline.name), [PipelineRegistered(pipeline.name, ref)]
+            return self._snapshot(pipeline.name), [PipelineRegistered(pipeline.name, ref)]
 
-        return await self._act(act)
+        return await self.workspace.act(act)
 
-    async def run_pipeline(self, name: str, params: dict[str, Any] | None = None,
-                           wait: bool | None = None) -> PipelineRunSnapshot:
+    async def run(self, name: str, params: dict[str, Any] | None = None,
+                  wait: bool | None = None) -> PipelineRunSnapshot:
         """`params` are merged over the pipeline's defaults."""
         return await self._start_run(name, params, rerun=False, wait=wait)
 
@@ -61,16 +74,18 @@ class PipelinesMixin(ConsoleBase):
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise ValidationError(f"params: expected a mapping of param name to JSON value, got {params!r}")
-        if self._wants_wait(wait):
-            return await self._act(self._run, name, params, rerun)
-        number = await self._blocking(self._next_run_number, name)  # expected: another run may land first
-        self._spawn(f"{'rerun' if rerun else 'pipeline run'} {name}", self._act(self._run, name, params, rerun))
+        if self.workspace.wants_wait(wait):
+            return await self.workspace.act(self._run_and_record, name, params, rerun)
+        number = await self.workspace.blocking(self._next_run_number, name)  # expected: another run may land first
+        self.workspace.spawn(f"{'rerun' if rerun else 'pipeline run'} {name}",
+                             self.workspace.act(self._run_and_record, name, params, rerun))
         return PipelineRunSnapshot(name, number, "Running", dict(params), {}, (), ())
 
     def _next_run_number(self, name: str) -> int:
         return len(self.store.pipelines.runs(name)) + 1
 
-    def _run(self, name: str, params: dict[str, Any], rerun: bool) -> tuple[PipelineRunSnapshot, list[Event]]:
+    def _run_and_record(self, name: str, params: dict[str, Any],
+                        rerun: bool) -> tuple[PipelineRunSnapshot, list[Event]]:
         importable_cwd()
         pipeline = self.store.pipelines.load(name)
         if rerun:
@@ -84,3 +99,7 @@ class PipelinesMixin(ConsoleBase):
                                for step, result in run.steps.items()]
         events.append(PipelineRunFinished(name, number, run.status.value, tuple(run.executed())))
         return PipelineRunSnapshot.of(number, run), events
+
+    # kept last: a signature below it would read `list[...]` as this method, not the builtin
+    async def list(self) -> tuple[PipelineSnapshot, ...]:
+        return await self.workspace.query(lambda: tuple(self._snapshot(n) for n in self.store.pipelines.names()))

@@ -1,10 +1,9 @@
-"""Endpoints through the console: an autoscaling `Endpoint` and a `MultiModelEndpoint` sharing one name,
-serving the versions of one registry group.
+"""`console.endpoints`: an autoscaling `Endpoint` and a `MultiModelEndpoint` sharing one name, serving the
+versions of one registry group.
 
-The model group of an endpoint is kept in the store's `settings` table (key `endpoint.NAME.model_group`)
-because neither endpoint table has a column for it. `observe` is the hot path (a script may feed thousands
-of ticks), so the console keeps the endpoint it last saved and reuses it while the stored history still
-ends with the same event; anything another process wrote makes it re-read.
+`observe` is the hot path (a script may feed thousands of ticks), so the service keeps the endpoint it last
+saved and reuses it while the stored history still ends with the same event; anything another process
+wrote makes it re-read.
 """
 from __future__ import annotations
 
@@ -12,23 +11,27 @@ import asyncio
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console.registry_ops import RegistryMixin
 from kinetic_tui.core.console.served_model import VersionModel
-from kinetic_tui.core.console.snapshots import EndpointSnapshot, InvocationSnapshot, LoadSnapshot, ScalingEventSnapshot
+from kinetic_tui.core.console.snapshots import (
+    EndpointSnapshot,
+    InvocationSnapshot,
+    LoadSnapshot,
+    ScalingEventSnapshot,
+)
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
-from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.registry import ModelRegistry, known_names, require_int
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
 
+if TYPE_CHECKING:
+    from kinetic_tui.core.console.registry import Registry
+    from kinetic_tui.core.console.workspace import Workspace
+
 MAX_LOAD_CONCURRENCY = 256  # one thread per request in flight
 _BARRIER_TIMEOUT = 10.0
-
-
-def _group_key(name: str) -> str:
-    return f"endpoint.{name}.model_group"
 
 
 def _scaling_event(endpoint: Endpoint) -> tuple[ScalingEventSnapshot, ScalingDecided]:
@@ -36,18 +39,20 @@ def _scaling_event(endpoint: Endpoint) -> tuple[ScalingEventSnapshot, ScalingDec
     return ScalingEventSnapshot.of(endpoint.name, event), ScalingDecided(endpoint.name, *event)
 
 
-class EndpointsMixin(RegistryMixin):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+class Endpoints:
+    def __init__(self, workspace: Workspace, registry: Registry) -> None:
+        self.workspace = workspace
+        self.store = workspace.store
+        self.registry = registry
         self._endpoint_cache: dict[str, Endpoint] = {}
 
     # -- reading (inside an action) --------------------------------------------------------------------
 
     def _model_group(self, name: str) -> str:
-        rows = self.store.query("SELECT value FROM settings WHERE key = ?", (_group_key(name),))
-        if not rows:
+        group = self.store.endpoints.model_group(name)
+        if group is None:
             raise NotFoundError(f"endpoint: unknown {name!r}; known: {known_names(self.store.endpoints.names())}")
-        return rows[0][0]
+        return group
 
     def _endpoint(self, name: str) -> Endpoint:
         """The committed endpoint; the cached one while the stored history still ends where it does.
@@ -57,11 +62,8 @@ class EndpointsMixin(RegistryMixin):
         """
         cached = self._endpoint_cache.get(name)
         if cached is not None:
-            rows = self.store.query(
-                f"SELECT seq, {', '.join(ScalingEvent._fields)} FROM scaling_events WHERE endpoint = ? "
-                "ORDER BY seq DESC LIMIT 1", (name,))
             history = cached.history
-            if [(len(history) - 1, *history[-1])] == rows if history else not rows:
+            if self.store.endpoints.last_event(name) == ((len(history) - 1, history[-1]) if history else None):
                 return cached
         self._endpoint_cache.pop(name, None)
         endpoint = self.store.endpoints.get(name)
@@ -105,21 +107,18 @@ class EndpointsMixin(RegistryMixin):
 
     # -- queries ---------------------------------------------------------------------------------------
 
-    async def endpoint(self, name: str) -> EndpointSnapshot:
-        return await self._query(self._snapshot, name)
-
-    async def endpoints(self) -> tuple[EndpointSnapshot, ...]:
-        return await self._query(lambda: tuple(self._snapshot(n) for n in self.store.endpoints.names()))
+    async def get(self, name: str) -> EndpointSnapshot:
+        return await self.workspace.query(self._snapshot, name)
 
     # -- actions ---------------------------------------------------------------------------------------
 
-    async def create_endpoint(self, name: str, model_group: str, min_instances: int = 1, max_instances: int = 5,
+    async def create(self, name: str, model_group: str, min_instances: int = 1, max_instances: int = 5,
                               target_per_instance: float = 10, scale_out_cooldown: float = 3,
                               scale_in_cooldown: float = 5, max_loaded_models: int = 3) -> EndpointSnapshot:
         def act() -> tuple[EndpointSnapshot, list[Event]]:
-            if self.store.query("SELECT 1 FROM settings WHERE key = ?", (_group_key(name),)):
+            if self.store.endpoints.model_group(name) is not None:
                 raise ValidationError(f"endpoint {name!r} already exists; scale it or pick another name")
-            versions = self.registry().versions(model_group)
+            versions = self.registry.load().versions(model_group)
             endpoint = Endpoint(name, min_instances, max_instances, target_per_instance, scale_out_cooldown,
                                 scale_in_cooldown)
             models = MultiModelEndpoint(max_loaded_models)
@@ -127,13 +126,13 @@ class EndpointsMixin(RegistryMixin):
                 served = VersionModel(model_group, version.version, version.artifact_hash,
                                       version.metrics.get("metric"))
                 models.register(served.name, served)
-            self.store.write("INSERT INTO settings (key, value) VALUES (?, ?)", (_group_key(name), model_group))
+            self.store.endpoints.add_model_group(name, model_group)
             self._save_endpoint(endpoint)
             self.store.endpoints.save_multimodel(name, models)
             return (EndpointSnapshot.of(model_group, endpoint, models),
                     [EndpointChanged(name, "created", endpoint.instance_count)])
 
-        return await self._act(act)
+        return await self.workspace.act(act)
 
     async def scale(self, name: str, min_instances: int | None = None, max_instances: int | None = None,
                     target_per_instance: float | None = None) -> EndpointSnapshot:
@@ -146,7 +145,7 @@ class EndpointsMixin(RegistryMixin):
             self._save_endpoint(endpoint)
             return self._snapshot(name, endpoint), [EndpointChanged(name, "scaled", endpoint.instance_count)]
 
-        return await self._act(act)
+        return await self.workspace.act(act)
 
     def _observe(self, name: str, concurrency: float, tick: float | None) -> tuple[ScalingEventSnapshot,
                                                                                    list[Event]]:
@@ -160,11 +159,11 @@ class EndpointsMixin(RegistryMixin):
 
     async def observe(self, name: str, concurrency: float, tick: float | None = None) -> ScalingEventSnapshot:
         """One autoscaler observation; the default tick is the endpoint's clock (its last tick + 1)."""
-        return await self._act(self._observe, name, concurrency, tick)
+        return await self.workspace.act(self._observe, name, concurrency, tick)
 
     async def invoke(self, name: str, model: str, record: Any) -> InvocationSnapshot:
         def act() -> tuple[InvocationSnapshot, list[Event]]:
-            served = self._route(self.registry(), name, model)
+            served = self._route(self.registry.load(), name, model)
             models = self.store.endpoints.get_multimodel(name)
             self._serving(models, served)
             prediction = models.invoke(served.name, record)
@@ -173,7 +172,7 @@ class EndpointsMixin(RegistryMixin):
             return (InvocationSnapshot(name, model, served.name, prediction, loaded, models.hits, models.misses),
                     [ModelInvoked(name, served.name, loaded, models.hits, models.misses)])
 
-        return await self._act(act)
+        return await self.workspace.act(act)
 
     async def load(self, name: str, concurrency: int, ticks: int, wait: bool | None = None) -> LoadSnapshot:
         """Drive `ticks` ticks of `concurrency` real concurrent invocations of the endpoint's Production
@@ -182,24 +181,24 @@ class EndpointsMixin(RegistryMixin):
         require_int("ticks", ticks, 1)
         if concurrency > MAX_LOAD_CONCURRENCY:
             raise ValidationError(f"concurrency: at most {MAX_LOAD_CONCURRENCY} requests in flight, got {concurrency}")
-        model_group = await self._blocking(self._model_group, name)
+        model_group = await self.workspace.blocking(self._model_group, name)
         work = self._drive_load(name, model_group, concurrency, ticks)
-        if self._wants_wait(wait):
+        if self.workspace.wants_wait(wait):
             return await work
-        self._spawn(f"load {name}", work)
+        self.workspace.spawn(f"load {name}", work)
         return LoadSnapshot(name, model_group, concurrency, ticks, "started", 0, ())
 
     async def _drive_load(self, name: str, route: str, concurrency: int, ticks: int) -> LoadSnapshot:
         events: list[ScalingEventSnapshot] = []
         with ThreadPoolExecutor(max_workers=max(concurrency, 1), thread_name_prefix=f"load-{name}") as pool:
             for _ in range(ticks):
-                events.append(await self._act(self._load_tick, name, route, concurrency, pool))
+                events.append(await self.workspace.act(self._load_tick, name, route, concurrency, pool))
                 await asyncio.sleep(0)  # let the UI breathe between ticks
         return LoadSnapshot(name, route, concurrency, ticks, "completed", concurrency * ticks, tuple(events))
 
     def _load_tick(self, name: str, route: str, concurrency: int,
                    pool: ThreadPoolExecutor) -> tuple[ScalingEventSnapshot, list[Event]]:
-        served = self._route(self.registry(), name, route)
+        served = self._route(self.registry.load(), name, route)
         models = self.store.endpoints.get_multimodel(name)
         self._serving(models, served)
         peak = _concurrent_invocations(models, served.name, concurrency, pool, self._next_tick(name))
@@ -209,6 +208,10 @@ class EndpointsMixin(RegistryMixin):
     def _next_tick(self, name: str) -> float:
         last = self._endpoint(name).last_tick
         return 0 if last is None else last + 1
+
+    # kept last: a signature below it would read `list[...]` as this method, not the builtin
+    async def list(self) -> tuple[EndpointSnapshot, ...]:
+        return await self.workspace.query(lambda: tuple(self._snapshot(n) for n in self.store.endpoints.names()))
 
 
 def _concurrent_invocations(models: MultiModelEndpoint, model: str, count: int, pool: ThreadPoolExecutor,

@@ -1,15 +1,26 @@
-"""Training runs and tuning studies through the console, delegated to `kinetic_tui.core.training.service.TrainingService`
-(which runs the epoch loop as real jobs on pools). The service manages its own transactions: a training
-attempt spans processes, so it cannot sit inside one console transaction."""
+"""`console.training`: training runs and tuning studies, delegated to
+`kinetic_tui.core.training.service.TrainingService` (which runs the epoch loop as real jobs on pools). That
+service manages its own transactions: a training attempt spans processes, so it cannot sit inside one
+console transaction."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console.base import ConsoleBase
-from kinetic_tui.core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
+from kinetic_tui.core.events import (
+    CheckpointSaved,
+    EpochCompleted,
+    Event,
+    StudyChanged,
+    TrainingChanged,
+)
 
 if TYPE_CHECKING:
-    from kinetic_tui.core.training.service import StudySnapshot, TrainingService, TrainingSnapshot
+    from kinetic_tui.core.console.workspace import Workspace
+    from kinetic_tui.core.training.service import (
+        StudySnapshot,
+        TrainingService,
+        TrainingSnapshot,
+    )
 
 
 def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -> list[Event]:
@@ -25,36 +36,37 @@ def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -
     return events
 
 
-class TrainingMixin(ConsoleBase):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._training: TrainingService | None = None
+class Training:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self._service: TrainingService | None = None
         self._seen_runs: dict[str, TrainingSnapshot] = {}
 
-    def training_service(self) -> TrainingService:
+    @property
+    def service(self) -> TrainingService:
         """Created on first use: importing it pulls in the training entry point, which most verbs never need."""
-        if self._training is None:
+        if self._service is None:
             from kinetic_tui.core.training.service import TrainingService
 
-            self._training = TrainingService(self.store, self.backend, clock=self.clock)
-        return self._training
+            self._service = TrainingService(self.workspace.store, self.workspace.backend, clock=self.workspace.clock)
+        return self._service
 
     def _announce(self, snapshot: TrainingSnapshot) -> TrainingSnapshot:
         for event in _training_events(self._seen_runs.get(snapshot.name), snapshot):
-            self.events.publish(event)
+            self.workspace.events.publish(event)
         self._seen_runs[snapshot.name] = snapshot
         return snapshot
 
     async def _training_call(self, method: str, *args: Any, **kwargs: Any) -> TrainingSnapshot:
-        call = getattr(self.training_service(), method)
-        return self._announce(await self._blocking(lambda: call(*args, **kwargs)))
+        call = getattr(self.service, method)
+        return self._announce(await self.workspace.blocking(lambda: call(*args, **kwargs)))
 
     async def _settled(self, snapshot: TrainingSnapshot, wait: bool | None) -> TrainingSnapshot:
-        if self._wants_wait(wait):
+        if self.workspace.wants_wait(wait):
             return await self._training_call("wait", snapshot.name)
         return snapshot
 
-    async def train(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
+    async def start(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
                     checkpoint_every: int = 1, pool: str | None = None, interrupt_before_epoch: int | None = None,
                     wait: bool | None = None) -> TrainingSnapshot:
         started = await self._training_call("start", name, dict(hyperparameters or {}), epochs, checkpoint_every,
@@ -69,23 +81,24 @@ class TrainingMixin(ConsoleBase):
         resumed = await self._training_call("resume", name, interrupt_before_epoch=interrupt_before_epoch)
         return await self._settled(resumed, wait)
 
-    async def training(self, name: str) -> TrainingSnapshot:
+    async def get(self, name: str) -> TrainingSnapshot:
         """The run with its latest progress folded in."""
-        return self._announce((await self._blocking(self.training_service().refresh, name))[0])
-
-    async def trainings(self) -> tuple[TrainingSnapshot, ...]:
-        return tuple(self._announce(s) for s in await self._blocking(self.training_service().refresh))
+        return self._announce((await self.workspace.blocking(self.service.refresh, name))[0])
 
     async def tune(self, name: str, space: dict[str, list[Any]], strategy: str, max_trials: int, seed: int = 0,
                    pool: str | None = None, wait: bool | None = None) -> StudySnapshot:
-        service = self.training_service()
-        study = await self._blocking(lambda: service.tune(name, space, strategy, max_trials, seed=seed, pool=pool,
-                                                          wait=self._wants_wait(wait)))
-        self.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
+        service = self.service
+        study = await self.workspace.blocking(lambda: service.tune(
+            name, space, strategy, max_trials, seed=seed, pool=pool, wait=self.workspace.wants_wait(wait)))
+        self.workspace.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
         return study
 
     async def study(self, name: str) -> StudySnapshot:
-        return await self._blocking(self.training_service().study, name)
+        return await self.workspace.blocking(self.service.study, name)
 
     async def studies(self) -> tuple[StudySnapshot, ...]:
-        return tuple(await self._blocking(self.training_service().studies))
+        return tuple(await self.workspace.blocking(self.service.studies))
+
+    # kept last: a signature below it would read `list[...]` as this method, not the builtin
+    async def list(self) -> tuple[TrainingSnapshot, ...]:
+        return tuple(self._announce(s) for s in await self.workspace.blocking(self.service.refresh))
