@@ -34,9 +34,11 @@ class TrainingMixin(ConsoleBase):
     def training_service(self) -> TrainingService:
         """Created on first use: importing it pulls in the training entry point, which most verbs never need."""
         if self._training is None:
+            from kinetic_tui.core.backends.registry import backend_for
+            from kinetic_tui.core.profiles import resolve_infra
             from kinetic_tui.core.training.service import TrainingService
 
-            self._training = TrainingService(self.store, self.backend, clock=self.clock)
+            self._training = TrainingService(self.store, backend_for(resolve_infra()), clock=self.clock)
         return self._training
 
     def _announce(self, snapshot: TrainingSnapshot) -> TrainingSnapshot:
