@@ -21,7 +21,7 @@ class Kind:
     implementation: str  # "MODULE:FACTORY" of the backend serving this kind, imported on first use
     profile_kind: str  # the kind a profile names to run this kind's jobs (pathways jobs run on gke profiles)
     default_project: str | None  # a profile of this kind without a project uses this one; None: required
-    local_outputs: bool  # a job's output_dir is a directory on this machine (not a bucket path)
+    on_this_machine: bool  # jobs run here: always reachable, and a job's output_dir is a local directory
     has_stack: bool  # the kind's infrastructure is a cloud stack that `up`/`down`/`pool` apply
     multi_host_kind: str | None = None  # the kind that runs this kind's multi-host slices, if another one
 
@@ -29,10 +29,10 @@ class Kind:
 _LOCAL = "kinetic_tui.core.backends.local.interface:workspace_backend"
 _GKE = "kinetic_tui.core.backends.gke.cluster:cluster_backend"
 KINDS: dict[str, Kind] = {
-    "local": Kind("local", _LOCAL, "local", default_project="local", local_outputs=True, has_stack=False),
-    "gke": Kind("gke", _GKE, "gke", default_project=None, local_outputs=False, has_stack=True,
+    "local": Kind("local", _LOCAL, "local", default_project="local", on_this_machine=True, has_stack=False),
+    "gke": Kind("gke", _GKE, "gke", default_project=None, on_this_machine=False, has_stack=True,
                 multi_host_kind="pathways"),
-    "pathways": Kind("pathways", _GKE, "gke", default_project=None, local_outputs=False, has_stack=True),
+    "pathways": Kind("pathways", _GKE, "gke", default_project=None, on_this_machine=False, has_stack=True),
 }
 PROFILE_KINDS = tuple(name for name, kind in KINDS.items() if kind.profile_kind == name)
 DEFAULT_KIND = "local"

@@ -81,7 +81,7 @@ def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) ->
     text = os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text:
         raise ValidationError(f"output_dir must be a non-empty path, got {output_dir!r}")
-    if not kind(backend).local_outputs:
+    if not kind(backend).on_this_machine:
         return text
     if text.startswith("gs://"):
         raise ValidationError(f"output_dir {text!r}: the local backend writes outputs to a local directory; "
