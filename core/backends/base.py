@@ -191,6 +191,10 @@ class Backend(Protocol):
 
     def log_reader(self, job_id: str) -> LogReader: ...
 
+    def bucket_uri(self, bucket: str, key: str) -> str:
+        """The URI of `key` in jobs bucket `bucket` as this backend's jobs (and its clients) reach it."""
+        ...
+
     def exit_code(self, job_id: str) -> int | None:
         """Host 0's exit code once the job's process ended (a preempted training exits with its own code)."""
         ...

@@ -75,7 +75,7 @@ class TrainingService:
         target = self.choose_pool(pool)
         ctx = self._context(target, name)
         prefix = f"{ctx.job_id}/output/training/{name}/"
-        checkpoints = {"bucket": ctx.bucket, "uri": bucket_storage(ctx.bucket, "").uri(prefix), "prefix": prefix}
+        checkpoints = {"bucket": ctx.bucket, "uri": self.backend.bucket_uri(ctx.bucket, prefix), "prefix": prefix}
         run = Run(job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study,
                                 started_at=self.clock()))
         with self.store.transaction():  # the capacity check and the reservation are one action

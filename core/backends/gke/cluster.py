@@ -146,6 +146,9 @@ class GkeCluster:
     def log_reader(self, job_id: str) -> LogReader:
         return self._backend(job_id).log_reader(job_id)
 
+    def bucket_uri(self, bucket: str, key: str) -> str:
+        return self._workloads["gke"].storage.uri(key)  # a GKE profile's jobs use its own bucket
+
     def exit_code(self, job_id: str) -> int | None:
         return self._backend(job_id).exit_code(job_id)
 

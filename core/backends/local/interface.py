@@ -16,6 +16,7 @@ from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.profiles import ResolvedInfra
+from kinetic_tui.core.storage import LocalStorage
 from kinetic_tui.core.submission.context import JobContext
 
 
@@ -78,6 +79,9 @@ class LocalInterface:
 
     def log_reader(self, job_id: str) -> LogReader:
         return self.backend.log_reader(job_id)
+
+    def bucket_uri(self, bucket: str, key: str) -> str:
+        return LocalStorage.in_home(bucket).uri(key)  # local processes read the local copy of any bucket
 
     def exit_code(self, job_id: str) -> int | None:
         return launcher.exit_code(self.backend.job(job_id).job_dir, 0)
