@@ -16,9 +16,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import cloudpickle
-
 from kinetic_tui.core.backends.base import Backend, JobInfo
-from kinetic_tui.core.backends.registry import backend_for_handle, lookup_order, workspace_backend
+from kinetic_tui.core.backends.registry import (
+    backend_for_handle,
+    lookup_order,
+    workspace_backend,
+)
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage, bucket_storage

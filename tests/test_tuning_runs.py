@@ -14,7 +14,7 @@ from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.training import CapacityError, default_train_step
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.training.service import TrainingService
-from kinetic_tui.core.backends.local.workspace import local_backend, store
+from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.backends.registry import workspace_backend
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}

@@ -13,7 +13,13 @@ from typing import Any
 from kinetic_tui.core.backends.base import Backend
 from kinetic_tui.core.backends.registry import backend_for
 from kinetic_tui.core.console.base import ConsoleBase, import_reference
-from kinetic_tui.core.console.snapshots import JobRecord, JobResultSnapshot, JobSnapshot, LogsSnapshot, PoolSnapshot
+from kinetic_tui.core.console.snapshots import (
+    JobRecord,
+    JobResultSnapshot,
+    JobSnapshot,
+    LogsSnapshot,
+    PoolSnapshot,
+)
 from kinetic_tui.core.decorator import RemoteCallable
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.events import JobStatusChanged, LogBatch, PoolChanged

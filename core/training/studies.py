@@ -17,13 +17,23 @@ from typing import Protocol
 
 from kinetic_tui.core.backends.base import PoolInfo
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.training import CapacityError, TrainingCluster, TrainingStatus
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    TrainingCluster,
+    TrainingStatus,
+)
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
 from kinetic_tui.core.store import Store
 from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.training.pools import instances
-from kinetic_tui.core.training.records import (Run, RunRepo, StudySnapshot, TrainingSnapshot, TrialSnapshot,
-                                              require_run_name)
+from kinetic_tui.core.training.records import (
+    Run,
+    RunRepo,
+    StudySnapshot,
+    TrainingSnapshot,
+    TrialSnapshot,
+    require_run_name,
+)
 
 IN_FLIGHT = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 _POLL = 0.2

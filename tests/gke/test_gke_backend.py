@@ -14,7 +14,7 @@ import pytest
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeBackend, GkeError
+from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeError
 from kinetic_tui.core.backends.gke.cluster import GkeCluster
 from kinetic_tui.core.backends.gke.submission import submit_gke as submit_record
 from kinetic_tui.core.backends.registry import backend_for_handle

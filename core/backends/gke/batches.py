@@ -20,15 +20,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kinetic_tui.core.backends.base import Call, JobInfo, JobState, Submitted, manifest_key
+from kinetic_tui.core.backends.base import (
+    Call,
+    JobInfo,
+    JobState,
+    Submitted,
+    manifest_key,
+)
 from kinetic_tui.core.backends.gke.backend import SUSPENDED, GkeBackend
-from kinetic_tui.core.backends.gke.submission import check_hosts, create_workload, default_output, gke_record, job_image
+from kinetic_tui.core.backends.gke.submission import (
+    check_hosts,
+    create_workload,
+    default_output,
+    gke_record,
+    job_image,
+)
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage
 from kinetic_tui.core.submission.context import JobContext, new_job_id
-from kinetic_tui.core.submission.pack import (CONTEXT, PAYLOAD, RESULT, Archives, DeferredWrites, Prepared,
-                                              captured_env, input_named, pack, retry_record, upload)
+from kinetic_tui.core.submission.pack import (
+    CONTEXT,
+    PAYLOAD,
+    RESULT,
+    Archives,
+    DeferredWrites,
+    Prepared,
+    captured_env,
+    input_named,
+    pack,
+    retry_record,
+    upload,
+)
 from kinetic_tui.infra.container_builder import ResolvedImage
 
 

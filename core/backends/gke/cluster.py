@@ -25,12 +25,23 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.accelerators import parse_accelerator
-from kinetic_tui.core.backends.base import Call, JobInfo, JobState, LogReader, Submitted, read_record
+from kinetic_tui.core.backends.base import (
+    Call,
+    JobInfo,
+    JobState,
+    LogReader,
+    Submitted,
+    read_record,
+)
 from kinetic_tui.core.backends.gke import batches
 from kinetic_tui.core.backends.gke.backend import GkeBackend
 from kinetic_tui.core.backends.gke.k8s_client import target
 from kinetic_tui.core.backends.gke.pools import GkePools
-from kinetic_tui.core.backends.gke.submission import WORKLOADS, submit_gke, workload_backend
+from kinetic_tui.core.backends.gke.submission import (
+    WORKLOADS,
+    submit_gke,
+    workload_backend,
+)
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus

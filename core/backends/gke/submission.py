@@ -21,11 +21,24 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra
 from kinetic_tui.core.storage import GcsStorage, Storage
 from kinetic_tui.core.submission.context import JobContext
-from kinetic_tui.core.submission.pack import (Archives, DeferredWrites, Packed, Prepared, captured_env, handle_record,
-                                              pack, upload, write_handle)
+from kinetic_tui.core.submission.pack import (
+    Archives,
+    DeferredWrites,
+    Packed,
+    Prepared,
+    captured_env,
+    handle_record,
+    pack,
+    upload,
+    write_handle,
+)
 
 if TYPE_CHECKING:
-    from kinetic_tui.infra.container_builder import ImageBuild, ImageInputs, ResolvedImage
+    from kinetic_tui.infra.container_builder import (
+        ImageBuild,
+        ImageInputs,
+        ResolvedImage,
+    )
 
 REQUIREMENTS = "requirements.txt"
 WORKLOADS: dict[str, type[GkeBackend]] = {"gke": GkeBackend, "pathways": PathwaysBackend}

@@ -11,7 +11,13 @@ from typing import Any
 from kinetic_tui.core.backends.base import Call, JobInfo, Submitted, manifest_key
 from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
-from kinetic_tui.core.backends.local.submission import jobs_storage, lanes_fit, resubmit, stage, stage_lanes
+from kinetic_tui.core.backends.local.submission import (
+    jobs_storage,
+    lanes_fit,
+    resubmit,
+    stage,
+    stage_lanes,
+)
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage import LocalStorage, bucket_storage

@@ -8,7 +8,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from kinetic_tui.core.backends.base import Call, JobInfo, LogReader, Submitted, read_record
+from kinetic_tui.core.backends.base import (
+    Call,
+    JobInfo,
+    LogReader,
+    Submitted,
+    read_record,
+)
 from kinetic_tui.core.backends.local import batch, launcher, submission
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend, Pool
 from kinetic_tui.core.backends.local.workspace import local_backend

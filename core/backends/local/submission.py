@@ -25,9 +25,22 @@ from kinetic_tui.core.data import replace_data_refs
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.storage import GcsStorage, LocalStorage, Storage, bucket_storage
 from kinetic_tui.core.submission.context import JobContext, new_job_id
-from kinetic_tui.core.submission.pack import (CONTEXT, PAYLOAD, Archives, DeferredWrites, Packed, captured_env,
-                                              handle_record, input_named, module_file, pack, package_root_for,
-                                              retry_record, upload, write_handle)
+from kinetic_tui.core.submission.pack import (
+    CONTEXT,
+    PAYLOAD,
+    Archives,
+    DeferredWrites,
+    Packed,
+    captured_env,
+    handle_record,
+    input_named,
+    module_file,
+    pack,
+    package_root_for,
+    retry_record,
+    upload,
+    write_handle,
+)
 from kinetic_tui.core.submission.packaging import build_batch, make_plan
 
 STORAGE_SETTING = "KINETIC_LOCAL_STORAGE"
