@@ -44,7 +44,7 @@ def main() -> None:
     fresh_workspace("kinetic-bench-gke-")
     module = user_module()
     from kinetic_tui.core.backends.local import launcher
-    from kinetic_tui.core.backends.gke.backend import submit_gke
+    from kinetic_tui.core.backends.gke.submission import submit_gke
     from kinetic_tui.core.submission.context import JobContext
     from kinetic_tui.core.profiles import jobs_bucket_name
     from tests.gcs_emulator import create_bucket

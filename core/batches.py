@@ -1,9 +1,9 @@
 """`map`: one job per input, durable as a group (SPEC 2.6).
 
-Every input becomes its own job at once (PENDING). On the local backend they run in lanes
-(core/backends/local/lanes.py) and the scheduler enforces `max_concurrent` per group, so the limit holds even
-when the submitting client exits; on GKE each input is a Job (core/backends/gke/batches.py, `GkeBatchHandle`).
-Retries and fail-fast are driven by whichever client is watching the batch (`wait`, `as_completed`,
+Every input becomes its own job at once (PENDING), submitted by the backend the registry picks for the
+function's context, which also drives the batch's polls through a `BatchDriver` (the local backend runs the
+inputs in lanes and enforces `max_concurrent` in its scheduler; GKE creates one Job per input, suspended
+beyond the limit). Retries and fail-fast are driven by whichever client is watching the batch (`wait`, `as_completed`,
 `results`); a retry resubmits the stored payload, so a process that only attached with `attach_batch` can
 retry too.
 
@@ -20,18 +20,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from kinetic_tui.core.backends.local import lanes, launcher
-from kinetic_tui.core.backends.local.backend import JobRow
-from kinetic_tui.core.submission.context import new_job_id
-from kinetic_tui.core.submission.dispatch import jobs_storage, lanes_fit, resubmit, stage, stage_lanes
+from kinetic_tui.core.backends.base import BatchDriver, Submitted, manifest_key
+from kinetic_tui.core.backends.registry import backend_for_context, lookup_order
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, attach
-from kinetic_tui.core.paths import kinetic_home
-from kinetic_tui.core.profiles import resolve_infra
-from kinetic_tui.core.storage import LocalStorage, Storage, bucket_storage
-from kinetic_tui.core.store import jobs_repo
-from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.core.storage import Storage
+from kinetic_tui.core.submission.context import new_job_id
 
 DISPATCH = ("auto", "args", "kwargs", "single")
 POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles...
@@ -62,10 +57,6 @@ def _call_args(item: Any, dispatch: str) -> tuple[tuple[Any, ...], dict[str, Any
     return (item,), {}
 
 
-def manifest_key(group_id: str) -> str:
-    return f"_groups/{group_id}/manifest.json"
-
-
 def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
               fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
     """Submit one job per input of the RemoteCallable `remote` and return the batch.
@@ -87,56 +78,34 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     manifest = {"group_id": group_id, "func_name": first.func_name, "created_at": time.time(),
                 "count": len(calls), "max_concurrent": max_concurrent, "retries": retries,
                 "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[ctx.job_id] for ctx in contexts]}
-    if calls and first.backend in ("gke", "pathways"):
-        from kinetic_tui.core.backends.gke.batches import map_on_gke  # needs the gcp extra
-
-        return map_on_gke(contexts, calls, manifest)
-    storage = jobs_storage(first.bucket)
-    in_lanes = bool(calls) and lanes_fit(first, storage)
-    staging: Any = stage_lanes(contexts, calls, storage) if in_lanes else \
-        stage([(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
-    with staging as staged:
-        storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
-        jobs_repo.insert_group(local_backend().store, group_id, max_concurrent, time.time())
-        batch = BatchHandle(manifest, storage)
-        handles = staged.submit() if in_lanes else [item.submit() for item in staged]
-        batch._handles.update((handle.job_id, handle) for handle in handles)
+    submitted = backend_for_context(first).submit_map(contexts, calls, manifest)
+    batch = BatchHandle(submitted)
+    batch._handles.update((record["job_id"], JobHandle.from_record(record)) for record in submitted.records)
     return batch
 
 
 def attach_batch(group_id: str) -> BatchHandle:
-    """Reattach by group id: through the store's jobs of the group (whatever bucket they use), else by
-    looking for the manifest in the local buckets (a batch with no inputs has no jobs), else (on a GKE
-    profile) in the profile's jobs bucket."""
-    rows = local_backend().jobs(group_id=group_id, limit=1)
-    if rows:
-        storage = bucket_storage(rows[0].handle["bucket"], rows[0].handle["result_uri"])
-        return BatchHandle(json.loads(storage.get_bytes(manifest_key(group_id))), storage)
-    buckets = kinetic_home() / "local" / "buckets"
-    for path in sorted(buckets.glob(f"*/_groups/{group_id}/manifest.json")) if buckets.is_dir() else []:
-        manifest = json.loads(path.read_text())
-        return BatchHandle(manifest, LocalStorage.in_home(manifest["bucket"]))
-    infra = resolve_infra()
-    if infra.backend in ("gke", "pathways"):
-        from kinetic_tui.core.backends.gke.batches import attach_gke_batch
-        from kinetic_tui.core.storage.gcs import GcsStorage
-
-        return attach_gke_batch(group_id, GcsStorage(infra.jobs_bucket, project=infra.project))
+    """Reattach by group id: through the workspace's store and local buckets, else the profile's backend
+    (a GKE profile's jobs bucket)."""
+    for backend in lookup_order():
+        found = backend.attach_batch(group_id)
+        if found is not None:
+            return BatchHandle(found)
     raise NotFoundError(f"unknown batch {group_id!r}: no job of that group and no manifest {manifest_key(group_id)}")
 
 
 class BatchHandle:
     """The jobs of one `map`, durable through its manifest: any process can watch, retry or cancel them."""
 
-    def __init__(self, manifest: dict[str, Any], storage: Storage) -> None:
-        self.manifest = manifest
-        self.group_id: str = manifest["group_id"]
-        self._storage = storage
+    def __init__(self, submitted: Submitted) -> None:
+        self.manifest = submitted.manifest
+        self.group_id: str = self.manifest["group_id"]
+        self._storage: Storage = submitted.storage
+        self._driver: BatchDriver = submitted.driver
         self._handles: dict[str, JobHandle] = {}
         self._failures: dict[int, BaseException] = {}
         self._results: dict[int, Any] = {}
         self._finished_at: dict[int, float] = {}
-        self._running: list[JobRow] = []
 
     def __len__(self) -> int:
         return self.manifest["count"]
@@ -148,7 +117,8 @@ class BatchHandle:
 
     def _handle(self, job_id: str) -> JobHandle:
         if job_id not in self._handles:
-            self._handles[job_id] = attach(job_id)
+            record = self._driver.record(job_id)
+            self._handles[job_id] = attach(job_id) if record is None else JobHandle.from_record(record)
         return self._handles[job_id]
 
     def handles(self) -> list[JobHandle]:
@@ -156,47 +126,22 @@ class BatchHandle:
         return [self._handle(attempts[-1]) for attempts in self.manifest["attempts"]]
 
     def statuses(self) -> list[JobStatus]:
-        """The latest attempt's status per input (settling every finished process of the workspace first)."""
-        local_backend().reconcile()
-        return self._read()
-
-    def _read(self) -> list[JobStatus]:
-        backend = local_backend()
-        states = backend.group_statuses(self.group_id)
-        latest = [states.get(attempts[-1]) for attempts in self.manifest["attempts"]]
-        self._finished_at = {i: state[1] for i, state in enumerate(latest) if state and state[1]}
-        running = any(state and state[0] is JobStatus.RUNNING for state in latest)
-        self._running = [row for row in backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id)
-                         if not row.in_lane] if running else []
-        return [state[0] if state else JobStatus.NOT_FOUND for state in latest]
-
-    def _exited(self) -> list[str]:
-        """Running inputs outside lanes whose every host has an exit file: settling them needs no liveness scan."""
-        return [row.job_id for row in self._running
-                if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)]
-
-    def _news(self) -> bool:
-        """Something to settle: an input's process exited, or one of the batch's lanes progressed or ended."""
-        return bool(self._exited()) or any(lane.has_news() for lane in lanes.active(local_backend().store,
-                                                                                   self.group_id))
+        """The latest attempt's status per input (settling every finished job of the backend first)."""
+        return self._settle(full=True)
 
     def status_counts(self) -> dict[str, int]:
         return dict(Counter(status.value for status in self.statuses()))
 
     def _settle(self, full: bool) -> list[JobStatus]:
-        """Settle what has finished and return the statuses. `full=False` settles only this batch's exited
-        inputs and lanes (each settle starts the next queued job); the full reconcile also catches lost
+        """Settle what has finished and return the statuses. `full=False` lets the backend settle only this
+        batch's own work (each settle starts the next queued job); the full pass also catches lost
         processes and nodes freed by other work."""
-        if full:
-            return self.statuses()
-        backend = local_backend()
-        for job_id in self._exited():
-            backend.reconcile(job_id)
-        backend.observe_lanes(lanes.active(backend.store, self.group_id), patient=False)
-        return self._read()
+        states = self._driver.states([attempts[-1] for attempts in self.manifest["attempts"]], full)
+        self._finished_at = {i: finished for i, (_, finished) in enumerate(states) if finished}
+        return [status for status, _ in states]
 
     def _retry(self, handle: JobHandle) -> JobHandle:
-        return resubmit(handle)
+        return JobHandle.from_record(self._driver.retry(handle.to_record()))
 
     def _advance(self, full: bool = True) -> list[JobStatus]:
         """Retry failed inputs with attempts left; with fail_fast, cancel the rest at the first final failure."""
@@ -247,7 +192,7 @@ class BatchHandle:
         """Sleep up to `seconds`, but return as soon as there is news: settling an input frees its node (or
         its lane moves on), so a batch never waits out a whole poll interval per job."""
         end = time.monotonic() + seconds
-        while time.monotonic() < end and not self._news():
+        while time.monotonic() < end and not self._driver.has_news():
             time.sleep(EXIT_POLL)
 
     def _collect(self, indices: Iterable[int]) -> None:
@@ -255,8 +200,7 @@ class BatchHandle:
         todo = [i for i in indices if i not in self._results and i not in self._failures]
         if not todo:
             return
-        backend = local_backend()
-        rows = self._rows()
+        rows = self._driver.settled()
         files: dict[str, bytes] = {}
         for index in todo:
             job_id = self.manifest["attempts"][index][-1]
@@ -266,13 +210,9 @@ class BatchHandle:
                     self._results[index] = self._handle(job_id).result(cleanup=False)
                 else:
                     handle = self._handles.setdefault(job_id, JobHandle.from_record(row.handle))
-                    self._results[index] = handle.value_from(row, backend.lane_result(row, files))
+                    self._results[index] = handle.value_from(row, self._driver.result_bytes(row, files))
             except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
                 self._failures[index] = exc
-
-    def _rows(self) -> dict[str, JobRow]:
-        """The batch's rows in the workspace's store (a GKE batch has none: each value comes from its job)."""
-        return {row.job_id: row for row in local_backend().jobs(group_id=self.group_id)}
 
     def results(self, ordered: bool = True, return_exceptions: bool = False, timeout: float | None = None) -> list[Any]:
         """Every input's value (input order, or completion order with ordered=False). A failure raises
@@ -301,16 +241,5 @@ class BatchHandle:
     def cancel(self) -> None:
         """Cancel every input, the last first: queued inputs are cancelled before any running one is
         stopped, so stopping a lane never hands its queued inputs to a new lane."""
-        backend = local_backend()
         for attempts in reversed(self.manifest["attempts"]):
-            backend.cancel(attempts[-1])
-
-
-def map(fn: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,  # noqa: A001
-        fail_fast: bool = False, dispatch: str = "auto", **run_options: Any) -> BatchHandle:
-    """`kinetic.map(f, inputs)`: `f` is a `@run` function, or a plain one run with `run_options`."""
-    from kinetic_tui.core.decorator import RemoteCallable, run
-
-    remote = fn if isinstance(fn, RemoteCallable) else run(**run_options)(fn)
-    return map_calls(remote, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
-                     dispatch=dispatch)
+            self._driver.cancel(attempts[-1])

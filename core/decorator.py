@@ -43,7 +43,7 @@ class RemoteCallable:
 
     def map(self, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
             fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
-        """One job per input; returns a BatchHandle (see core.collections for argument dispatch)."""
+        """One job per input; returns a BatchHandle (see core.batches for argument dispatch)."""
         return map_calls(self, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
                          dispatch=dispatch)
 
@@ -53,7 +53,7 @@ class _LogEcho:
     Runs in the waiting thread, between polls, so it adds no thread start or join to the round trip."""
 
     def __init__(self, handle: JobHandle) -> None:
-        self.reader = handle._local().log_reader(handle.job_id)
+        self.reader = handle.runs_on().log_reader(handle.job_id)
         self.verbose = os.environ.get("KINETIC_VERBOSE", "") not in ("", "0")
 
     def pump(self, final: bool = False) -> None:
@@ -78,3 +78,11 @@ def run(accelerator: str = "cpu", *, container_image: str | None = None, zone: s
         return RemoteCallable(check_callable(func), options)
 
     return decorate
+
+
+def map(fn: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,  # noqa: A001
+        fail_fast: bool = False, dispatch: str = "auto", **run_options: Any) -> BatchHandle:
+    """`kinetic.map(f, inputs)`: `f` is a `@run` function, or a plain one run with `run_options`."""
+    remote = fn if isinstance(fn, RemoteCallable) else run(**run_options)(fn)
+    return map_calls(remote, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
+                     dispatch=dispatch)

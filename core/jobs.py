@@ -16,15 +16,16 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import cloudpickle
-
-from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
+from kinetic_tui.core.backends.base import Backend, JobInfo
+from kinetic_tui.core.backends.registry import (
+    backend_for_handle,
+    lookup_order,
+    workspace_backend,
+)
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.paths import kinetic_home
-from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import Storage, bucket_storage
-from kinetic_tui.core.submission.pack import CONTEXT, HANDLE, PAYLOAD, RESULT
-from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD, RESULT
 
 
 class RemoteJobError(KineticError):
@@ -75,58 +76,55 @@ class JobHandle:
 
     # -- backend access ------------------------------------------------------------------------------
 
-    def _local(self) -> LocalBackend:
-        """The backend that runs this job: the workspace's local one, or its GKE cluster's (same methods)."""
-        if self.backend == "local":
-            return local_backend()
-        from kinetic_tui.core.backends.gke.backend import backend_for
-
-        return backend_for(self)  # type: ignore[return-value]
+    def runs_on(self) -> Backend:
+        """The backend that runs this job, as the registry picks it for the handle's record."""
+        return backend_for_handle({"backend": self.backend, "project": self.project, "zone": self.zone,
+                                   "cluster": self.cluster, "namespace": self.namespace, "bucket": self.bucket})
 
     def storage(self) -> Storage:
         return bucket_storage(self.bucket, self.result_uri)
 
-    def row(self) -> JobRow:
-        return self._local().job(self.job_id)
+    def row(self) -> JobInfo:
+        return self.runs_on().refresh(self.job_id)
 
     # -- the API -------------------------------------------------------------------------------------
 
     def status(self) -> JobStatus:
         try:
-            return self._local().refresh(self.job_id).status
+            return self.runs_on().refresh(self.job_id).status
         except NotFoundError:
             return JobStatus.NOT_FOUND
 
     def logs(self, follow: bool = False) -> Iterator[str]:
         """The job's log lines; with `follow`, yields new lines as they are written until the job settles."""
-        for batch in self._local().read_logs(self.job_id, follow=follow):
+        for batch in self.runs_on().read_logs(self.job_id, follow=follow):
             yield from batch
 
     def tail(self, n: int = 100) -> list[str]:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
         lines: deque[str] = deque(maxlen=n)
-        for batch in self._local().read_logs(self.job_id):
+        for batch in self.runs_on().read_logs(self.job_id):
             lines.extend(batch)
         return list(lines)
 
     def wait(self, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobStatus:
         """Block until the job settles (TimeoutError leaves it running); `on_poll` runs between polls."""
-        return self._local().wait(self.job_id, timeout, on_poll).status
+        return self.runs_on().wait(self.job_id, timeout, on_poll).status
 
     def result(self, timeout: float | None = None, cleanup: bool = True) -> Any:
         """The function's value; re-raises the remote exception (original type, remote traceback and phase
         in its notes). TimeoutError leaves the job running."""
-        row = self._local().wait(self.job_id, timeout)
+        row = self.runs_on().wait(self.job_id, timeout)
         return self.value_from(row, None, cleanup)
 
-    def value_from(self, row: JobRow, data: bytes | None = None, cleanup: bool = False) -> Any:
+    def value_from(self, row: JobInfo, data: bytes | None = None, cleanup: bool = False) -> Any:
         """`result` for a settled row, given its result pickle if the caller already read it (a batch reads
         every lane's results file once)."""
         if row.status is JobStatus.CANCELLED:
             raise RemoteJobError(f"job {self.job_id} was cancelled")
         try:
-            data = data or self._lane_result(row) or self.storage().get_bytes(f"{self.job_id}/{RESULT}")
+            data = data or self.runs_on().result_bytes(row) or self.storage().get_bytes(f"{self.job_id}/{RESULT}")
         except NotFoundError:
             raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
                                  f"result: {row.detail or 'no detail'}") from None
@@ -147,13 +145,7 @@ class JobHandle:
         exc.add_note(outcome["traceback"].rstrip())
         raise exc
 
-    def _lane_result(self, row: JobRow) -> bytes | None:
-        """A map input run in a lane keeps its result in the lane's results file, not under its prefix."""
-        if self.backend != "local" or row.result_at is None:
-            return None
-        return local_backend().lane_result(row)
-
-    def _worker_failure(self, row: JobRow) -> dict[str, Any]:
+    def _worker_failure(self, row: JobInfo) -> dict[str, Any]:
         """The result payload of the first failed worker; RemoteJobError if none wrote one (it was killed)."""
         storage = self.storage()
         for host in range(1, row.nodes):
@@ -167,55 +159,37 @@ class JobHandle:
                              f"{row.detail or 'no detail'}")
 
     def cancel(self) -> JobStatus:
-        return self._local().cancel(self.job_id).status
+        return self.runs_on().cancel(self.job_id).status
 
     def cleanup(self) -> None:
         """Remove the job's inputs and working directories; keep result, handle, output and logs.
 
         Refused (ValidationError, nothing removed) while the job is pending or running: it still needs them."""
-        self._local().cleanup(self.job_id)
+        self.runs_on().cleanup(self.job_id)
         storage = self.storage()
         for name in (PAYLOAD, CONTEXT):
             storage.delete_prefix(f"{self.job_id}/{name}")
 
 
-def _handle_from(where: str, data: bytes) -> JobHandle:
+def _handle_from(where: str, record: dict[str, Any]) -> JobHandle:
     try:
-        return JobHandle.from_record(json.loads(data))
-    except (ValueError, ValidationError) as exc:
+        return JobHandle.from_record(record)
+    except ValidationError as exc:
         raise ValidationError(f"{where} is corrupt ({exc}); the job's record cannot be rebuilt") from None
 
 
 def attach(job_id: str) -> JobHandle:
-    """Rebuild a handle from the workspace's store, else from `handle.json` in the local buckets, else (on a
-    GKE profile) from `handle.json` in the profile's jobs bucket, so another machine can attach too."""
-    backend = local_backend()
-    try:
-        return JobHandle.from_record(backend.job(job_id).handle)
-    except NotFoundError as missing:
-        buckets = kinetic_home() / "local" / "buckets"
-        for path in sorted(buckets.glob(f"*/{job_id}/{HANDLE}")) if buckets.is_dir() else []:
-            return _handle_from(str(path), path.read_bytes())
-        for path in sorted(buckets.glob("*/_groups/*/handles.json")) if buckets.is_dir() else []:
-            records = json.loads(path.read_bytes())  # a map run in lanes keeps its handles in one file
-            if job_id in records:
-                return _handle_from(str(path), json.dumps(records[job_id]).encode())
-        infra = resolve_infra()
-        if infra.backend != "gke":
-            raise missing
-        from kinetic_tui.core.storage.gcs import GcsStorage
-
-        storage = GcsStorage(infra.jobs_bucket, project=infra.project)
-        try:
-            return _handle_from(storage.uri(f"{job_id}/{HANDLE}"), storage.get_bytes(f"{job_id}/{HANDLE}"))
-        except NotFoundError:
-            raise NotFoundError(f"unknown job {job_id!r}: not in this workspace nor in "
-                                f"{storage.uri('')}") from None
+    """Rebuild a handle from the workspace's store or its local buckets, else from the profile's backend
+    (a GKE profile's jobs bucket), so another machine can attach too."""
+    backends = lookup_order()
+    for backend in backends:
+        found = backend.find_record(job_id)
+        if found is not None:
+            return _handle_from(*found)
+    raise NotFoundError(backends[-1].lookup_error(job_id))
 
 
 def list_jobs(status: JobStatus | str | None = None, limit: int | None = None) -> list[JobHandle]:
-    """Newest first, finished jobs included."""
+    """This workspace's jobs, newest first, finished jobs included."""
     wanted = JobStatus.parse(status) if isinstance(status, str) else status
-    backend = local_backend()
-    backend.reconcile()
-    return [JobHandle.from_record(row.handle) for row in backend.jobs(status=wanted, limit=limit)]
+    return [JobHandle.from_record(row.handle) for row in workspace_backend().jobs(status=wanted, limit=limit)]

@@ -26,15 +26,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kinetic_tui.core.backends.kinds import DEFAULT_KIND, PROFILE_KINDS, profile_kind
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.paths import kinetic_home
 
 PROFILE_NAME_RULE = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
 VALUE_RULE = r"^[a-z0-9][a-z0-9._-]{0,99}$"
-BACKENDS = ("local", "gke")
+BACKENDS = PROFILE_KINDS
 INFRA_FIELDS = ("backend", "project", "zone", "cluster", "namespace")
-DEFAULTS = {"backend": "local", "zone": "us-central1-a", "cluster": "kinetic-cluster", "namespace": "default"}
-LOCAL_PROJECT = "local"
+DEFAULTS = {"backend": DEFAULT_KIND, "zone": "us-central1-a", "cluster": "kinetic-cluster", "namespace": "default"}
+LOCAL_PROJECT = profile_kind(DEFAULT_KIND).default_project
 DEFAULT_PROFILE = "local"
 
 _NAME = re.compile(PROFILE_NAME_RULE)
@@ -127,8 +128,7 @@ def _check_name(name: object, origin: str = "profile name") -> str:
 def _check_value(field: str, value: object, origin: str = "") -> str:
     """Validate one infra field; `origin` (e.g. `KINETIC_ZONE: `) says where a bad value came from."""
     if field == "backend":
-        if value not in BACKENDS:
-            raise ValidationError(f"{origin}backend {value!r} is not one of {', '.join(BACKENDS)}")
+        profile_kind(value, origin)
     elif not isinstance(value, str) or not _VALUE.fullmatch(value):
         raise ValidationError(f"{origin}{field} {value!r} must match {VALUE_RULE}")
     return value
@@ -143,7 +143,7 @@ def profiles_path() -> Path:
 
 
 def _fresh() -> tuple[str | None, dict[str, Profile]]:
-    return DEFAULT_PROFILE, {DEFAULT_PROFILE: Profile(DEFAULT_PROFILE, "local", LOCAL_PROJECT)}
+    return DEFAULT_PROFILE, {DEFAULT_PROFILE: Profile(DEFAULT_PROFILE, DEFAULT_KIND, LOCAL_PROJECT)}
 
 
 def _profile_from_json(name: str, entry: object) -> Profile:
@@ -242,7 +242,7 @@ def _lookup(name: str, profiles: Mapping[str, Profile]) -> Profile:
 
 def create_profile(
     name: str,
-    backend: str = "local",
+    backend: str = DEFAULT_KIND,
     project: str | None = None,
     zone: str | None = None,
     cluster: str | None = None,
@@ -253,10 +253,10 @@ def create_profile(
     """Add a profile; unset zone/cluster/namespace fall back to the defaults at resolve time."""
     _check_name(name)
     _check_value("backend", backend)
-    if project is None and backend == "local":
-        project = LOCAL_PROJECT
     if project is None:
-        raise ValidationError(f"profile {name!r}: backend gke needs a project (--project)")
+        project = profile_kind(backend).default_project
+    if project is None:
+        raise ValidationError(f"profile {name!r}: backend {backend} needs a project (--project)")
     profile = Profile(name, backend, project, zone, cluster, namespace)
     for field, value in profile.fields().items():
         if value is not None:
@@ -379,10 +379,9 @@ def resolve_infra(
             values[field], sources[field] = getattr(chosen, field), f"profile {chosen.name}"
         elif field != "project":
             values[field], sources[field] = DEFAULTS[field], "default"
-        elif values["backend"] == "local":
-            values[field], sources[field] = LOCAL_PROJECT, "default"
+        elif profile_kind(values["backend"]).default_project is not None:
+            values[field], sources[field] = profile_kind(values["backend"]).default_project, "default"
         else:
-            raise ValidationError(
-                "backend gke needs a project: pass project=, set KINETIC_PROJECT or use a profile with a project"
-            )
+            raise ValidationError(f"backend {values['backend']} needs a project: pass project=, set "
+                                  f"KINETIC_PROJECT or use a profile with a project")
     return ResolvedInfra(**values, sources=sources, profile=name, profile_source=how)

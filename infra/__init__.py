@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, TpuConfig, is_multi_host, parse_accelerator
+from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, jobs_bucket_name, stack_name, state_bucket_name, zone_region
 from kinetic_tui.core.storage.gcs import MissingExtraError
@@ -116,7 +117,7 @@ class InfraConfig:
     @classmethod
     def from_infra(cls, infra: ResolvedInfra, node_pools: tuple[NodePoolSpec, ...] = ()) -> InfraConfig:
         """The config for a resolved GKE profile (`up`, `pool add` on a gke profile)."""
-        if infra.backend != "gke":
+        if not kind(infra.backend).has_stack:
             raise ValidationError(f"backend {infra.backend!r} has no cloud infrastructure; use a gke profile")
         return cls(infra.project, infra.zone, infra.cluster, node_pools)
 

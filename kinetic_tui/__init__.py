@@ -26,7 +26,7 @@ _EXPORTS = {
     "JobHandle": "kinetic_tui.core.jobs", "attach": "kinetic_tui.core.jobs",
     "list_jobs": "kinetic_tui.core.jobs",
     "JobStatus": "kinetic_tui.core.job_status",
-    "map": "kinetic_tui.core.batches", "BatchHandle": "kinetic_tui.core.batches",
+    "map": "kinetic_tui.core.decorator", "BatchHandle": "kinetic_tui.core.batches",
     "BatchError": "kinetic_tui.core.batches", "attach_batch": "kinetic_tui.core.batches",
     "parse_accelerator": "kinetic_tui.core.accelerators",
 }

@@ -33,9 +33,9 @@ def test_public_names_resolve_without_importing_textual(tmp_path: Path) -> None:
 
 def test_public_names_are_the_core_objects_and_listed_in_all() -> None:
     import kinetic_tui.core
-    from kinetic_tui.core.batches import BatchError, BatchHandle, attach_batch, map
+    from kinetic_tui.core.batches import BatchError, BatchHandle, attach_batch
     from kinetic_tui.core.data import Data
-    from kinetic_tui.core.decorator import run
+    from kinetic_tui.core.decorator import map, run
     from kinetic_tui.core.job_status import JobStatus
     from kinetic_tui.core.jobs import JobHandle, attach, list_jobs
 

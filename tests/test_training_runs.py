@@ -20,6 +20,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.platform.training import CapacityError, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStateError, default_train_step
 from kinetic_tui.core.training.service import SUBMIT_WINDOW, TrainingService
 from kinetic_tui.core.backends.local.workspace import local_backend, store
+from kinetic_tui.core.backends.registry import workspace_backend
 
 HP = {"learning_rate": 0.2}
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +52,7 @@ def in_memory(epochs: int, checkpoint_every: int, step=default_train_step, inter
 
 @pytest.fixture
 def service() -> TrainingService:
-    return TrainingService(store(), local_backend())
+    return TrainingService(store(), workspace_backend())
 
 
 @pytest.fixture
@@ -105,8 +106,8 @@ def test_interrupt_then_resume_ends_with_the_straight_run_hash(service, interrup
     assert done.artifact_hash == straight.artifact_hash
     assert done.metric == straight.metric
     assert (done.current_epoch, done.interruptions, len(done.job_ids)) == (4, 1, 2)
-    assert [service.backend.job(j).status for j in done.job_ids] == [JobStatus.FAILED, JobStatus.SUCCEEDED]
-    assert service.backend.job(done.job_ids[0]).phase == "preempted"  # the jobs view says why, not "runner"
+    assert [local_backend().job(j).status for j in done.job_ids] == [JobStatus.FAILED, JobStatus.SUCCEEDED]
+    assert local_backend().job(done.job_ids[0]).phase == "preempted"  # the jobs view says why, not "runner"
     resumed_epochs = [epoch for kind, epoch in events(service, done.job_ids[1]) if kind == "epoch"]
     assert resumed_epochs == list(range(stopped.current_epoch + 1, 5))  # continued from the stored checkpoint
 
@@ -130,7 +131,7 @@ def test_checkpoints_are_durable_objects_under_the_first_attempts_output_dir(ser
     service.resume("d")
     done = service.wait("d")
     first = stopped.job_ids[0]
-    output = Path(service.backend.job(first).handle["output_dir"])
+    output = Path(local_backend().job(first).handle["output_dir"])
     saved = sorted(p.name for p in (output / "training" / "d").iterdir())
     assert saved == ["checkpoint-000002.json", "checkpoint-000004.json"]
     assert json.loads((output / "training" / "d" / "checkpoint-000004.json").read_text())["state"] == \
@@ -149,7 +150,7 @@ def test_interrupt_kills_the_process_and_the_stopped_job_keeps_its_instance(serv
     stopped = service.interrupt("slow")
     assert stopped.status == "Stopped" and stopped.interruptions == 1
     assert stopped.current_epoch == stopped.checkpoint_epoch >= 2
-    row = service.backend.job(stopped.job_ids[0])
+    row = local_backend().job(stopped.job_ids[0])
     assert row.status is JobStatus.CANCELLED and not any(h.is_alive() for h in row.hosts)
 
     before = state_of(service)
@@ -167,7 +168,7 @@ def test_a_process_killed_from_outside_is_a_preemption_and_resumes(service):
     # wait for a recorded checkpoint: an epoch event alone may precede its checkpoint, and a kill between
     # the two is a preemption with no checkpoint (epoch 0), a different case
     wait_for(lambda: (service.refresh("reclaimed")[0].checkpoint_epoch or 0) >= 1)
-    row = service.backend.job(service.get("reclaimed").job_ids[0])
+    row = local_backend().job(service.get("reclaimed").job_ids[0])
     os.killpg(row.hosts[0].pgid, signal.SIGKILL)
     stopped = service.wait("reclaimed")
     assert (stopped.status, stopped.interruptions) == ("Stopped", 1)
@@ -195,8 +196,8 @@ def test_resume_from_a_new_process_gives_the_straight_hash(service):
     service.start("p", HP, 4, 1, None, interrupt_before_epoch=3)
     assert service.wait("p").status == "Stopped"
     script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
-              "from kinetic_tui.core.backends.local.workspace import local_backend, store; "
-              "s = TrainingService(store(), local_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))")
+              "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+              "s = TrainingService(store(), workspace_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert json.loads(out.splitlines()[-1])["artifact_hash"] == in_memory(4, 1).artifact_hash
@@ -205,9 +206,9 @@ def test_resume_from_a_new_process_gives_the_straight_hash(service):
 
 def die_while_submitting(call: str) -> None:
     """Run `TrainingService.<call>` in a process that dies inside the submission, after the reservation."""
-    script = ("import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import local_backend, store; "
+    script = ("import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
               "tr.submit_call = lambda *a, **k: os._exit(3); "
-              f"tr.TrainingService(store(), local_backend()).{call}")
+              f"tr.TrainingService(store(), workspace_backend()).{call}")
     assert subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), timeout=60).returncode == 3
 
 
@@ -256,7 +257,7 @@ def test_a_step_that_raises_fails_the_training_and_frees_the_instance(service, o
     assert failed.status == "Failed"
     assert failed.error == "epoch 3: RuntimeError: gradient exploded"
     assert (failed.current_epoch, failed.checkpoint_epoch, failed.artifact_hash) == (2, 2, None)
-    assert service.backend.job(failed.job_ids[0]).status is JobStatus.FAILED
+    assert local_backend().job(failed.job_ids[0]).status is JobStatus.FAILED
     assert service.wait(service.start("after", HP, 1, 1, one_node).name).status == "Completed"
 
 

@@ -14,7 +14,8 @@ from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.training import CapacityError, default_train_step
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.training.service import TrainingService
-from kinetic_tui.core.backends.local.workspace import local_backend, store
+from kinetic_tui.core.backends.local.workspace import store
+from kinetic_tui.core.backends.registry import workspace_backend
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
 
 @pytest.fixture
 def service() -> TrainingService:
-    service = TrainingService(store(), local_backend())
+    service = TrainingService(store(), workspace_backend())
     service.backend.add_pool("two", "l4", 2)
     return service
 
@@ -81,8 +82,8 @@ def test_detached_study_keeps_at_most_the_pools_instances_in_flight(service):
 def test_trials_and_best_survive_a_new_process(service):
     study = service.tune("kept", SPACE, "random", 3, seed=3, pool="two", epochs=2)
     script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
-              "from kinetic_tui.core.backends.local.workspace import local_backend, store; "
-              "print(json.dumps(TrainingService(store(), local_backend()).study('kept').to_dict()))")
+              "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+              "print(json.dumps(TrainingService(store(), workspace_backend()).study('kept').to_dict()))")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert json.loads(out.splitlines()[-1]) == study.to_dict()

@@ -12,12 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kinetic_tui.core.console.endpoints import Endpoints
-from kinetic_tui.core.console.jobs import (
-    Jobs,
-    RemoteJobFailed,
-    WaitTimeout,
-    jobs_source,
-)
+from kinetic_tui.core.backends.registry import backend_for
+from kinetic_tui.core.console.jobs import Jobs, RemoteJobFailed, WaitTimeout
 from kinetic_tui.core.console.pipelines import Pipelines
 from kinetic_tui.core.console.pools import Pools
 from kinetic_tui.core.console.registry import Registry
@@ -33,10 +29,10 @@ class Console:
         """`home` is the workspace this console works on (default: `kinetic_home()`); see `Workspace` for the
         other arguments. The process environment is left as it is."""
         self.workspace = Workspace(home, clock, default_wait, offload)
-        source = jobs_source(self.workspace.run(resolve_infra), self.workspace.backend)
+        source = self.workspace.run(lambda: backend_for(resolve_infra()))
         self.pools = Pools(self.workspace, source)
         self.jobs = Jobs(self.workspace, source)
-        self.training = Training(self.workspace)
+        self.training = Training(self.workspace, source)
         self.registry = Registry(self.workspace, self.training)
         self.endpoints = Endpoints(self.workspace, self.registry)
         self.pipelines = Pipelines(self.workspace)

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from kinetic_tui.core.backends.local.backend import Pool
+from kinetic_tui.core.backends.base import PoolInfo
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
 from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
 from kinetic_tui.core.platform.registry import ModelVersion, Transition
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
-
-if TYPE_CHECKING:
-    from kinetic_tui.infra import NodePoolSpec
 
 
 def jsonable(value: Any) -> Any:
@@ -62,13 +59,8 @@ class PoolSnapshot(Snapshot):
     emulated: bool
 
     @classmethod
-    def of(cls, pool: Pool) -> PoolSnapshot:
+    def of(cls, pool: PoolInfo) -> PoolSnapshot:
         return cls(pool.name, pool.accelerator, pool.nodes, pool.spot, pool.in_use, pool.queued, pool.emulated)
-
-    @classmethod
-    def of_node_pool(cls, spec: NodePoolSpec, in_use: int, queued: int) -> PoolSnapshot:
-        """A GKE node pool as desired: it can grow to `max_nodes`, and its accelerators are real."""
-        return cls(spec.name, spec.accelerator, spec.max_nodes, spec.is_spot(), in_use, queued, False)
 
 
 class JobRecord(Protocol):

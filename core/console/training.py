@@ -15,6 +15,7 @@ from kinetic_tui.core.events import (
 )
 
 if TYPE_CHECKING:
+    from kinetic_tui.core.backends.base import Backend
     from kinetic_tui.core.console.workspace import Workspace
     from kinetic_tui.core.training.service import (
         StudySnapshot,
@@ -37,8 +38,10 @@ def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -
 
 
 class Training:
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, backend: Backend) -> None:
+        """`backend` is the profile's: on a gke profile attempts and trials are GKE Jobs."""
         self.workspace = workspace
+        self.backend = backend
         self._service: TrainingService | None = None
         self._seen_runs: dict[str, TrainingSnapshot] = {}
 
@@ -48,7 +51,7 @@ class Training:
         if self._service is None:
             from kinetic_tui.core.training.service import TrainingService
 
-            self._service = TrainingService(self.workspace.store, self.workspace.backend, clock=self.workspace.clock)
+            self._service = TrainingService(self.workspace.store, self.backend, clock=self.workspace.clock)
         return self._service
 
     def _announce(self, snapshot: TrainingSnapshot) -> TrainingSnapshot:

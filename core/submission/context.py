@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
+from kinetic_tui.core.backends.kinds import KINDS, kind
 from kinetic_tui.core.data import Data
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
 
-BACKENDS = ("local", "gke", "pathways")
+BACKENDS = tuple(KINDS)
 IMAGE_MODES = ("bundled", "prebuilt", "custom")
 
 
@@ -35,16 +36,15 @@ def image_mode(container_image: str | None) -> str:
 
 
 def choose_backend(infra_backend: str, accelerator: AcceleratorConfig, explicit: str | None) -> str:
-    """Multi-host TPU slices on GKE go to Pathways unless `backend=` says otherwise.
+    """Multi-host slices go to the kind that runs them (GKE: Pathways) unless `backend=` says otherwise.
 
     On the local backend a multi-host slice still runs locally: one emulated process per host.
     """
     if explicit is not None:
-        if explicit not in BACKENDS:
-            raise ValidationError(f"backend {explicit!r} is not one of: {', '.join(BACKENDS)}")
-        return explicit
-    if infra_backend == "gke" and is_multi_host(accelerator):
-        return "pathways"
+        return kind(explicit).name
+    multi_host = kind(infra_backend).multi_host_kind
+    if multi_host is not None and is_multi_host(accelerator):
+        return multi_host
     return infra_backend
 
 
@@ -81,7 +81,7 @@ def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) ->
     text = os.fspath(output_dir) if isinstance(output_dir, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text:
         raise ValidationError(f"output_dir must be a non-empty path, got {output_dir!r}")
-    if backend != "local":
+    if not kind(backend).on_this_machine:
         return text
     if text.startswith("gs://"):
         raise ValidationError(f"output_dir {text!r}: the local backend writes outputs to a local directory; "
@@ -145,7 +145,7 @@ class JobContext:
         parsed = parse_accelerator(accelerator)
         if spot and not parsed.spot:
             parsed = parse_accelerator(format_accelerator(parsed) + ":spot")
-        infra_backend = "gke" if backend == "pathways" else backend
+        infra_backend = None if backend is None else kind(backend).profile_kind
         infra = resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace,
                               backend=infra_backend, profile=profile)
         chosen_backend = choose_backend(infra.backend, parsed, backend)

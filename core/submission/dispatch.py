@@ -1,188 +1,19 @@
-"""Submit calls: context -> pool -> artifacts -> handle.json -> backend (SPEC 2.3, 2.5).
+"""Submit calls: context -> the backend the registry picks for it -> a handle (SPEC 2.3, 2.5).
 
-Jobs of the local backend always run as local processes, but their jobs bucket may live elsewhere:
-`KINETIC_LOCAL_STORAGE` picks it, `local` (default: a directory under KINETIC_HOME laid out like the
-bucket) or `gcs` (the GCS bucket `{project}-kn-{cluster}-jobs`; fake-gcs-server via
-STORAGE_EMULATOR_HOST in tests). Handles record `gs://` URIs then, and everything that reads them back
-(`attach`, the scheduler, the runner) follows those URIs.
+Each backend checks, packs, uploads and queues the call its own way (the local one places it on a pool and
+writes to its jobs bucket; GKE resolves an image and creates a Job); every check runs before anything is
+written. A GKE context loads its backend only then: it needs the gcp extra.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinetic_tui.core.backends.local import lanes
-from kinetic_tui.core.backends.local.backend import job_dir_for
-from kinetic_tui.core.submission.context import JobContext, new_job_id
-from kinetic_tui.core.data import replace_data_refs
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.backends.registry import backend_for_context
 from kinetic_tui.core.jobs import JobHandle
-from kinetic_tui.core.submission.packaging import build_batch, make_plan
-from kinetic_tui.core.storage import GcsStorage, LocalStorage, Storage
-from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD, Archives, DeferredWrites, Packed, captured_env, handle_record, input_named, module_file, pack, package_root_for, retry_record, upload, write_handle
-from kinetic_tui.core.backends.local.workspace import local_backend
-
-STORAGE_SETTING = "KINETIC_LOCAL_STORAGE"
-STORAGE_KINDS = ("local", "gcs")
-
-Call = tuple[JobContext, Sequence[Any], Mapping[str, Any]]
-
-
-def jobs_storage(bucket: str) -> Storage:
-    """The jobs bucket of the local backend, where KINETIC_LOCAL_STORAGE says it lives."""
-    kind = os.environ.get(STORAGE_SETTING) or "local"
-    if kind == "local":
-        return LocalStorage.in_home(bucket)
-    if kind == "gcs":
-        return GcsStorage(bucket)
-    raise ValidationError(f"{STORAGE_SETTING}={kind!r} is not one of: {', '.join(STORAGE_KINDS)}")
-
-
-def default_output_dir(job_id: str, storage: Storage) -> str:
-    """KINETIC_OUTPUT_DIR must be a local directory for a local process: beside the result in a local
-    bucket, else in the job's own directory (which outlives the job like its logs)."""
-    if isinstance(storage, LocalStorage):
-        return storage.uri(f"{job_id}/output/")
-    return str(job_dir_for(job_id) / "output")
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A call placed on a pool and packed, with nothing written; `submit` uploads it and queues the job."""
-
-    packed: Packed
-    pool: str
-    writes: DeferredWrites
-    archives: Archives
-
-    def submit(self) -> JobHandle:
-        ctx, storage = self.packed.ctx, self.writes.storage
-        self.writes.flush()
-        prepared = upload(self.packed, storage, self.archives)
-        record = handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
-        write_handle(storage, record)
-        local_backend().submit(record, prepared.runner_args(), prepared.volume_paths, ctx.group_id)
-        return JobHandle.from_record(record)
-
-
-@contextmanager
-def stage(calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Staged]]:
-    """Place and pack every call before any is written, so one bad input of a map submits nothing; the
-    staged calls share one temp dir of archives until the block ends.
-
-    With `numbered`, a failure names the input (`input 3: ...`).
-    """
-    backend = local_backend()
-    views: dict[str, DeferredWrites] = {}
-    envs: dict[tuple[str, ...], dict[str, str]] = {}  # captured once per batch: one warning, not one per input
-    packed: list[tuple[Packed, str, DeferredWrites]] = []
-    for index, (ctx, args, kwargs) in enumerate(calls):
-        with input_named(index if numbered else None):
-            pool = backend.place(ctx.accelerator_text, ctx.num_nodes, tuple(ctx.volumes))
-            if ctx.bucket not in views:
-                views[ctx.bucket] = DeferredWrites(jobs_storage(ctx.bucket))
-            if ctx.env_patterns not in envs:
-                envs[ctx.env_patterns] = captured_env(ctx.env_patterns)
-            packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool,
-                           views[ctx.bucket]))
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        archives = Archives(Path(tmp))
-        yield [Staged(item, pool, writes, archives) for item, pool, writes in packed]
-
-
-def lanes_fit(ctx: JobContext, storage: Storage) -> bool:
-    """Map inputs run in lanes (see core/backends/local/lanes.py) on the local backend with a local jobs bucket,
-    for one-node accelerators without volumes; anything else runs one job process per input."""
-    return ctx.backend == "local" and ctx.num_nodes == 1 and not ctx.volumes and isinstance(storage, LocalStorage)
-
-
-@dataclass(frozen=True)
-class LaneBatch:
-    """A map's inputs packed as one batch artifact for lanes, with nothing written yet."""
-
-    contexts: Sequence[JobContext]
-    pool: str
-    writes: DeferredWrites
-    batch: bytes
-    packed: Packed  # the function's call with no arguments: what the context archive is built from
-    archives: Archives
-
-    def submit(self) -> list[JobHandle]:
-        """Upload the batch and the archive once under `_groups/GROUP/` and queue every input."""
-        first, storage = self.contexts[0], self.writes.storage
-        prefix = f"_groups/{first.group_id}"
-        self.writes.flush()
-        zip_path, context_sha = self.archives.get(self.packed)
-        storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
-        storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
-        records = [handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
-                   for ctx in self.contexts]
-        storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
-        batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
-        local_backend().submit_lane_inputs(
-            [(record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
-             for i, record in enumerate(records)], first.group_id or "")
-        return [JobHandle.from_record(record) for record in records]
-
-
-@contextmanager
-def stage_lanes(contexts: Sequence[JobContext], calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
-                storage: Storage) -> Iterator[LaneBatch]:
-    """Place and pack a whole map for lanes before anything is written: the function is pickled once, each
-    input on its own, and a bad input is named (`input 3: ...`) with nothing submitted."""
-    first = contexts[0]
-    pool = local_backend().place(first.accelerator_text, first.num_nodes)
-    writes = DeferredWrites(storage)
-    replaced, kept_out = [], []
-    for index, (args, kwargs) in enumerate(calls):
-        with input_named(index):
-            (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
-        replaced.append((args_, kwargs_))
-        kept_out += [d.local_path for d in datas if d.local_path is not None]
-    root = package_root_for(first.func)
-    batch = build_batch(first.func, replaced, captured_env(first.env_patterns), root)
-    packed = Packed(first, b"", root, make_plan(root, module_file(first.func)), tuple(dict.fromkeys(kept_out)))
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        yield LaneBatch(contexts, pool, writes, batch, packed, Archives(Path(tmp)))
+from kinetic_tui.core.submission.context import JobContext
 
 
 def submit_call(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobHandle:
-    """Queue the call and return its handle; every check runs before anything is written.
-    GKE and Pathways contexts go to the cluster's backend (imported only then: it needs the gcp extra)."""
-    if ctx.backend in ("gke", "pathways"):
-        from kinetic_tui.core.backends.gke.backend import submit_gke
-
-        return submit_gke(ctx, args, kwargs)
-    with stage([(ctx, args, kwargs)]) as (one,):
-        return one.submit()
-
-
-def resubmit(handle: JobHandle) -> JobHandle:
-    """A new attempt of the same call: the stored payload and archive (or a map's batch artifact) are
-    reused under a new job id, so a retry needs neither the function nor its inputs (and works from a
-    process that only attached)."""
-    backend = local_backend()
-    old = backend.job(handle.job_id)
-    storage = handle.storage()
-    job_id = new_job_id()
-    record = retry_record(handle.to_record(), job_id, storage, default_output_dir)
-    if old.in_lane:
-        handles_key = f"_groups/{handle.group_id}/handles.json"
-        handles = {**json.loads(storage.get_bytes(handles_key)), job_id: record}
-        storage.put_bytes(handles_key, json.dumps(handles).encode())
-        backend.submit_lane_inputs([(record, old.launch["lane_input"])], handle.group_id or "")
-        return JobHandle.from_record(record)
-    for name in (PAYLOAD, CONTEXT):
-        storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{handle.job_id}/{name}"))
-    write_handle(storage, record)
-    old_prefix, new_prefix = storage.uri(f"{handle.job_id}/"), storage.uri(f"{job_id}/")
-    argv = [arg.replace(old_prefix, new_prefix) for arg in old.launch["runner_args"]]
-    backend.submit(record, argv, tuple(old.launch.get("volumes") or ()), handle.group_id)
-    return JobHandle.from_record(record)
+    """Queue the call and return its handle."""
+    return JobHandle.from_record(backend_for_context(ctx).submit_call(ctx, args, kwargs))

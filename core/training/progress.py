@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kinetic_tui.core.backends.local.backend import JobRow
+from kinetic_tui.core.backends.base import JobInfo
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE, parse_event
 from kinetic_tui.core.platform.training import Checkpoint, TrainingStatus
@@ -34,7 +34,7 @@ def fold(run: Run, events: list[dict[str, Any]], load_checkpoint: Callable[[int]
             job.checkpoint = load_checkpoint(epoch)
 
 
-def settle(run: Run, row: JobRow, events: list[dict[str, Any]], exit_code: int | None) -> None:
+def settle(run: Run, row: JobInfo, events: list[dict[str, Any]], exit_code: int | None) -> None:
     """Decide how the attempt ended: its own last word first, then how its process ended.
 
     An attempt killed by the interrupt action (a cancelled job), by a signal from outside (what a spot

@@ -1,7 +1,7 @@
 """TrainingService: training jobs and tuning studies as real jobs on pools (SPEC 3.1/3.2, console paragraphs).
 
-Each attempt of a training job is a local-backend job running `kinetic_tui.core.training.entry.train`; its
-progress comes back as structured log lines that `refresh()` folds into the store, so any process (the
+Each attempt of a training job is a job of the profile's backend (a local process, or a GKE Job) running
+`kinetic_tui.core.training.entry.train`; its progress comes back as structured log lines that `refresh()` folds into the store, so any process (the
 TUI, the CLI, a script, a new process after a crash) sees and drives the same trainings.
 
 Capacity: a pool offers `nodes // nodes-per-job` training instances. A training holds one from start until
@@ -17,12 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kinetic_tui.core.backends.local import launcher
-from kinetic_tui.core.backends.local.backend import LocalBackend, Pool
+from kinetic_tui.core.backends.base import Backend, PoolInfo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
 from kinetic_tui.core.platform.training import CapacityError, Checkpoint, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
 from kinetic_tui.core.storage import bucket_storage
@@ -40,7 +38,7 @@ __all__ = ["CapacityError", "StudySnapshot", "TrainingService", "TrainingSnapsho
 class TrainingService:
     """The console's training facade; every method is safe to call from several processes at once."""
 
-    def __init__(self, store: Store, backend: LocalBackend, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, backend: Backend, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.backend = backend
         self.clock = clock
@@ -77,7 +75,7 @@ class TrainingService:
         target = self.choose_pool(pool)
         ctx = self._context(target, name)
         prefix = f"{ctx.job_id}/output/training/{name}/"
-        checkpoints = {"bucket": ctx.bucket, "uri": bucket_storage(ctx.bucket, "").uri(prefix), "prefix": prefix}
+        checkpoints = {"bucket": ctx.bucket, "uri": self.backend.bucket_uri(ctx.bucket, prefix), "prefix": prefix}
         run = Run(job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study,
                                 started_at=self.clock()))
         with self.store.transaction():  # the capacity check and the reservation are one action
@@ -150,7 +148,7 @@ class TrainingService:
 
     # -- pools ---------------------------------------------------------------------------------------
 
-    def choose_pool(self, name: str | None) -> Pool:
+    def choose_pool(self, name: str | None) -> PoolInfo:
         """The named pool, or the first (by name) with a free training instance."""
         if name is not None:
             pool = self.backend.pool(name)
@@ -167,7 +165,7 @@ class TrainingService:
             return pool
         raise CapacityError("no pool has a free training instance: " + "; ".join(refusals or ["no pools"]))
 
-    def check_capacity(self, pool: Pool) -> TrainingCluster:
+    def check_capacity(self, pool: PoolInfo) -> TrainingCluster:
         """The pool's training instances with their holders adopted, as the mechanism models it; raises
         CapacityError (naming the holders) when none is free."""
         cluster = TrainingCluster(instances(pool))
@@ -181,7 +179,7 @@ class TrainingService:
 
     # -- attempts ------------------------------------------------------------------------------------
 
-    def _context(self, pool: Pool, name: str) -> JobContext:
+    def _context(self, pool: PoolInfo, name: str) -> JobContext:
         return JobContext.from_params(train, accelerator(pool), display_name=f"train {name}")
 
     def _reserve_attempt(self, run: Run, ctx: JobContext) -> None:
@@ -219,17 +217,12 @@ class TrainingService:
         job_id = run.current_job_id
         if run.job.status is not TrainingStatus.IN_PROGRESS:
             return TrainingSnapshot.of(run)
-        try:
-            row = self.backend.job(job_id)
+        try:  # the state is read before the log, so a settled attempt comes with its whole log
+            row = self.backend.refresh(job_id)
         except NotFoundError:
             return self._settle_lost_submission(run)
-        if row.status is JobStatus.RUNNING:
-            self.backend.reconcile(job_id)
-        elif row.status is JobStatus.PENDING:
-            self.backend.schedule(row.pool)
-        row = self.backend.job(job_id)  # read before the log, so a settled row comes with its whole log
         events = events_in(line for batch in self.backend.read_logs(job_id) for line in batch)
-        exit_code = launcher.exit_code(row.job_dir, 0) if row.status.finished else None
+        exit_code = self.backend.exit_code(job_id) if row.status.finished else None
         with self.store.transaction():
             run = self.runs.get(name)
             if run.job.status is TrainingStatus.IN_PROGRESS and run.current_job_id == job_id:

@@ -13,18 +13,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from kinetic_tui.core.backends.base import PoolInfo
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.training.entry import check_step_ref
-from kinetic_tui.core.platform.training import CapacityError, TrainingStatus
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    TrainingCluster,
+    TrainingStatus,
+)
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
+from kinetic_tui.core.store import Store
+from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.training.pools import instances
 from kinetic_tui.core.store import training_runs_repo
-from kinetic_tui.core.training.records import Run, StudySnapshot, TrialSnapshot, require_run_name
-
-if TYPE_CHECKING:
-    from kinetic_tui.core.training.service import TrainingService
+from kinetic_tui.core.training.records import (
+    Run,
+    RunRepo,
+    StudySnapshot,
+    TrainingSnapshot,
+    TrialSnapshot,
+    require_run_name,
+)
 
 IN_FLIGHT = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 _POLL = 0.2
@@ -57,8 +67,27 @@ def study_status(trials: Sequence[Trial], budget: int) -> TrainingStatus:
     return TrainingStatus.COMPLETED if len(trials) >= budget else TrainingStatus.PENDING
 
 
+class Trainings(Protocol):
+    """What a study needs of the training service: its trials are trainings it starts and refreshes."""
+
+    store: Store
+    runs: RunRepo
+
+    def start(self, name: str, hyperparameters: dict, epochs: int, checkpoint_every: int, pool: str | None,
+              step: str | None = None, interrupt_before_epoch: int | None = None, *,
+              study: str | None = None) -> TrainingSnapshot: ...
+
+    def refresh(self, name: str | None = None) -> list[TrainingSnapshot]: ...
+
+    def wait(self, name: str, timeout: float | None = None) -> TrainingSnapshot: ...
+
+    def choose_pool(self, name: str | None) -> PoolInfo: ...
+
+    def check_capacity(self, pool: PoolInfo) -> TrainingCluster: ...
+
+
 class StudyDriver:
-    def __init__(self, service: TrainingService) -> None:
+    def __init__(self, service: Trainings) -> None:
         self.service = service
         self.store = service.store
 

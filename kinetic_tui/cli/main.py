@@ -128,11 +128,13 @@ def init() -> None:
 
 
 def _gke_profile() -> ResolvedInfra | None:
-    """The resolved infra when the active profile uses GKE, else None (the local cluster)."""
+    """The resolved infra when the active profile's backend has a cloud stack (GKE), else None (the local
+    cluster)."""
+    from kinetic_tui.core.backends.registry import profile_has_stack
     from kinetic_tui.core.profiles import resolve_infra
 
     infra = guard(resolve_infra)
-    return infra if infra.backend == "gke" else None
+    return infra if profile_has_stack(infra) else None
 
 
 def _local_flags_only(**flags: Any) -> None:
@@ -189,12 +191,13 @@ def status(job: str | None, as_json: bool) -> None:
     if job is not None:
         run_line(f"status {shlex.quote(job)}", as_json)
         return
+    from kinetic_tui.core.backends.registry import profile_has_stack
     from kinetic_tui.core.profiles import resolve_infra
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.store import jobs_repo
 
     infra = guard(resolve_infra)
-    if infra.backend == "gke":
+    if profile_has_stack(infra):
         from kinetic_tui.cli import gke as cli_gke
 
         cli_gke.status(infra, as_json)

@@ -13,13 +13,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 
+from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.profiles import DEFAULTS, current_profile_name, list_profiles
 from kinetic_tui.render import filter_rows, pool_row
 from kinetic_tui.views.base import View
 from kinetic_tui.screens.dialogs import Field
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
-REACHABILITY = {"local": "✓ reachable"}
+REACHABLE = "✓ reachable"
 NOT_CHECKED = "? not checked here"
 POOLS_TITLE = "Pools (utilisation: last samples, in use now)"
 
@@ -30,7 +31,8 @@ POOL_FORM = (Field("name", "Name", placeholder="e.g. l4"), Field("accelerator", 
 def cluster_rows() -> list[Row]:
     """(profile, backend, cluster, reachability, current) for every profile."""
     current = current_profile_name()
-    return [(p.name, p.backend, p.cluster or DEFAULTS["cluster"], REACHABILITY.get(p.backend, NOT_CHECKED),
+    return [(p.name, p.backend, p.cluster or DEFAULTS["cluster"],
+             REACHABLE if kind(p.backend).on_this_machine else NOT_CHECKED,
              "● current" if p.name == current else "") for p in list_profiles()]
 
 

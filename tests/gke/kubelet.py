@@ -38,7 +38,8 @@ import pytest
 from kmock import KubernetesEmulator, ResourceInfo, Server
 
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.backend import GkeBackend, backend_class
+from kinetic_tui.core.backends.gke.backend import GkeBackend
+from kinetic_tui.core.backends.gke.submission import backend_class
 from kinetic_tui.core.backends.gke.k8s_client import K8sClients, clients_for
 from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION
 from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra

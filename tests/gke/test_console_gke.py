@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.console.jobs import GkeJobs, LocalJobs
+from kinetic_tui.core.backends.gke.cluster import GkeCluster
+from kinetic_tui.core.backends.local.interface import LocalInterface
 from kinetic_tui.core.events import JobStatusChanged
 from kinetic_tui.core.backends.gke.pools import GkePools
 from kinetic_tui.core.profiles import create_profile, resolve_infra
@@ -61,9 +62,9 @@ def results(text: str) -> list[Any]:
 
 def test_the_profile_chooses_the_jobs_source(gke: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_infra().profile == "cloud"
-    assert isinstance(Console(offload=False).jobs.source, GkeJobs)
+    assert isinstance(Console(offload=False).jobs.source, GkeCluster)
     monkeypatch.setenv("KINETIC_PROFILE", "local")
-    assert isinstance(Console(offload=False).jobs.source, LocalJobs)
+    assert isinstance(Console(offload=False).jobs.source, LocalInterface)
 
 
 def test_submit_wait_then_jobs_status_logs_result(gke: SimpleNamespace) -> None:

@@ -14,7 +14,11 @@ import pytest
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeBackend, GkeError, backend_for, submit_gke
+from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeError
+from kinetic_tui.core.backends.gke.cluster import GkeCluster
+from kinetic_tui.core.backends.gke.submission import submit_gke as submit_record
+from kinetic_tui.core.backends.registry import backend_for_handle
+from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.backends.gke.k8s_client import ClusterAccessError, clients_for
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.errors import NotFoundError, ValidationError
@@ -26,6 +30,10 @@ from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload
 from tests.lifecycle.backend_projects import import_jobs, make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
+
+
+def submit_gke(*args: Any, **kwargs: Any) -> JobHandle:
+    return JobHandle.from_record(submit_record(*args, **kwargs))
 
 
 @pytest.fixture
@@ -260,8 +268,8 @@ def test_list_uses_the_kinetic_label(cluster: Cluster, jobs: Any) -> None:
 
 def test_backend_for_a_handle_reaches_the_same_job(cluster: Cluster, jobs: Any) -> None:
     handle = submit(jobs.add, 1, 1)
-    backend = backend_for(handle)
-    assert isinstance(backend, GkeBackend) and backend.namespace == cluster.namespace
+    backend = backend_for_handle(handle.to_record())
+    assert isinstance(backend, GkeCluster) and backend.infra.namespace == cluster.namespace
     assert backend.refresh(handle.job_id).status is JobStatus.PENDING
 
 

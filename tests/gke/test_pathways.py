@@ -10,7 +10,9 @@ import jsonschema
 import pytest
 
 import kinetic_tui as kinetic
-from kinetic_tui.core.backends.gke.backend import OUTCOME, submit_gke
+from kinetic_tui.core.backends.gke.backend import OUTCOME
+from kinetic_tui.core.backends.gke.submission import submit_gke
+from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION, PathwaysBackend
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.job_status import JobStatus
@@ -31,7 +33,7 @@ def jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 def submit(func: Any, *args: Any) -> Any:
     ctx = JobContext.from_params(func, SLICE, container_image=IMAGE)
     assert ctx.backend == "pathways"  # a multi-host slice on a GKE profile selects Pathways
-    return submit_gke(ctx, args, {})
+    return JobHandle.from_record(submit_gke(ctx, args, {}))
 
 
 def lws_exists(c: Cluster, name: str) -> bool:

@@ -5,7 +5,7 @@ remote traceback, an interrupted-and-resumed training, a study, versions in ever
 by a load pattern, the canonical pipeline run three times); only what would differ between runs is pinned:
 
 - job ids: `new_job_id` hands out `job-00000001`, `job-00000002`, ... while the workspace is built
-  (patched where it is imported, since `dispatch` and `collections` bind the name at import);
+  (patched where it is imported, since the local submission and `batches` bind the name at import);
 - the console's clock (training and registry timestamps) stands still at FROZEN;
 - job timestamps are written by the local backend with the real `time.time`, which it also uses for its
   launch window, so they are not patched while jobs run: once everything has settled, `pin_job_times`
@@ -76,7 +76,7 @@ def counted_job_ids() -> Iterator[None]:
     def next_id() -> str:
         return f"job-{next(counter):08x}"
 
-    with mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id), mock.patch("kinetic_tui.core.submission.dispatch.new_job_id", next_id), \
+    with mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id), mock.patch("kinetic_tui.core.backends.local.submission.new_job_id", next_id), \
             mock.patch("kinetic_tui.core.batches.new_job_id", next_id):
         yield
 

@@ -11,40 +11,30 @@ unschedulable past `pending_timeout`, is settled FAILED with the reason and its 
 Responses are read raw (`_preload_content=False` + json) rather than through the SDK's models: status
 polls only need a few fields, and skipping model construction keeps a poll cheap.
 
-The backend keeps the method names of LocalBackend that JobHandle calls (`refresh`, `wait`,
-`read_logs`, `cancel`, `cleanup`), returning `JobState`s with the JobRow fields it reads, so a handle
-can use either backend through one code path.
+One backend drives one workload kind (Pathways subclasses it for LeaderWorkerSets); `GkeCluster`
+(cluster.py) serves a whole GKE profile behind the `Backend` protocol and picks the workload backend per job.
 """
 from __future__ import annotations
 
 import json
 import queue
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, parse_accelerator
+from kinetic_tui.core.backends.base import JobState
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error, clients_for, target
-from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.jobs import JobHandle
-from kinetic_tui.core.profiles import resolve_infra
-from kinetic_tui.core.storage import GcsStorage, Storage
-from kinetic_tui.core.submission.pack import HANDLE, Archives, DeferredWrites, Packed, Prepared, captured_env, handle_record, pack, upload, write_handle
-
-if TYPE_CHECKING:
-    from kinetic_tui.infra.container_builder import ImageBuild, ImageInputs, ResolvedImage
+from kinetic_tui.core.storage import Storage
+from kinetic_tui.core.submission.pack import HANDLE
 
 OUTCOME = "outcome.json"
-REQUIREMENTS = "requirements.txt"
 PENDING_TIMEOUT = 900.0
 SUSPENDED = "suspended: waiting for room in its batch (max_concurrent)"
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
@@ -54,17 +44,6 @@ KEEP_ON_CLEANUP = (HANDLE, OUTCOME, "result", "output/")  # records a finished j
 
 class GkeError(KineticError):
     """The Kubernetes API refused a request; the message names the object and the API's reason."""
-
-
-@dataclass(frozen=True)
-class JobState:
-    """A job's state as the backend sees it (the JobRow fields JobHandle reads)."""
-
-    job_id: str
-    status: JobStatus
-    phase: str | None = None
-    detail: str | None = None
-    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -108,6 +87,18 @@ def diagnose(pods: Sequence[Mapping[str, Any]], events: Callable[[str], list[Map
     return None
 
 
+def container_exit_code(pod: Mapping[str, Any]) -> int | None:
+    """The kinetic container's exit code once it terminated (this run or the last), else None."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != manifests.CONTAINER:
+            continue
+        for key in ("state", "lastState"):
+            terminated = (container.get(key) or {}).get("terminated")
+            if terminated is not None:
+                return int(terminated.get("exitCode", 1))
+    return None
+
+
 def _summary(storage: Storage, job_id: str, name: str) -> dict[str, Any] | None:
     try:
         return json.loads(storage.get_bytes(f"{job_id}/{name}"))
@@ -123,6 +114,7 @@ class GkeBackend:
     """Jobs as batch/v1 Jobs in one namespace of one cluster; artifacts in one jobs bucket."""
 
     kind = "gke"
+    multi_host = False  # a Job runs one host; multi-host slices need a LeaderWorkerSet (Pathways)
 
     def __init__(self, clients: K8sClients, storage: Storage, namespace: str, service_account: str = "default",
                  pending_timeout: float = PENDING_TIMEOUT) -> None:
@@ -248,6 +240,11 @@ class GkeBackend:
         """Every kinetic workload in the namespace (label app=kinetic), newest first."""
         items = sorted(self._list(), key=lambda o: o["metadata"].get("creationTimestamp") or "", reverse=True)
         return [item["metadata"]["name"] for item in items]
+
+    def exit_code(self, job_id: str) -> int | None:
+        """Host 0's container exit code while its pod is still there (None before it ends, or once gone)."""
+        pods = self._pods(job_id)
+        return container_exit_code(pods[0]) if pods else None
 
     # -- actions ----------------------------------------------------------------------------------------
 
@@ -434,110 +431,3 @@ def _api_reason(exc: Any) -> str:
     except (TypeError, ValueError, AttributeError):
         message = None
     return f"{exc.status} {exc.reason}: {message or 'no message'}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Submission and handles
-
-
-def job_image(ctx: JobContext, root: Path,
-              ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> ResolvedImage:
-    """The image a job runs in (`kinetic_tui.infra.container_builder.ResolvedImage`): custom as given, prebuilt with the
-    project's requirements.txt installed at start, bundled built from them (`ensure` replaces the
-    registry lookup and Cloud Build, e.g. in tests)."""
-    from kinetic_tui.infra.container_builder import resolve_image
-
-    path = root / REQUIREMENTS
-    infra = ctx.infra
-    return resolve_image(ctx.image_mode, accelerator=ctx.accelerator,
-                         requirements=path.read_text() if path.is_file() else "",
-                         container_image=ctx.container_image, ensure=ensure, project=infra.project,
-                         region=infra.region, cluster=infra.cluster)
-
-
-def backend_class(kind: str) -> type[GkeBackend]:
-    from kinetic_tui.core.backends.gke.pathways import PathwaysBackend
-
-    classes: dict[str, type[GkeBackend]] = {"gke": GkeBackend, "pathways": PathwaysBackend}
-    if kind not in classes:
-        raise ValidationError(f"backend {kind!r} is not a GKE backend; choose {', '.join(classes)}")
-    return classes[kind]
-
-
-_backends: dict[tuple[str, ...], GkeBackend] = {}
-_backends_lock = threading.Lock()
-
-
-def backend_for(ctx_or_handle: JobContext | JobHandle) -> GkeBackend:
-    """The backend that drives a context's or a handle's job (its cluster, namespace and bucket), cached:
-    a handle asks for it on every call, and building GCS and Kubernetes clients costs more than a poll."""
-    if isinstance(ctx_or_handle, JobContext):
-        infra, kind, bucket = ctx_or_handle.infra, ctx_or_handle.backend, ctx_or_handle.bucket
-    else:
-        handle = ctx_or_handle
-        kind, bucket = handle.backend, handle.bucket
-        infra = resolve_infra(project=handle.project, zone=handle.zone, cluster=handle.cluster,
-                              namespace=handle.namespace, backend="gke")
-    key = (kind, target(infra), infra.namespace, bucket, infra.project)
-    with _backends_lock:
-        if key not in _backends:
-            _backends[key] = backend_class(kind)(clients_for(infra), GcsStorage(bucket, project=infra.project),
-                                                 infra.namespace)
-        return _backends[key]
-
-
-def _upload(packed: Packed, writes: DeferredWrites) -> Prepared:
-    writes.flush()
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        return upload(packed, writes.storage, Archives(Path(tmp)))
-
-
-def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
-               backend: GkeBackend | None = None,
-               ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> JobHandle:
-    """submit_call's steps for GKE: check and pack, resolve the image (a bundled build runs in parallel
-    with the upload), upload to the jobs bucket, write handle.json, then create the Job (or
-    LeaderWorkerSet). Bad input raises before anything is written; a failed bundled build leaves the
-    uploaded artifacts but no handle and no workload."""
-    check_hosts(ctx)
-    backend = backend or backend_for(ctx)
-    writes = DeferredWrites(backend.storage)
-    packed = pack(ctx, args, kwargs, writes, captured_env(ctx.env_patterns))
-    if ctx.image_mode == "bundled":
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            building = pool.submit(job_image, ctx, packed.root, ensure)
-            prepared = _upload(packed, writes)
-            image = building.result()
-    else:
-        image = job_image(ctx, packed.root)
-        prepared = _upload(packed, writes)
-    return create_workload(backend, gke_record(ctx, backend.storage), prepared, image)
-
-
-def check_hosts(ctx: JobContext) -> None:
-    if ctx.backend == "gke" and ctx.num_nodes > 1:
-        raise ValidationError(f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
-                              f"backend='pathways' (a LeaderWorkerSet) or omit backend=")
-
-
-def gke_record(ctx: JobContext, storage: Storage) -> dict[str, Any]:
-    """The handle record of a GKE job: no pool; output under the job's prefix unless the user chose one."""
-    return handle_record(ctx, None, storage, ctx.output_dir or default_output(ctx.job_id, storage))
-
-
-def default_output(job_id: str, storage: Storage) -> str:
-    return storage.uri(f"{job_id}/output/")
-
-
-def create_workload(backend: GkeBackend, record: dict[str, Any], prepared: Prepared, image: ResolvedImage,
-                    suspend: bool = False) -> JobHandle:
-    """The last steps of a submission whose artifacts are uploaded: requirements, handle.json, the workload."""
-    storage, job_id = backend.storage, record["job_id"]
-    runner_args = prepared.runner_args()
-    if image.install_requirements:
-        key = f"{job_id}/{REQUIREMENTS}"
-        storage.put_bytes(key, "".join(f"{line}\n" for line in image.install_requirements).encode())
-        runner_args += ["--requirements", storage.uri(key)]
-    write_handle(storage, record)
-    backend.submit(record, runner_args, image.image, suspend=suspend)
-    return JobHandle.from_record(record)

@@ -13,26 +13,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.backend import GkeBackend, JobState
+from kinetic_tui.core.backends.base import JobState
+from kinetic_tui.core.backends.gke.backend import GkeBackend, container_exit_code
 from kinetic_tui.core.job_status import JobStatus
 
 LWS_GROUP, LWS_VERSION, LWS_PLURAL = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
 
 
-def _exit_code(pod: Mapping[str, Any]) -> int | None:
-    """The kinetic container's exit code once it terminated (this run or the last), else None."""
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        if container.get("name") != manifests.CONTAINER:
-            continue
-        for key in ("state", "lastState"):
-            terminated = (container.get(key) or {}).get("terminated")
-            if terminated is not None:
-                return int(terminated.get("exitCode", 1))
-    return None
-
-
 class PathwaysBackend(GkeBackend):
     kind = "pathways"
+    multi_host = True
 
     def manifest(self, spec: manifests.WorkloadSpec) -> dict[str, Any]:
         return manifests.leaderworkerset_manifest(spec)
@@ -54,7 +44,7 @@ class PathwaysBackend(GkeBackend):
                   LWS_PLURAL, job_id, propagation_policy=propagation)
 
     def _verdict(self, job_id: str, workload: Mapping[str, Any], pods: list[dict[str, Any]]) -> JobState | None:
-        codes = {host: _exit_code(pod) for host, pod in enumerate(pods)}
+        codes = {host: container_exit_code(pod) for host, pod in enumerate(pods)}
         state = self._from_results(job_id)
         if state is None:
             crashed = next((host for host, code in codes.items() if code not in (None, 0)), None)

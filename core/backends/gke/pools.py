@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import time
 from typing import TYPE_CHECKING
 
 from kinetic_tui.core.accelerators import format_accelerator
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.store.db import Database
+from kinetic_tui.core.store.gke_pools_repo import GkePoolsRepo
 
 if TYPE_CHECKING:
     from kinetic_tui.infra import NodePoolSpec
-
-_COLUMNS = "name, accelerator, spot, min_nodes, max_nodes"
 
 
 class GkePools:
@@ -34,14 +32,13 @@ class GkePools:
 
     def __init__(self, db: Database, project: str, cluster: str) -> None:
         self._db = db
+        self._rows = GkePoolsRepo(db, project, cluster)
         self.project = project
         self.cluster = cluster
 
     def list(self) -> tuple[NodePoolSpec, ...]:
         """The desired pools, by name (the order the Pulumi program declares them in)."""
-        rows = self._db.query(f"SELECT {_COLUMNS} FROM gke_pools WHERE project = ? AND cluster = ? ORDER BY name",
-                              (self.project, self.cluster))
-        return tuple(_spec(*row) for row in rows)
+        return tuple(_spec(*row) for row in self._rows.all())
 
     def add(self, name: str, accelerator: str, max_nodes: int, min_nodes: int = 0, spot: bool = False) -> NodePoolSpec:
         """Record a pool after NodePoolSpec validated it; a taken name or accelerator changes nothing."""
@@ -50,36 +47,28 @@ class GkePools:
         spec = NodePoolSpec(name, accelerator, min_nodes=min_nodes, max_nodes=max_nodes, spot=spot)
         canonical = _canonical(spec)
         with self._db.transaction() as conn:
-            clash = conn.execute(
-                "SELECT name, accelerator, spot FROM gke_pools WHERE project = ? AND cluster = ? "
-                "AND (name = ? OR (accelerator = ? AND spot = ?))",
-                (self.project, self.cluster, name, canonical, int(spec.is_spot()))).fetchone()
+            clash = self._rows.clash(conn, name, canonical, spec.is_spot())
             if clash is not None:
                 raise ValidationError(self._clash_message(spec, *clash))
             try:
-                conn.execute(f"INSERT INTO gke_pools (project, cluster, {_COLUMNS}, created_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (self.project, self.cluster, name, canonical, int(spec.is_spot()), spec.min_nodes,
-                              spec.max_nodes, time.time()))
+                self._rows.insert(conn, (name, canonical, int(spec.is_spot()), spec.min_nodes, spec.max_nodes))
             except sqlite3.IntegrityError:  # another process added the same pool since the check
                 raise ValidationError(f"pool {name!r} was just added by another process") from None
         return _spec(name, canonical, spec.is_spot(), spec.min_nodes, spec.max_nodes)
 
     def get(self, name: str) -> NodePoolSpec:
         """One pool; an unknown name is a NotFoundError listing the pools there are."""
-        row = self._db.query(f"SELECT {_COLUMNS} FROM gke_pools WHERE project = ? AND cluster = ? AND name = ?",
-                             (self.project, self.cluster, name))
-        if not row:
+        row = self._rows.get(name)
+        if row is None:
             names = ", ".join(spec.name for spec in self.list()) or "none (add one with `kinetic-tui pool add`)"
             raise NotFoundError(f"no node pool {name!r} in cluster {self.cluster!r}; pools: {names}")
-        return _spec(*row[0])
+        return _spec(*row)
 
     def remove(self, name: str) -> NodePoolSpec:
         """Forget a pool (NotFoundError, changing nothing, for an unknown name)."""
         with self._db.transaction():
             spec = self.get(name)
-            self._db.write("DELETE FROM gke_pools WHERE project = ? AND cluster = ? AND name = ?",
-                           (self.project, self.cluster, name))
+            self._rows.delete(name)
         return spec
 
     def _clash_message(self, spec: NodePoolSpec, name: str, accelerator: str, spot: int) -> str:

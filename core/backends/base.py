@@ -1,0 +1,227 @@
+"""The interface every backend serves: `Backend` (one job at a time, pools, listings), `BatchDriver` (the
+jobs of one `map`), and the shapes they answer with.
+
+Handles (`core/jobs.py`), batches (`core/batches.py`), submission, the console and the training service are
+written once against these protocols; the registry (`core/backends/registry.py`) picks the implementation.
+A backend returns plain records (the `handle.json` dict of a job), never the handle or batch classes built
+on it, so the backends sit below everything that uses them.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.job_status import JobStatus
+
+if TYPE_CHECKING:
+    from kinetic_tui.core.storage import Storage
+    from kinetic_tui.core.submission.context import JobContext
+
+Call = tuple[Sequence[Any], Mapping[str, Any]]
+
+
+def manifest_key(group_id: str) -> str:
+    """Where a batch's manifest lives in its jobs bucket (every backend keeps it there)."""
+    return f"_groups/{group_id}/manifest.json"
+
+
+def read_record(where: str, data: bytes) -> tuple[str, dict[str, Any]]:
+    """A stored handle record and where it came from; a one-line error naming the file when it is corrupt."""
+    try:
+        record = json.loads(data)
+    except ValueError as exc:
+        raise ValidationError(f"{where} is corrupt ({exc}); the job's record cannot be rebuilt") from None
+    if not isinstance(record, dict):
+        raise ValidationError(f"{where} is corrupt (not an object); the job's record cannot be rebuilt")
+    return where, record
+
+
+class JobInfo(Protocol):
+    """A job's state as a backend reports it (a local JobRow, a GKE JobState or ClusterJob)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def status(self) -> JobStatus: ...
+
+    @property
+    def phase(self) -> str | None: ...
+
+    @property
+    def detail(self) -> str | None: ...
+
+    @property
+    def nodes(self) -> int: ...
+
+
+class PoolInfo(Protocol):
+    """A pool of nodes a job can be placed on: its shape, its size (the autoscaling maximum on a cloud) and use."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def accelerator(self) -> str: ...
+
+    @property
+    def nodes(self) -> int: ...
+
+    @property
+    def spot(self) -> bool: ...
+
+    @property
+    def in_use(self) -> int: ...
+
+    @property
+    def queued(self) -> int: ...
+
+    @property
+    def emulated(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's state without a store row behind it (what a cloud backend reads from its cluster)."""
+
+    job_id: str
+    status: JobStatus
+    phase: str | None = None
+    detail: str | None = None
+    nodes: int = 1
+
+
+class LogReader(Protocol):
+    """A non-blocking view of a job's log while a client waits: new lines per call, the rest at the end."""
+
+    def read(self) -> list[str]: ...
+
+    def rest(self) -> list[str]: ...
+
+
+class BatchDriver(Protocol):
+    """What a batch asks its backend; the retry, fail-fast and ordering rules stay in the batch."""
+
+    def states(self, latest: Sequence[str], full: bool) -> list[tuple[JobStatus, float | None]]:
+        """(status, finished_at or None) of each latest attempt, after settling what finished; `full=False`
+        may settle only this batch's own work (a cheaper poll)."""
+        ...
+
+    def has_news(self) -> bool:
+        """Something of the batch may have settled since the last `states` (cheap; polled between polls)."""
+        ...
+
+    def record(self, job_id: str) -> dict[str, Any] | None:
+        """The handle record of one of the batch's jobs, if the driver has it at hand (else attach it)."""
+        ...
+
+    def retry(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Submit a new attempt of the job `record` describes; its handle record."""
+        ...
+
+    def settled(self) -> dict[str, JobInfo]:
+        """The batch's jobs whose results `result_bytes` can read in bulk (may be empty)."""
+        ...
+
+    def result_bytes(self, info: JobInfo, files: dict[str, bytes]) -> bytes | None:
+        """A settled job's result pickle when it is not under the job's own prefix (`files` caches reads)."""
+        ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A submitted `map`: where its manifest lives, its driver, and the handle records of its inputs."""
+
+    manifest: dict[str, Any]
+    storage: Storage
+    driver: BatchDriver
+    records: list[dict[str, Any]]
+
+
+class Backend(Protocol):
+    """Runs jobs for one workspace or cluster. Blocking: async callers use worker threads."""
+
+    @property
+    def kind(self) -> str: ...
+
+    # -- submission ---------------------------------------------------------------------------------------
+
+    def submit_call(self, ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Check, pack, upload and queue one call; its handle record. Bad input raises before any write."""
+        ...
+
+    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call],
+                   manifest: dict[str, Any]) -> Submitted:
+        """One job per call; the manifest is written before the first input is queued."""
+        ...
+
+    def attach_batch(self, group_id: str) -> Submitted | None:
+        """A batch this backend knows by group id (records left empty), else None."""
+        ...
+
+    # -- one job --------------------------------------------------------------------------------------------
+
+    def find_record(self, job_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(where it was found, the handle record) of a job this backend knows, else None."""
+        ...
+
+    def lookup_error(self, job_id: str) -> str:
+        """Why `job_id` is unknown here, naming where this backend looked."""
+        ...
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        """The handle record of a job; NotFoundError naming the job when unknown."""
+        ...
+
+    def refresh(self, job_id: str) -> JobInfo:
+        """The job's state after one step of progress (settle it if done, start it if it fits)."""
+        ...
+
+    def wait(self, job_id: str, timeout: float | None = None,
+             on_poll: Callable[[], None] | None = None) -> JobInfo: ...
+
+    def read_logs(self, job_id: str, follow: bool = False,
+                  stop: threading.Event | None = None) -> Iterator[list[str]]: ...
+
+    def log_reader(self, job_id: str) -> LogReader: ...
+
+    def bucket_uri(self, bucket: str, key: str) -> str:
+        """The URI of `key` in jobs bucket `bucket` as this backend's jobs (and its clients) reach it."""
+        ...
+
+    def exit_code(self, job_id: str) -> int | None:
+        """Host 0's exit code once the job's process ended (a preempted training exits with its own code)."""
+        ...
+
+    def result_bytes(self, info: JobInfo) -> bytes | None:
+        """A settled job's result pickle when it is not under its own prefix (None: read the prefix)."""
+        ...
+
+    def cancel(self, job_id: str) -> JobInfo: ...
+
+    def cleanup(self, job_id: str) -> None: ...
+
+    # -- listings and pools ---------------------------------------------------------------------------------
+
+    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> Sequence[Any]:
+        """Newest first, after settling what finished; each item is a JobInfo with `pool`, `created_at`,
+        `started_at`, `finished_at` and `handle` (the console's JobRecord)."""
+        ...
+
+    def pools(self) -> Sequence[PoolInfo]: ...
+
+    def pool(self, name: str) -> PoolInfo: ...
+
+    def add_pool(self, name: str, accelerator: str, nodes: int, spot: bool = False) -> PoolInfo: ...
+
+    def remove_pool(self, name: str) -> PoolInfo: ...
+
+    def placement(self, accelerator: str, num_nodes: int) -> str | None:
+        """The pool a job of this shape would run on (None: none provides it)."""
+        ...
