@@ -9,6 +9,7 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.pipelines.cache_key import fingerprint_callable
 from kinetic_tui.core.platform.pipelines.steps import ConditionStep, Step
 
+
 class CycleError(ValidationError):
     """The steps' references form a cycle, so no execution order exists; `cycle` lists one such cycle."""
 

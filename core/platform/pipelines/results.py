@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, canonical
 
+
 class StepStatus(enum.StrEnum):
     EXECUTED = "Executed"
     CACHED = "Cached"

@@ -127,8 +127,9 @@ def build_context_zip(root: str | os.PathLike[str], dest: str | os.PathLike[str]
     Returns `(dest, sha256 hex of the archive)`. Archives are cached under
     `kinetic_home()/cache/context/` keyed by a stat walk (relpath, size, mtime_ns, mode; plus the
     content digest of files modified in the last 2 s), the plan and the exclusions; a hit hard-links (or
-    copies) the cached archive to `dest`, so treat `dest` as read-only. Entries are sorted, so the same tree yields the same bytes. Only regular files are
-    shipped (symlinked files by content; symlinked directories and empty directories are skipped).
+    copies) the cached archive to `dest`, so treat `dest` as read-only. Entries are sorted, so the same tree
+    yields the same bytes. Only regular files are shipped (symlinked files by content; symlinked directories
+    and empty directories are skipped).
     """
     root_str = str(Path(root).resolve())
     if not os.path.isdir(root_str):

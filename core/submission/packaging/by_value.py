@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
-
 from kinetic_tui.core.submission.packaging.root import interpreter_dirs
 
 _BY_VALUE_LOCK = threading.Lock()

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
-
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.submission.packaging.by_value import dumps_keeping_filenames, project_by_value
+
 
 class PayloadError(KineticError):
     """The function or one of its arguments cannot be pickled; the message names which."""
