@@ -323,3 +323,16 @@ def test_invalid_patterns_raise_before_capturing(env, bad, recwarn) -> None:
 
 def test_none_captures_nothing() -> None:
     assert capture_env(None) == ({}, [])
+
+
+def test_module_root_finds_a_step_module_on_sys_path_without_importing_it(tmp_path: Path, monkeypatch) -> None:
+    from kinetic_tui.core.submission.packaging import module_root
+
+    project = touch(tmp_path / "proj", "pyproject.toml", "core/__init__.py", "core/steps.py", "solo.py")
+    (project / "core" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    monkeypatch.syspath_prepend(str(project))
+    assert module_root("core.steps") == project.resolve()
+    assert module_root("solo") == project.resolve()
+    assert "core.steps" not in sys.modules
+    assert module_root("no_such_module_anywhere.steps") is None
+    assert module_root("json") is None  # the standard library travels with the job's interpreter

@@ -43,6 +43,25 @@ def find_package_root(module_file: str | os.PathLike[str], home: Path | None = N
     return top
 
 
+def module_root(module: str) -> Path | None:
+    """The package root of the module a job imports by name (a training's `MODULE:FUNC` step), found on
+    `sys.path` without importing it; None when it is not found here or is installed (it travels with the
+    job's environment then, like any installed dependency)."""
+    loaded = sys.modules.get(module)
+    path = getattr(loaded, "__file__", None)
+    if path is None:
+        parts = module.split(".")
+        for entry in sys.path:
+            base = Path(entry or os.getcwd(), *parts)
+            found = next((c for c in (base.with_suffix(".py"), base / "__init__.py") if c.is_file()), None)
+            if found is not None:
+                path = str(found)
+                break
+    if path is None or is_installed(path):
+        return None
+    return find_package_root(path)
+
+
 def is_installed(module_file: str | os.PathLike[str]) -> bool:
     """True for a module inside the interpreter's prefixes (site-packages, the standard library)."""
     return os.path.realpath(module_file).startswith(interpreter_dirs())
