@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-from kinetic_tui.core.submission import packaging
+from kinetic_tui.core.submission.packaging import root as package_root
 from kinetic_tui.core.submission.pack import package_root_for
 
 
@@ -12,7 +12,7 @@ def test_a_function_from_an_installed_package_ships_an_empty_root(tmp_path, monk
     (site / "installed_pkg" / "__init__.py").write_text("def f():\n    return 1\n")
     (site / "pyproject.toml").write_text("")  # a marker must not make site-packages look like a project
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(packaging, "_interpreter_dirs", lambda: (str(site.resolve()) + "/",))
+    monkeypatch.setattr(package_root, "interpreter_dirs", lambda: (str(site.resolve()) + "/",))
     module = importlib.import_module("installed_pkg")
     try:
         root = package_root_for(module.f)

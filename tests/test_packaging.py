@@ -14,7 +14,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-import kinetic_tui.core.submission.packaging as packaging
+import kinetic_tui.core.submission.packaging.archive as context_archive
 from kinetic_tui.core.data import Data
 from kinetic_tui.core.submission.packaging import DEFAULT_EXCLUDED, PLAN_ARCNAME, ROOT_MARKERS, PayloadError, SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, make_plan
 
@@ -137,7 +137,7 @@ def test_modes_compression_and_streaming(tmp_path: Path, monkeypatch) -> None:
     (root / "run.sh").write_text("#!/bin/sh\n")
     (root / "run.sh").chmod(0o755)
     (root / "huge.bin").write_bytes(b"\x07" * 5000)
-    monkeypatch.setattr(packaging, "_STREAM_ABOVE", 4096)
+    monkeypatch.setattr(context_archive, "_STREAM_ABOVE", 4096)
     path, _ = build_context_zip(root, tmp_path / "e.zip", plan={})
     with zipfile.ZipFile(path) as archive:
         info = {i.filename: i for i in archive.infolist()}
@@ -167,8 +167,8 @@ def test_root_must_be_a_directory(tmp_path: Path) -> None:
 def test_unchanged_tree_reuses_the_cached_zip_and_a_touch_rebuilds(tmp_path: Path, monkeypatch) -> None:
     root = touch(tmp_path / "proj", "a.py", "b/c.py")
     writes = []
-    real_write = packaging._write_zip
-    monkeypatch.setattr(packaging, "_write_zip", lambda *a: (writes.append(1), real_write(*a))[1])
+    real_write = context_archive._write_zip
+    monkeypatch.setattr(context_archive, "_write_zip", lambda *a: (writes.append(1), real_write(*a))[1])
 
     _, first = build_context_zip(root, tmp_path / "1.zip", plan={"v": 1})
     _, again = build_context_zip(root, tmp_path / "2.zip", plan={"v": 1})
@@ -199,15 +199,15 @@ def test_files_untouched_for_a_while_are_keyed_by_stat_alone(tmp_path: Path, mon
     for path in (root / "a.py", root / "b/c.py"):
         os.utime(path, (hour_ago, hour_ago))
     reads = []
-    real_sha = packaging._sha256_file
-    monkeypatch.setattr(packaging, "_sha256_file", lambda path: (reads.append(path), real_sha(path))[1])
+    real_sha = context_archive._sha256_file
+    monkeypatch.setattr(context_archive, "_sha256_file", lambda path: (reads.append(path), real_sha(path))[1])
     _, first = build_context_zip(root, tmp_path / "1.zip", plan={})
     _, second = build_context_zip(root, tmp_path / "2.zip", plan={})
     assert first == second and reads == []
 
 
 def test_cache_keeps_only_recent_archives(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(packaging, "_CACHE_KEEP", 2)
+    monkeypatch.setattr(context_archive, "_CACHE_KEEP", 2)
     root = touch(tmp_path / "proj", "a.py")
     for version in range(4):
         build_context_zip(root, tmp_path / "out.zip", plan={"v": version})
@@ -323,3 +323,16 @@ def test_invalid_patterns_raise_before_capturing(env, bad, recwarn) -> None:
 
 def test_none_captures_nothing() -> None:
     assert capture_env(None) == ({}, [])
+
+
+def test_module_root_finds_a_step_module_on_sys_path_without_importing_it(tmp_path: Path, monkeypatch) -> None:
+    from kinetic_tui.core.submission.packaging import module_root
+
+    project = touch(tmp_path / "proj", "pyproject.toml", "core/__init__.py", "core/steps.py", "solo.py")
+    (project / "core" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    monkeypatch.syspath_prepend(str(project))
+    assert module_root("core.steps") == project.resolve()
+    assert module_root("solo") == project.resolve()
+    assert "core.steps" not in sys.modules
+    assert module_root("no_such_module_anywhere.steps") is None
+    assert module_root("json") is None  # the standard library travels with the job's interpreter

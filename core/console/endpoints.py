@@ -22,9 +22,10 @@ from kinetic_tui.core.console.snapshots import (
 )
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
-from kinetic_tui.core.platform.autoscaling import Endpoint
-from kinetic_tui.core.platform.registry import ModelRegistry, known_names, require_int
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.registry import ModelRegistry
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.validation import known_names, require_int
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.registry import Registry

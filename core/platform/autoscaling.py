@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.registry import require_int, require_name, require_number
+from kinetic_tui.core.validation import require_int, require_name, require_number
 
 ACTIONS = ("none", "scale_out", "scale_in", "hold", "reconfigure")
 

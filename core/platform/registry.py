@@ -7,7 +7,6 @@ version per group" is what makes a single pointer sufficient.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -16,46 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-
-# --- argument checks shared by the platform modules -------------------------------------------------
-
-
-def require_name(field: str, value: object) -> str:
-    """Names become keys, table rows and command arguments, so blank or non-string names are refused."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{field}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def require_int(field: str, value: object, minimum: int) -> int:
-    """Counts must be real integers: a bool or a float would silently change the arithmetic."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{field}: expected an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValidationError(f"{field}: must be >= {minimum}, got {value}")
-    return value
-
-
-def require_number(field: str, value: object, *, minimum: float | None = None,
-                   exclusive: bool = False) -> float:
-    """Finite real numbers only: NaN would make every comparison false and corrupt the state machine."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValidationError(f"{field}: expected a finite number, got {value!r}")
-    if minimum is not None and (value <= minimum if exclusive else value < minimum):
-        bound = f"> {minimum}" if exclusive else f">= {minimum}"
-        raise ValidationError(f"{field}: must be {bound}, got {value}")
-    return value
-
-
-def known_names(names: Iterable[str], limit: int = 10) -> str:
-    """A short list of what exists, for not-found messages that must stay on one line."""
-    ordered = sorted(names)
-    if not ordered:
-        return "none"
-    shown = ", ".join(ordered[:limit])
-    extra = len(ordered) - limit
-    return f"{shown} (+{extra} more)" if extra > 0 else shown
-
+from kinetic_tui.core.validation import known_names, require_int, require_name, require_number
 
 # --- stages and the transition graph ----------------------------------------------------------------
 

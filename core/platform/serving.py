@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.platform.registry import known_names, require_int, require_name
+from kinetic_tui.core.validation import known_names, require_int, require_name
 
 
 class Model(Protocol):

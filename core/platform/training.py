@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinetic_tui.core.errors import KineticError, ValidationError
+from kinetic_tui.core.validation import json_copy, positive_int
 
 TrainStep = Callable[[dict, int, dict], dict]
 
@@ -35,22 +36,6 @@ class TrainingStatus(enum.StrEnum):
     COMPLETED = "Completed"
     FAILED = "Failed"
     STOPPED = "Stopped"
-
-
-def positive_int(field: str, value: Any) -> int:
-    """Shared by training and tuning so every count is checked the same way (bools are not counts)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{field} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def json_copy(field: str, value: Any) -> Any:
-    """Deep-copy a value that will be hashed or persisted, so a bad value fails up front, not at completion."""
-    try:
-        json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"{field} must be JSON-serialisable: {exc}") from None
-    return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)

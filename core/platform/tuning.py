@@ -12,7 +12,8 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus, TrainStep, default_train_step, json_copy, positive_int
+from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus, TrainStep, default_train_step
+from kinetic_tui.core.validation import json_copy, positive_int
 
 STRATEGIES = ("grid", "random", "bayesian")
 

@@ -131,8 +131,11 @@ class Database:
                 # another process may have migrated while we waited for the write lock
                 if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
                     continue
-                for statement in _statements(script):
-                    conn.execute(statement)
+                if callable(script):
+                    script(conn)
+                else:
+                    for statement in _statements(script):
+                        conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {int(target)}")
 
     def schema_version(self) -> int:

@@ -17,9 +17,9 @@ from typing import Any
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
-from kinetic_tui.core.platform.registry import known_names
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.validation import known_names
 
 _EVENT_COLUMNS = ScalingEvent._fields
 

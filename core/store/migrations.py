@@ -1,12 +1,21 @@
 """The schema, as an ordered list of migrations.
 
-Each entry is `(version, sql)`; `Store` applies every entry newer than the file's `PRAGMA user_version`,
-each in its own transaction together with the version bump, so a crash mid-migration leaves the previous
-version intact. Adding a table later is one appended tuple; never edit an entry that has shipped.
+Each entry is `(version, sql)` or `(version, function)`: a function migrates data that SQL cannot (pickles,
+JSON fields), given the open connection. `Store` applies every entry newer than the file's
+`PRAGMA user_version`, each in its own transaction together with the version bump, so a crash mid-migration
+leaves the previous version intact. Adding a table later is one appended tuple; never edit an entry that has
+shipped.
 """
 from __future__ import annotations
 
-MIGRATIONS: list[tuple[int, str]] = [
+import sqlite3
+from collections.abc import Callable
+
+from kinetic_tui.core.store.module_moves import rewrite_module_paths
+
+Migration = str | Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[tuple[int, Migration]] = [
     (1, """
         CREATE TABLE training_jobs (
             name   TEXT PRIMARY KEY,
@@ -188,4 +197,6 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE jobs ADD COLUMN result_size INTEGER;
         CREATE INDEX jobs_by_lane ON jobs (lane);
     """),
+    # the one `kinetic_tui` namespace: stored references to the old top-level `core`/`infra`/`runner` modules
+    (6, rewrite_module_paths),
 ]

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
-from kinetic_tui.core.platform.registry import known_names
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.validation import known_names
 
 
 class StoredRun(NamedTuple):

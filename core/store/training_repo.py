@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 from kinetic_tui.core.errors import NotFoundError
-from kinetic_tui.core.platform.registry import known_names
-from kinetic_tui.core.platform.training import CapacityError, TrainingCluster, TrainingJob, TrainingStatus, TrainingStateError
+from kinetic_tui.core.platform.training import CapacityError, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.validation import known_names
 
 _HOLDING = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 

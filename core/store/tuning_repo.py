@@ -5,9 +5,9 @@ import json
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import NotFoundError
-from kinetic_tui.core.platform.registry import known_names, require_name
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, TuningResult
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.validation import known_names, require_name
 
 _RESULT_KEYS = ("trials", "best")
 

@@ -107,6 +107,9 @@ class JobContext:
     created_at: float
     group_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the directory to ship instead of the function's own root: our training entry imports the user's step
+    # by name inside the job, so the attempt ships the step's project
+    package_root: Path | None = None
 
     @property
     def accelerator_text(self) -> str:
@@ -140,6 +143,7 @@ class JobContext:
         display_name: str | None = None,
         group_id: str | None = None,
         job_id: str | None = None,
+        package_root: Path | None = None,
     ) -> JobContext:
         """Validate and resolve every setting; raises ValidationError before anything is created."""
         parsed = parse_accelerator(accelerator)
@@ -166,6 +170,7 @@ class JobContext:
             output_dir=check_output_dir(output_dir, chosen_backend),
             created_at=time.time(),
             group_id=group_id,
+            package_root=package_root,
         )
 
 

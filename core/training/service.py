@@ -20,6 +20,7 @@ from typing import Any
 from kinetic_tui.core.backends.base import Backend, PoolInfo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.submission.packaging import module_root
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
 from kinetic_tui.core.platform.training import CapacityError, Checkpoint, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
@@ -73,7 +74,7 @@ class TrainingService:
         if self.runs.exists(name):
             raise ValidationError(f"training job {name!r} already exists; pick another name")
         target = self.choose_pool(pool)
-        ctx = self._context(target, name)
+        ctx = self._context(target, name, step)
         prefix = f"{ctx.job_id}/output/training/{name}/"
         checkpoints = {"bucket": ctx.bucket, "uri": self.backend.bucket_uri(ctx.bucket, prefix), "prefix": prefix}
         run = Run(job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study,
@@ -90,7 +91,7 @@ class TrainingService:
         run = self.runs.get(name)
         _require(run, "resume", TrainingStatus.STOPPED)
         _check_interrupt(interrupt_before_epoch, run.job.max_epochs)
-        ctx = self._context(self.backend.pool(run.meta.pool), name)
+        ctx = self._context(self.backend.pool(run.meta.pool), name, run.meta.step)
         with self.store.transaction():
             run = self.runs.get(name)
             _require(run, "resume", TrainingStatus.STOPPED)
@@ -179,8 +180,12 @@ class TrainingService:
 
     # -- attempts ------------------------------------------------------------------------------------
 
-    def _context(self, pool: PoolInfo, name: str) -> JobContext:
-        return JobContext.from_params(train, accelerator(pool), display_name=f"train {name}")
+    def _context(self, pool: PoolInfo, name: str, step: str | None) -> JobContext:
+        """An attempt with a user step ships the step's project (found from this process's sys.path): the job
+        imports the step by name next to our entry. Without one, or when it is not found here, the entry's own
+        root ships."""
+        root = module_root(step.partition(":")[0]) if step else None
+        return JobContext.from_params(train, accelerator(pool), display_name=f"train {name}", package_root=root)
 
     def _reserve_attempt(self, run: Run, ctx: JobContext) -> None:
         """Mark the run InProgress under the attempt's job id BEFORE submitting it (inside the caller's

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.pipelines import RunStatus, StepStatus
-from kinetic_tui.core.platform.registry import require_int
+from kinetic_tui.core.validation import require_int
 from kinetic_tui.render.formatting import (
     NONE_CELL,
     STEP_PENDING,

@@ -12,10 +12,11 @@ import time
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from pathlib import Path
+
 from rich.cells import chop_cells
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.registry import require_int
+from kinetic_tui.core.validation import require_int
 from kinetic_tui.render.formatting import fit
 
 TIMESTAMP_WIDTH = len("00:00:00.000 ")

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from rich.text import Text
 
 from kinetic_tui.core.platform.autoscaling import ScalingEvent
-from kinetic_tui.core.platform.registry import require_int
+from kinetic_tui.core.validation import require_int
 from kinetic_tui.render.formatting import fit, percent, sparkline, wrap_pieces
 
 BAR, DESIRED, DESIRED_IN_BAR = "█", "─", "┼"

@@ -13,8 +13,10 @@ from typing import NamedTuple, Protocol
 
 from rich.text import Text
 
-from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage, parse_stage, require_int
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage, parse_stage
+from kinetic_tui.core.validation import require_int
 from kinetic_tui.render.formatting import look, wrap_pieces
+
 
 class VersionLike(Protocol):
     version: int

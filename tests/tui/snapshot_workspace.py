@@ -84,10 +84,10 @@ def counted_job_ids() -> Iterator[None]:
 @contextmanager
 def still_step_clock() -> Iterator[None]:
     """Pipeline steps all take 0 s: their durations are measured with `perf_counter` in one module."""
-    import kinetic_tui.core.platform.pipelines as pipelines
+    import kinetic_tui.core.platform.pipelines.execution as execution
 
     frozen_time = types.SimpleNamespace(perf_counter=lambda: 0.0)
-    with mock.patch.object(pipelines, "time", frozen_time):
+    with mock.patch.object(execution, "time", frozen_time):
         yield
 
 

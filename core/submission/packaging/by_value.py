@@ -1,0 +1,87 @@
+"""By-value module registration: every module under the package root is pickled by value, not by name.
+
+By-value pickling lets the job run even where the project is not importable (only context.zip is there, and
+it may not be on sys.path at unpickling time). Modules inside the interpreter's prefixes (a venv inside the
+root) stay by reference.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+from kinetic_tui.core.submission.packaging.root import interpreter_dirs
+
+_BY_VALUE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def project_by_value(root: Path) -> Iterator[None]:
+    """Pickle every module under the package root by value while the block runs."""
+    with _BY_VALUE_LOCK:
+        registered = _register_by_value(root)
+        try:
+            yield
+        finally:
+            for module in registered:
+                cloudpickle.unregister_pickle_by_value(module)
+
+
+def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
+    """cloudpickle.dumps, except that by-value code keeps its file name relative to the package root.
+
+    cloudpickle replaces every co_filename with "<dynamic-code>", which leaves remote tracebacks without
+    file names or source lines. A root-relative name resolves against the extracted archive on the job's
+    sys.path, so `linecache` finds the source and the traceback reads like a local one.
+    """
+    import io
+    import types
+
+    from cloudpickle import cloudpickle as impl
+
+    inside = os.path.join(str(root), "")
+
+    def reduce_code(code: types.CodeType) -> Any:
+        rebuild, args = impl._code_reduce(code)
+        name = code.co_filename
+        if name.startswith(inside):
+            name = name[len(inside):]
+        return rebuild, tuple(name if arg == "<dynamic-code>" else arg for arg in args)
+
+    class Pickler(cloudpickle.Pickler):  # the C pickler reads dispatch_table once, at construction
+        dispatch_table = collections.ChainMap({types.CodeType: reduce_code}, cloudpickle.Pickler.dispatch_table)
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(payload)
+    return buffer.getvalue()
+
+
+# realpath per module directory, kept for the process: resolving them is most of a payload's cost on a
+# slow filesystem, and a module's directory does not move while it is imported
+_REAL_DIRS: dict[str, str] = {}
+
+
+def _register_by_value(root: Path) -> list[Any]:
+    already = set(cloudpickle.list_registry_pickle_by_value())
+    inside = os.path.join(str(root), "")
+    interpreter = interpreter_dirs()
+    real_dirs = _REAL_DIRS
+    registered = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or name == "__main__" or name in already:
+            continue
+        directory = os.path.dirname(os.path.abspath(file))
+        if directory not in real_dirs:
+            real_dirs[directory] = os.path.realpath(directory) + os.sep
+        real = real_dirs[directory]
+        if real.startswith(inside) and not real.startswith(interpreter):
+            cloudpickle.register_pickle_by_value(module)
+            registered.append(module)
+    return registered

@@ -1,0 +1,67 @@
+"""Argument checks shared across the core: each refuses bad input with a one-line error naming the field.
+
+Values arrive from keys, scripts, JSON records and Python callers alike, so the checks are strict about
+types (a bool is not a count, NaN is not a number) and their messages say what was expected.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from kinetic_tui.core.errors import ValidationError
+
+
+def require_name(field: str, value: object) -> str:
+    """Names become keys, table rows and command arguments, so blank or non-string names are refused."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{field}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def require_int(field: str, value: object, minimum: int) -> int:
+    """Counts must be real integers: a bool or a float would silently change the arithmetic."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{field}: expected an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValidationError(f"{field}: must be >= {minimum}, got {value}")
+    return value
+
+
+def require_number(field: str, value: object, *, minimum: float | None = None,
+                   exclusive: bool = False) -> float:
+    """Finite real numbers only: NaN would make every comparison false and corrupt the state machine."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{field}: expected a finite number, got {value!r}")
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        raise ValidationError(f"{field}: must be {bound}, got {value}")
+    return value
+
+
+def known_names(names: Iterable[str], limit: int = 10) -> str:
+    """A short list of what exists, for not-found messages that must stay on one line."""
+    ordered = sorted(names)
+    if not ordered:
+        return "none"
+    shown = ", ".join(ordered[:limit])
+    extra = len(ordered) - limit
+    return f"{shown} (+{extra} more)" if extra > 0 else shown
+
+
+def positive_int(field: str, value: Any) -> int:
+    """A count of at least one, in the `NAME must be an integer >= 1` form training and tuning report."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{field} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def json_copy(field: str, value: Any) -> Any:
+    """Deep-copy a value that will be hashed or persisted, so a bad value fails up front, not at completion."""
+    try:
+        json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be JSON-serialisable: {exc}") from None
+    return copy.deepcopy(value)
