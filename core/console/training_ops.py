@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console.base import ConsoleBase
+from kinetic_tui.core.console.base import ConsoleBase, import_reference
+from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
 
 if TYPE_CHECKING:
@@ -23,6 +24,13 @@ def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -
     if before is None or (before.status, before.current_epoch) != (after.status, after.current_epoch):
         events.append(TrainingChanged(after.name, str(after.status), after.current_epoch, after.checkpoint_epoch))
     return events
+
+
+def check_step(step: str | None) -> None:
+    """Import a user's `MODULE:FUNC` step here, before anything is recorded: a step that does not import,
+    is missing or is not callable is refused with one line instead of failing the job it would start."""
+    if step is not None and not callable(import_reference(step, "step")):
+        raise ValidationError(f"step {step!r} is not callable; expected FUNC(hyperparameters, epoch, state) -> state")
 
 
 class TrainingMixin(ConsoleBase):
@@ -56,9 +64,10 @@ class TrainingMixin(ConsoleBase):
 
     async def train(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
                     checkpoint_every: int = 1, pool: str | None = None, interrupt_before_epoch: int | None = None,
-                    wait: bool | None = None) -> TrainingSnapshot:
+                    wait: bool | None = None, step: str | None = None) -> TrainingSnapshot:
+        await self._blocking(check_step, step)
         started = await self._training_call("start", name, dict(hyperparameters or {}), epochs, checkpoint_every,
-                                            pool, interrupt_before_epoch=interrupt_before_epoch)
+                                            pool, step, interrupt_before_epoch=interrupt_before_epoch)
         return await self._settled(started, wait)
 
     async def interrupt(self, name: str) -> TrainingSnapshot:
@@ -77,10 +86,11 @@ class TrainingMixin(ConsoleBase):
         return tuple(self._announce(s) for s in await self._blocking(self.training_service().refresh))
 
     async def tune(self, name: str, space: dict[str, list[Any]], strategy: str, max_trials: int, seed: int = 0,
-                   pool: str | None = None, wait: bool | None = None) -> StudySnapshot:
+                   pool: str | None = None, wait: bool | None = None, step: str | None = None) -> StudySnapshot:
         service = self.training_service()
+        await self._blocking(check_step, step)
         study = await self._blocking(lambda: service.tune(name, space, strategy, max_trials, seed=seed, pool=pool,
-                                                          wait=self._wants_wait(wait)))
+                                                          wait=self._wants_wait(wait), step=step))
         self.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
         return study
 

@@ -27,7 +27,7 @@ class TrainingView(TableView):
         Binding("i", "interrupt", "Interrupt"),
         Binding("r", "resume", "Resume"),
     ]
-    MUTATING = frozenset({"interrupt", "resume"})
+    ACTION_VERBS = {"interrupt": "interrupt", "resume": "resume"}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
