@@ -107,6 +107,9 @@ class JobContext:
     created_at: float
     group_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the function whose package the job ships, when not `func`'s: a training job runs the platform's
+    # entry point, but the code it must import is the user's step
+    ships: Callable[..., Any] | None = None
 
     @property
     def accelerator_text(self) -> str:

@@ -169,7 +169,7 @@ def pack(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes
     """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
     (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
     volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
-    root = package_root_for(ctx.func)
+    root = package_root_for(ctx.ships or ctx.func)
     payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
     local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
     return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local)

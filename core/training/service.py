@@ -15,15 +15,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.backends.local.backend import LocalBackend, Pool
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
-from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
+from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, load_step, train
 from kinetic_tui.core.platform.training import CapacityError, Checkpoint, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
 from kinetic_tui.core.storage import bucket_storage
 from kinetic_tui.core.store import Store
@@ -35,6 +36,15 @@ from kinetic_tui.core.training.studies import StudyDriver
 SUBMIT_WINDOW = 60.0  # seconds a reserved attempt may take to reach the backend's queue
 
 __all__ = ["CapacityError", "StudySnapshot", "TrainingService", "TrainingSnapshot", "TrainingStateError"]
+
+
+def _importable_step(step: str) -> Callable[..., Any] | None:
+    """The step's function when this process can import it (its package is what the job ships); None
+    leaves the import to the job, which then fails with the import error as its own."""
+    try:
+        return load_step(step)
+    except (ImportError, AttributeError, KineticError):
+        return None
 
 
 class TrainingService:
@@ -75,7 +85,7 @@ class TrainingService:
         if self.runs.exists(name):
             raise ValidationError(f"training job {name!r} already exists; pick another name")
         target = self.choose_pool(pool)
-        ctx = self._context(target, name)
+        ctx = self._context(target, name, step)
         prefix = f"{ctx.job_id}/output/training/{name}/"
         checkpoints = {"bucket": ctx.bucket, "uri": bucket_storage(ctx.bucket, "").uri(prefix), "prefix": prefix}
         run = Run(job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study,
@@ -92,7 +102,7 @@ class TrainingService:
         run = self.runs.get(name)
         _require(run, "resume", TrainingStatus.STOPPED)
         _check_interrupt(interrupt_before_epoch, run.job.max_epochs)
-        ctx = self._context(self.backend.pool(run.meta.pool), name)
+        ctx = self._context(self.backend.pool(run.meta.pool), name, run.meta.step)
         with self.store.transaction():
             run = self.runs.get(name)
             _require(run, "resume", TrainingStatus.STOPPED)
@@ -181,8 +191,10 @@ class TrainingService:
 
     # -- attempts ------------------------------------------------------------------------------------
 
-    def _context(self, pool: Pool, name: str) -> JobContext:
-        return JobContext.from_params(train, accelerator(pool), display_name=f"train {name}")
+    def _context(self, pool: Pool, name: str, step: str | None) -> JobContext:
+        """A user's step ships its own package with the job (the job imports it from there)."""
+        ctx = JobContext.from_params(train, accelerator(pool), display_name=f"train {name}")
+        return ctx if step is None else replace(ctx, ships=_importable_step(step))
 
     def _reserve_attempt(self, run: Run, ctx: JobContext) -> None:
         """Mark the run InProgress under the attempt's job id BEFORE submitting it (inside the caller's
