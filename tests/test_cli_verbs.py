@@ -125,9 +125,9 @@ def test_bash_completion_through_the_installed_entry_point(cli):
     assert exe, "the kinetic-tui console script is not installed"
     env = {**os.environ, "_KINETIC_TUI_COMPLETE": "bash_complete", "COMP_WORDS": "kinetic-tui pool remove g",
            "COMP_CWORD": "3"}
-    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["plain,gpus"]
     env.update(COMP_WORDS="kinetic-tui train x --ch", COMP_CWORD="3")
-    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.splitlines() == ["plain,--checkpoint-every"]

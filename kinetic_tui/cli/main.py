@@ -277,7 +277,7 @@ def build_image(requirements: str | None, accelerator: str, as_json: bool) -> No
 
 def _verb_words(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """`help pool <TAB>` offers the family's verbs, `help <TAB>` every first word."""
-    done = ctx.params.get(param.name or "") or ()
+    done: tuple[str, ...] = tuple(ctx.params.get(param.name or "") or ())
     words = FAMILIES.get(done[0], ()) if len(done) == 1 else () if done else FIRST_WORDS
     return [word for word in words if word.startswith(incomplete)]
 
