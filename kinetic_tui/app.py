@@ -30,6 +30,7 @@ from textual.worker import Worker, WorkerState
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
+from kinetic_tui.core.commands.verbs import READ_ONLY_VERBS
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.errors import KineticError, one_line
 from kinetic_tui.core.events import LogBatch
@@ -55,7 +56,6 @@ HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 NOTIFY_LINES = 8
 TICK = 0.2
 THEME = "ansi-dark"  # SPEC 5, 16 colours: every theme colour is an ANSI name the terminal maps itself
-READ_VERBS = frozenset({"pools", "jobs", "status", "logs", "wait", "result", "models", "pipelines", "show", "help"})
 VIEW_CLASSES: tuple[type[View], ...] = (ClustersView, JobsView, TrainingView, RegistryView, EndpointsView,
                                         PipelinesView)
 SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
@@ -256,9 +256,9 @@ class KineticApp(App[int]):
             return None
         if command is None:
             return None
-        if self.readonly and command.verb not in READ_VERBS:
+        if self.readonly and command.verb not in READ_ONLY_VERBS:
             self.notify(f"read-only console: {command.verb!r} changes state; allowed: "
-                        f"{', '.join(sorted(READ_VERBS))}", severity="error")
+                        f"{', '.join(sorted(READ_ONLY_VERBS))}", severity="error")
             return None
         try:
             result = await execute(self.service, command)
@@ -336,9 +336,10 @@ class KineticApp(App[int]):
             await self.mount(bar, before=self.query_one("#footer"))
             return bar
 
-    async def action_command_bar(self) -> None:
+    async def action_command_bar(self, text: str = "") -> None:
+        """Open the `:` bar, with `text` already typed (the palette's verbs start a line this way)."""
         bar = await self._bar()
-        bar.open("command")
+        bar.open("command", text)
         self.run_worker(self._load_names(bar), group="names", exclusive=True, exit_on_error=False)
 
     async def _load_names(self, bar: CommandBar) -> None:

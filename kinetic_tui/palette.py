@@ -1,19 +1,24 @@
-"""ctrl+p: every action of every view and a jump to every object the console knows, fuzzy-searchable.
+"""ctrl+p: every action of every view, every verb of the command language and a jump to every object the
+console knows, fuzzy-searchable.
 
 Actions run through `App.run_action` with the view as namespace, so `check_action` (and with it
-`--readonly`) applies exactly as it does to the key; objects are listed from fresh console snapshots each
-time the palette opens.
+`--readonly`) applies exactly as it does to the key. Verbs come from the verb table: choosing one opens the
+command bar with the verb typed, and a read-only console offers only the verbs that change nothing. Objects
+are listed from fresh console snapshots each time the palette opens.
+
+The palette knows the app only through `PaletteHost`, the few members it calls, so the app can import it
+without the palette importing the app back.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from kinetic_tui.app import KineticApp
+from kinetic_tui.core.commands.verbs import VERBS
+from kinetic_tui.views.base import View
 
 PALETTE_JOBS = 500  # the newest jobs offered: fuzzy-matching 10,000 titles on every keystroke lags
 # object kind -> (number of the view it lives in, what the palette calls it)
@@ -21,14 +26,38 @@ JUMPS = {"pool": ("1", "Pool"), "training": ("3", "Training"), "study": ("3", "S
          "endpoint": ("5", "Endpoint"), "pipeline": ("6", "Pipeline")}
 
 
+class PaletteHost(Protocol):
+    """What the palette needs of the app."""
+
+    views: Sequence[View]
+    readonly: bool
+
+    async def action_show_view(self, key: str) -> None: ...
+    async def act_in_view(self, view: View, action: str) -> None: ...
+    async def action_command_bar(self, text: str = "") -> None: ...
+    def action_help(self) -> None: ...
+    async def action_filter(self) -> None: ...
+    async def action_quit(self) -> None: ...
+    def open_job(self, job_id: str) -> None: ...
+    async def jump_to(self, key: str, name: str) -> None: ...
+    async def object_names(self) -> dict[str, list[str]]: ...
+
+
 class Entry(NamedTuple):
     text: str
-    run: Callable[[], Any]
+    run: Callable[[], Awaitable[Any] | Any]
     help: str
 
 
-def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
-    """Views, their visible actions, the app's keys, then objects (jobs open their screen)."""
+def verb_entries(app: PaletteHost) -> list[Entry]:
+    """One entry per verb the console may run now (a read-only one: the verbs that change nothing)."""
+    return [Entry(f"Command: {verb.name}", partial(app.action_command_bar, f"{verb.name} "),
+                  f"{verb.help} · {verb.usage()}")
+            for verb in VERBS.values() if not (app.readonly and verb.mutates)]
+
+
+def entries(app: PaletteHost, names: dict[str, list[str]]) -> list[Entry]:
+    """Views, their visible actions, the app's keys, the verbs, then objects (jobs open their screen)."""
     found: list[Entry] = []
     for view in app.views:
         found.append(Entry(f"Go to {view.title}", partial(app.action_show_view, view.key), f"key {view.key}"))
@@ -37,6 +66,7 @@ def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
     found += [Entry("Command bar", app.action_command_bar, "key :"),
               Entry("Keys of this view", app.action_help, "key ?"),
               Entry("Filter this view", app.action_filter, "key /"), Entry("Quit", app.action_quit, "key q")]
+    found += verb_entries(app)
     found += [Entry(f"Job {job_id}", partial(app.open_job, job_id), "open the job screen")
               for job_id in names.get("job", [])[:PALETTE_JOBS]]
     for kind, (key, label) in JUMPS.items():
@@ -47,7 +77,7 @@ def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
 
 class KineticCommands(Provider):
     async def startup(self) -> None:
-        app: KineticApp = self.app  # type: ignore[assignment]
+        app: PaletteHost = self.app  # type: ignore[assignment]
         self._entries = entries(app, await app.object_names())
 
     def _all(self) -> Iterator[Entry]:

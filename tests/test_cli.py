@@ -81,7 +81,7 @@ def test_bad_input_is_one_line_and_changes_nothing(cli):
 
 
 def test_every_verb_is_a_cli_command(cli):
-    from kinetic_tui.core.commands.grammar import VERBS
+    from kinetic_tui.core.commands.verbs import VERBS
 
     listed = "".join(cli(*group, "--help").output for group in ((), ("pool",), ("pipeline",), ("endpoint",)))
     for verb in VERBS:

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kinetic_tui.core.commands import VERBS, Command, ParseError, complete, help_text, parse_line, parse_script, verbs
-from kinetic_tui.core.commands.grammar import FAMILIES, WAIT_FLAGS
+from kinetic_tui.core.commands.grammar import WAIT_FLAGS
+from kinetic_tui.core.commands.verbs import FAMILIES
 from kinetic_tui.core.commands.parser import tokenize
 from kinetic_tui.core.errors import KineticError, NotFoundError
 
@@ -39,15 +40,15 @@ FULL = [
     ("result job-1", {"job": "job-1"}, None),
     ("cancel job-1", {"job": "job-1"}, None),
     ("train t1 --hp learning_rate=0.2 --hp optimizer=adam --hp layers=[1,2] --epochs 8 --checkpoint-every 2 "
-     "--pool tpu --interrupt-before-epoch 5 --wait",
+     "--pool tpu --interrupt-before-epoch 5 --step mypkg.steps:train_step --wait",
      {"name": "t1", "hp": {"learning_rate": 0.2, "optimizer": "adam", "layers": [1, 2]}, "epochs": 8,
-      "checkpoint_every": 2, "pool": "tpu", "interrupt_before_epoch": 5}, True),
+      "checkpoint_every": 2, "pool": "tpu", "interrupt_before_epoch": 5, "step": "mypkg.steps:train_step"}, True),
     ("interrupt t1", {"training": "t1"}, None),
     ("resume t1 --detach", {"training": "t1"}, False),
     ("tune s1 --space learning_rate=0.1,0.2 --space opt=adam,sgd --strategy Bayesian --max-trials 4 --seed 7 "
-     "--pool tpu --wait",
+     "--pool tpu --step mypkg.steps:train_step --wait",
      {"name": "s1", "space": {"learning_rate": [0.1, 0.2], "opt": ["adam", "sgd"]}, "strategy": "bayesian",
-      "max_trials": 4, "seed": 7, "pool": "tpu"}, True),
+      "max_trials": 4, "seed": 7, "pool": "tpu", "step": "mypkg.steps:train_step"}, True),
     ("register g1 --from-training t1", {"group": "g1", "from_training": "t1"}, None),
     ("promote g1 3 STAGING --no-archive-existing",
      {"group": "g1", "version": 3, "stage": "Staging", "no_archive_existing": True}, None),
@@ -76,9 +77,10 @@ MINIMAL = [
     ("logs j", {"job": "j", "tail": None, "follow": False}),
     ("wait j", {"job": "j", "timeout": None}),
     ("train t", {"name": "t", "hp": {}, "epochs": 5, "checkpoint_every": 1, "pool": None,
-                 "interrupt_before_epoch": None}),
+                 "interrupt_before_epoch": None, "step": None}),
     ("tune s --space lr=0.1 --strategy grid --max-trials 1",
-     {"name": "s", "space": {"lr": [0.1]}, "strategy": "grid", "max_trials": 1, "seed": 0, "pool": None}),
+     {"name": "s", "space": {"lr": [0.1]}, "strategy": "grid", "max_trials": 1, "seed": 0, "pool": None,
+      "step": None}),
     ("promote g 1 None", {"group": "g", "version": 1, "stage": "None", "no_archive_existing": False}),
     ("models", {"group": None}),
     ("endpoint create e --model g", {"name": "e", "model": "g", "min": 1, "max": 5, "target": 10,
@@ -160,7 +162,7 @@ def test_to_json_is_json_serialisable_and_complete():
     data = json.loads(json.dumps(command.to_json()))
     assert data == {"verb": "train", "wait": True, "text": "train t --hp lr=0.5 --wait",
                     "args": {"name": "t", "hp": {"lr": 0.5}, "epochs": 5, "checkpoint_every": 1, "pool": None,
-                             "interrupt_before_epoch": None}}
+                             "interrupt_before_epoch": None, "step": None}}
 
 
 @pytest.mark.parametrize("line", [line for line, _, _ in FULL])
@@ -240,7 +242,7 @@ def test_unknown_flag_message_matches_the_documented_form():
         parse_script("pools\n# warm up\ntrain job1 --epoch 5\n")
     assert str(info.value) == (
         "line 3, column 12: unknown flag '--epoch' for 'train'; valid: --checkpoint-every, --epochs, --hp, "
-        "--interrupt-before-epoch, --pool, --wait, --detach")
+        "--interrupt-before-epoch, --pool, --step, --wait, --detach")
     assert (info.value.line, info.value.column, info.value.token) == (3, 12, "--epoch")
     assert isinstance(info.value, KineticError)
 
@@ -497,11 +499,11 @@ def test_generated_valid_commands_parse_to_their_typed_values_and_round_trip(cas
     ("tr", ["train"]),
     ("train x --e", ["--epochs"]),
     ("train x --", ["--checkpoint-every", "--detach", "--epochs", "--hp", "--interrupt-before-epoch", "--pool",
-                    "--wait"]),
-    ("train x --epochs 3 --wait --", ["--checkpoint-every", "--hp", "--interrupt-before-epoch", "--pool"]),
+                    "--step", "--wait"]),
+    ("train x --epochs 3 --wait --", ["--checkpoint-every", "--hp", "--interrupt-before-epoch", "--pool", "--step"]),
     ("train x --hp a=1 --h", ["--hp"]),  # repeatable flags stay offered
     ("train x ", ["--checkpoint-every", "--detach", "--epochs", "--hp", "--interrupt-before-epoch", "--pool",
-                  "--wait"]),
+                  "--step", "--wait"]),
     ("promote g 1 ", ["Archived", "None", "Production", "Staging"]),
     ("promote g 1 pro", ["Production"]),
     ("jobs --status ", ["CANCELLED", "FAILED", "PENDING", "RUNNING", "SUCCEEDED"]),
@@ -555,7 +557,8 @@ def test_help_for_a_verb_shows_usage_and_every_flag(name):
 def test_usage_matches_the_spec_notation():
     assert VERBS["pool add"].usage() == "pool add NAME --accelerator ACC --nodes N [--spot]"
     assert VERBS["tune"].usage() == (
-        "tune NAME --space K=V1,V2 ... --strategy S --max-trials N [--seed N] [--pool NAME] [--wait | --detach]")
+        "tune NAME --space K=V1,V2 ... --strategy S --max-trials N [--seed N] [--pool NAME] [--step MODULE:NAME] "
+        "[--wait | --detach]")
     assert VERBS["help"].usage() == "help [VERB...]"
 
 

@@ -89,12 +89,12 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
         async def main():
             console = Console(home={str(home)!r})
             try:
-                groups = await console.models()
-                pipelines = await console.pipelines()
-                rerun = await console.rerun("canonical")
-                answer = await console.invoke("tour-endpoint", "tour-group:v1", {RECORD!r})
-                jobs = await console.jobs()
-                trainings = await console.trainings()
+                groups = await console.registry.models()
+                pipelines = await console.pipelines.list()
+                rerun = await console.pipelines.rerun("canonical")
+                answer = await console.endpoints.invoke("tour-endpoint", "tour-group:v1", {RECORD!r})
+                jobs = await console.jobs.list()
+                trainings = await console.training.list()
             finally:
                 await console.aclose()
             print("RESULT " + json.dumps({{

@@ -1,7 +1,9 @@
-"""The verb table of the command language (SPEC 4) and the typed values its arguments take.
+"""The shapes of the command language's verb table and the typed values its arguments take.
 
-The table is data, not code: the parser, `help` and the command bar's completion all read it, so a verb
-gains a flag in exactly one place. Value converters raise `ValidationError` with a message that says
+A verb is data (`Verb`): its positionals and flags with types and help, whether it mutates, whether it
+starts work, and the Console call it makes. The table itself is `kinetic_tui.core.commands.verbs`; the
+parser, the executor, `help`, completion, the TUI's read-only filter and the click CLI all read it, so a
+verb gains a flag in exactly one place. Value converters raise `ValidationError` with a message that says
 what was expected; the parser adds the flag name, line and column.
 
 Argument keys in `Command.args` are the positional's name or the flag's name in snake_case
@@ -11,19 +13,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import Stage
-from kinetic_tui.core.platform.tuning import STRATEGIES
+
+if TYPE_CHECKING:
+    from kinetic_tui.core.console import Console
 
 JOB_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 SHOW_KINDS = ("job", "training", "study", "model", "endpoint", "pipeline", "pool")
+# Kinds of workspace objects an argument can name, for completion (the console's and the shell's)
+OBJECT_KINDS = ("job", "pool", "training", "study", "group", "endpoint", "pipeline")
+BY_KIND = "by-kind"  # `names` of `show KIND NAME`'s NAME: the object kind is the KIND argument's
+# (console, the command's args, its --wait/--detach choice) -> the result of the Console call
+Handler = Callable[["Console", Mapping[str, Any], "bool | None"], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Positional:
     metavar: str
     required: bool = True
     rest: bool = False  # last positional only: every remaining word, joined by one space (`help pool add`)
+    names: str = ""  # the kind of workspace object it names (one of OBJECT_KINDS, or BY_KIND), for completion
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class Flag:
     default: Any = None
     required: bool = False
     repeatable: bool = False  # K=V pairs: each occurrence adds one key to a dict
+    names: str = ""  # the kind of workspace object its value names, for completion
     key: str = field(init=False)  # its name in Command.args
 
     def __post_init__(self) -> None:
@@ -82,13 +92,20 @@ WAIT_FLAGS = tuple(flag.name for flag in _WAIT_SWITCHES)  # --wait first: it set
 
 @dataclass(frozen=True)
 class Verb:
-    """One command: its arguments, and the help line that `help` and the command palette show."""
+    """One command: its arguments, the help line that `help`, the palette and the CLI show, and its call.
+
+    `mutates` is False only for verbs that change nothing (the read-only console allows exactly those);
+    True is the default so that a new verb is hidden from a read-only console until declared harmless.
+    `run` makes the Console call with the parsed arguments.
+    """
 
     name: str
     help: str
     positionals: tuple[Positional, ...] = ()
     flags: tuple[Flag, ...] = ()
     starts_work: bool = False  # accepts --wait / --detach, recorded as Command.wait
+    mutates: bool = True
+    run: Handler = field(kw_only=True, repr=False, compare=False)
     flag_table: Mapping[str, Flag] = field(init=False, repr=False, compare=False)
     fixed_positionals: int = field(init=False, repr=False, compare=False)  # those before a `rest` one
 
@@ -104,7 +121,7 @@ class Verb:
         return names + list(WAIT_FLAGS) if self.starts_work else names
 
     def usage(self) -> str:
-        """The SPEC 4 notation (`pool add NAME --accelerator ACC --nodes N [--spot]`), built from the table."""
+        """The usage notation (`pool add NAME --accelerator ACC --nodes N [--spot]`), built from the table."""
         parts = [self.name]
         for pos in self.positionals:
             word = f"{pos.metavar}..." if pos.rest else pos.metavar
@@ -304,12 +321,6 @@ def _reference(text: str) -> str:
     return text
 
 
-def _verb_topic(text: str) -> str:
-    if text not in VERBS and text not in FAMILIES:
-        raise ValidationError(unknown_verb_message(text))
-    return text
-
-
 NAME = ValueType("NAME", "a non-empty name", _name)
 ACCELERATOR = ValueType("ACC", "an accelerator such as cpu, l4x2 or v5litepod-2x4", _accelerator)
 REFERENCE = ValueType("MODULE:NAME", "a MODULE:NAME reference", _reference)
@@ -317,125 +328,4 @@ HP = ValueType("K=V", "K=V (V is JSON when it parses)", _hp_pair, render=_render
 SPACE = ValueType("K=V1,V2", "K=V1,V2 (each V is JSON when it parses)", _space_pair, render=_render_space)
 PARAM = ValueType("K=JSON", "K=JSON", _param_pair, render=_render_param)
 SECONDS = ValueType("SECONDS", "a number of seconds >= 0", _seconds)
-TOPIC = ValueType("VERB", "a verb", _verb_topic)
 STAGE = choice("STAGE", [stage.value for stage in Stage])
-
-
-def _pos(name: str, metavar: str, text: str, kind: ValueType = NAME, required: bool = True) -> Positional:
-    return Positional(name, kind, text, metavar, required)
-
-
-def _flag(name: str, kind: ValueType | None, text: str, default: Any = None, **extra: Any) -> Flag:
-    """Switches default to False; valued flags to `default` (None: not given)."""
-    return Flag(name, kind, text, False if kind is None and default is None else default, **extra)
-
-
-def _pipeline_params() -> Flag:
-    return _flag("--param", PARAM, "override a pipeline parameter", {}, repeatable=True)
-
-
-_JOB = _pos("job", "JOB", "job id")
-_ENDPOINT = _pos("endpoint", "ENDPOINT", "endpoint name")
-_TRAINING = _pos("training", "TRAINING", "training job name")
-
-_TABLE = (
-    Verb("pools", "list accelerator pools with nodes in use and queued jobs"),
-    Verb("pool add", "add a pool of N nodes with one accelerator (emulated on the local backend)",
-         (_pos("name", "NAME", "pool name"),),
-         (_flag("--accelerator", ACCELERATOR, "accelerator of every node", required=True),
-          _flag("--nodes", integer(1), "number of nodes", required=True),
-          _flag("--spot", None, "spot (preemptible) nodes"))),
-    Verb("pool remove", "remove a pool", (_pos("name", "NAME", "pool name"),)),
-    Verb("jobs", "list jobs, newest first",
-         flags=(_flag("--status", choice("S", JOB_STATUSES), "only jobs in this status"),)),
-    Verb("submit", "run MODULE:FUNC as a job on a pool",
-         (_pos("ref", "MODULE:FUNC", "function to run", REFERENCE),),
-         (_flag("--accelerator", ACCELERATOR, "accelerator (default: the function's own, else cpu)"),
-          _flag("--args", json_of(list), "positional arguments", []),
-          _flag("--kwargs", json_of(dict), "keyword arguments", {}),
-          _flag("--name", NAME, "display name")), starts_work=True),
-    Verb("status", "show a job's status", (_JOB,)),
-    Verb("logs", "print a job's log",
-         (_JOB,),
-         (_flag("--tail", integer(0), "only the last N lines"),
-          _flag("--follow", None, "keep printing new lines until the job ends"))),
-    Verb("wait", "wait until a job ends", (_JOB,),
-         (_flag("--timeout", SECONDS, "give up after this long (the job keeps running)"),)),
-    Verb("result", "show a job's result or remote traceback", (_JOB,)),
-    Verb("cancel", "cancel a job", (_JOB,)),
-    Verb("train", "start a managed training job",
-         (_pos("name", "NAME", "training job name"),),
-         (_flag("--hp", HP, "hyperparameter", {}, repeatable=True),
-          _flag("--epochs", integer(1), "epochs to train", 5),
-          _flag("--checkpoint-every", integer(1, "K"), "checkpoint every K epochs", 1),
-          _flag("--pool", NAME, "pool to run on (default: any pool that fits)"),
-          _flag("--interrupt-before-epoch", integer(1, "E"), "stop before epoch E, as a preemption would")),
-         starts_work=True),
-    Verb("interrupt", "stop a running training job (a spot preemption)", (_TRAINING,)),
-    Verb("resume", "continue a stopped training job from its checkpoint", (_TRAINING,), starts_work=True),
-    Verb("tune", "run a hyperparameter study",
-         (_pos("name", "NAME", "study name"),),
-         (_flag("--space", SPACE, "values to search for one hyperparameter", {}, repeatable=True,
-                required=True),
-          _flag("--strategy", choice("S", STRATEGIES), "search strategy", required=True),
-          _flag("--max-trials", integer(1), "trial budget", required=True),
-          _flag("--seed", integer(0), "seed of the random strategy", 0),
-          _flag("--pool", NAME, "pool the trials run on (default: any pool that fits)")), starts_work=True),
-    Verb("register", "register a training job's artifact as a new model version",
-         (_pos("group", "GROUP", "model group"),),
-         (_flag("--from-training", NAME, "completed training job", required=True),)),
-    Verb("promote", "move a model version to another stage",
-         (_pos("group", "GROUP", "model group"), _pos("version", "VERSION", "version number", integer(1)),
-          _pos("stage", "STAGE", "target stage", STAGE)),
-         (_flag("--no-archive-existing", None, "refuse instead of archiving the current Production"),)),
-    Verb("models", "list model groups, or one group's versions",
-         (_pos("group", "GROUP", "model group", required=False),)),
-    Verb("endpoint create", "create a serving endpoint for a model group",
-         (_pos("name", "NAME", "endpoint name"),),
-         (_flag("--model", NAME, "model group to serve", required=True),
-          _flag("--min", integer(1), "minimum instances", 1),
-          _flag("--max", integer(1), "maximum instances", 5),
-          _flag("--target", integer(1), "target concurrency per instance", 10),
-          _flag("--scale-out-cooldown", integer(0, "T"), "ticks between scale-outs", 3),
-          _flag("--scale-in-cooldown", integer(0, "T"), "ticks between scale-ins", 5),
-          _flag("--max-loaded-models", integer(1), "models kept loaded (LRU)", 3))),
-    Verb("scale", "change an endpoint's scaling bounds", (_ENDPOINT,),
-         (_flag("--min", integer(1), "minimum instances"),
-          _flag("--max", integer(1), "maximum instances"),
-          _flag("--target", integer(1), "target concurrency per instance"))),
-    Verb("observe", "feed one concurrency observation to the autoscaler",
-         (_ENDPOINT, _pos("concurrency", "CONCURRENCY", "requests in flight", integer(0))),
-         (_flag("--tick", integer(0, "T"), "tick of the observation (default: the endpoint's clock)"),)),
-    Verb("load", "drive an endpoint with a load pattern", (_ENDPOINT,),
-         (_flag("--concurrency", integer(0), "requests in flight per tick", required=True),
-          _flag("--ticks", integer(1, "T"), "number of ticks", required=True)), starts_work=True),
-    Verb("invoke", "send one record to a model of an endpoint",
-         (_ENDPOINT, _pos("model", "MODEL", "model name"), _pos("record", "JSON", "the record", json_of(None)))),
-    Verb("pipeline register", "register the pipeline defined at MODULE:ATTR",
-         (_pos("ref", "MODULE:ATTR", "pipeline object", REFERENCE),)),
-    Verb("pipeline run", "run a pipeline", (_pos("name", "NAME", "pipeline name"),), (_pipeline_params(),),
-         starts_work=True),
-    Verb("rerun", "run a pipeline again with its last parameters, plus overrides",
-         (_pos("pipeline", "PIPELINE", "pipeline name"),), (_pipeline_params(),), starts_work=True),
-    Verb("pipelines", "list pipelines and their runs"),
-    Verb("show", "show one object in detail",
-         (_pos("kind", "KIND", "what to show", choice("KIND", SHOW_KINDS)),
-          _pos("name", "NAME", "its name or id"))),
-    Verb("help", "list the verbs, or explain one",
-         (Positional("verb", TOPIC, "verb to explain", "VERB", required=False, rest=True),)),
-)
-
-VERBS: Mapping[str, Verb] = MappingProxyType({verb.name: verb for verb in _TABLE})
-# first word of a multi-word verb -> its second words
-FAMILIES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    first: tuple(name.split(" ", 1)[1] for name in VERBS if name.startswith(first + " "))
-    for first in {name.split(" ", 1)[0] for name in VERBS if " " in name}
-})
-FIRST_WORDS = tuple(sorted({name.split(" ", 1)[0] for name in VERBS}))
-
-
-def unknown_verb_message(word: str) -> str:
-    """One line naming the bad verb, the closest real one and every valid verb."""
-    close = get_close_matches(word.lower(), list(VERBS) + list(FAMILIES), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown verb {echo(word)}{hint}; valid: {', '.join(VERBS)}"

@@ -1,31 +1,24 @@
-"""`help` and `help VERB` text, generated from the verb table so it can never drift from the parser."""
+"""`help` and `help VERB` text, built from the verb table's entries so it can never drift from the parser.
+
+`flag_notes` is shared with the click CLI, so `kinetic-tui VERB --help` and `help VERB` say the same.
+"""
 from __future__ import annotations
 
-from kinetic_tui.core.commands.grammar import FAMILIES, VERBS, WAIT_FLAGS, Flag, Verb, unknown_verb_message
-from kinetic_tui.core.errors import NotFoundError
+from collections.abc import Iterable
+
+from kinetic_tui.core.commands.grammar import WAIT_FLAGS, Flag, Verb
 
 _WIDTH = 28
-
-
-def help_text(verb: str | None = None) -> str:
-    """The overview without an argument; for a verb, its usage and every argument; for a family such
-    as `pool`, every verb in it."""
-    if verb is None:
-        return _overview()
-    if verb in FAMILIES:
-        return "\n\n".join(_verb_help(VERBS[f"{verb} {sub}"]) for sub in FAMILIES[verb])
-    if verb not in VERBS:
-        raise NotFoundError(unknown_verb_message(verb))
-    return _verb_help(VERBS[verb])
 
 
 def _row(left: str, right: str) -> str:
     return f"  {left:<{_WIDTH}} {right}" if len(left) < _WIDTH else f"  {left}\n  {'':<{_WIDTH}} {right}"
 
 
-def _overview() -> str:
+def overview(verbs: Iterable[Verb]) -> str:
+    """Every verb with its help line, and how lines are written."""
     lines = ["Commands, one per line; `help VERB` explains one.", ""]
-    lines += [_row(verb.name, verb.help) for verb in VERBS.values()]
+    lines += [_row(verb.name, verb.help) for verb in verbs]
     lines += [
         "",
         "Quote with '...' or \"...\" as in a shell; `#` starts a comment. Flags go anywhere after the",
@@ -34,8 +27,8 @@ def _overview() -> str:
     return "\n".join(lines)
 
 
-def _flag_row(flag: Flag) -> str:
-    left = f"{flag.name} {flag.metavar}".rstrip()
+def flag_notes(flag: Flag) -> str:
+    """The flag's help, what its value must be, and whether it is required, repeatable or defaulted."""
     notes = [flag.help]
     if flag.type is not None:
         notes.append(flag.type.expected)
@@ -45,10 +38,15 @@ def _flag_row(flag: Flag) -> str:
         notes.append("repeatable")
     elif flag.type is not None and flag.default is not None:
         notes.append(f"default {flag.type.render(flag.default)}")
-    return _row(left, "; ".join(notes))
+    return "; ".join(notes)
 
 
-def _verb_help(verb: Verb) -> str:
+def _flag_row(flag: Flag) -> str:
+    return _row(f"{flag.name} {flag.metavar}".rstrip(), flag_notes(flag))
+
+
+def verb_help(verb: Verb) -> str:
+    """`usage: ...`, the verb's help line, then every argument and flag."""
     lines = [f"usage: {verb.usage()}", verb.help]
     if verb.positionals:
         lines += ["", "arguments:"]

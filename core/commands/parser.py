@@ -1,4 +1,4 @@
-"""Tokenising and parsing command lines into typed `Command` values (SPEC 4).
+"""Tokenising and parsing command lines into typed `Command` values, by the verb table.
 
 Quoting follows `shlex.split` (POSIX mode) exactly, but the tokenizer is our own because error messages
 must point at a column of the original line, which shlex cannot report. A `#` that starts a token outside
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kinetic_tui.core.commands.grammar import FAMILIES, FIRST_WORDS, VERBS, WAIT_FLAGS, Flag, Verb, echo, unknown_verb_message
+from kinetic_tui.core.commands.grammar import WAIT_FLAGS, Flag, Verb, echo
+from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS, unknown_verb_message
 from kinetic_tui.core.errors import KineticError, ValidationError
 
 Token = tuple[str, int, int]  # (value, start, end): start/end are 0-based indices into the raw line

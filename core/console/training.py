@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.events import (
-    CheckpointSaved,
-    EpochCompleted,
-    Event,
-    StudyChanged,
-    TrainingChanged,
-)
+from kinetic_tui.core.console.references import import_reference
+from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.events import CheckpointSaved, EpochCompleted, Event, StudyChanged, TrainingChanged
 
 if TYPE_CHECKING:
     from kinetic_tui.core.backends.base import Backend
@@ -35,6 +31,13 @@ def _training_events(before: TrainingSnapshot | None, after: TrainingSnapshot) -
     if before is None or (before.status, before.current_epoch) != (after.status, after.current_epoch):
         events.append(TrainingChanged(after.name, str(after.status), after.current_epoch, after.checkpoint_epoch))
     return events
+
+
+def check_step(step: str | None) -> None:
+    """Import a user's `MODULE:FUNC` step here, before anything is recorded: a step that does not import,
+    is missing or is not callable is refused with one line instead of failing the job it would start."""
+    if step is not None and not callable(import_reference(step, "step")):
+        raise ValidationError(f"step {step!r} is not callable; expected FUNC(hyperparameters, epoch, state) -> state")
 
 
 class Training:
@@ -71,9 +74,10 @@ class Training:
 
     async def start(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
                     checkpoint_every: int = 1, pool: str | None = None, interrupt_before_epoch: int | None = None,
-                    wait: bool | None = None) -> TrainingSnapshot:
+                    wait: bool | None = None, step: str | None = None) -> TrainingSnapshot:
+        await self.workspace.blocking(check_step, step)
         started = await self._training_call("start", name, dict(hyperparameters or {}), epochs, checkpoint_every,
-                                            pool, interrupt_before_epoch=interrupt_before_epoch)
+                                            pool, step, interrupt_before_epoch=interrupt_before_epoch)
         return await self._settled(started, wait)
 
     async def interrupt(self, name: str) -> TrainingSnapshot:
@@ -89,10 +93,11 @@ class Training:
         return self._announce((await self.workspace.blocking(self.service.refresh, name))[0])
 
     async def tune(self, name: str, space: dict[str, list[Any]], strategy: str, max_trials: int, seed: int = 0,
-                   pool: str | None = None, wait: bool | None = None) -> StudySnapshot:
+                   pool: str | None = None, wait: bool | None = None, step: str | None = None) -> StudySnapshot:
         service = self.service
+        await self.workspace.blocking(check_step, step)
         study = await self.workspace.blocking(lambda: service.tune(
-            name, space, strategy, max_trials, seed=seed, pool=pool, wait=self.workspace.wants_wait(wait)))
+            name, space, strategy, max_trials, seed=seed, pool=pool, wait=self.workspace.wants_wait(wait), step=step))
         self.workspace.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
         return study
 

@@ -1,9 +1,10 @@
 """The GKE-profile halves of `init`, `up`, `down`, `status`, `pool add|remove|list` and `build-image`.
 
-On a gke profile these commands drive the cluster's Pulumi stack (`kinetic_tui.infra.state`) from the desired node
-pools kept in state.db (`kinetic_tui.core.backends.gke.pools`), and build job images (`kinetic_tui.infra.container_builder`). `cli.py`
-decides which half runs; everything cloud-facing is reached through three module-level hooks that tests
-replace: `stack_backend()`, `image_ensurer(infra)` and `cluster_backend(infra)`.
+On a gke profile these commands drive the cluster's Pulumi stack (`kinetic_tui.infra.state`) from the desired
+node pools kept in state.db (`kinetic_tui.core.backends.gke.pools`), and build job images
+(`kinetic_tui.infra.container_builder`). `kinetic_tui.cli.main` decides which half runs; everything
+cloud-facing is reached through three module-level hooks that tests replace: `stack_backend()`,
+`image_ensurer(infra)` and `cluster_backend(infra)`.
 
 Decisions the spec leaves open:
 - `pool add|remove` first read the stack (the real backend's bounded preflight runs there), so a missing
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kinetic_tui.cli.main import CliError, emit, guard
+from kinetic_tui.cli.output import CliError, emit, guard
 
 if TYPE_CHECKING:
     from kinetic_tui.core.backends.gke.backend import GkeBackend

@@ -1,10 +1,12 @@
-"""`kinetic-tui`: the click CLI (SPEC 6).
+"""`kinetic-tui`: the click CLI's root and its workspace commands.
 
 Commands that act on the platform go through the command language (`run_line`), the same single code path
-the console's `:` bar and `--script` use; the CLI only adds workspace commands the language does not have
-(init, up/down, config, profiles, accelerators, jobs cleanup). On a gke profile, init, up, down, status,
-pool and build-image drive the cluster's infrastructure instead (`kinetic_tui.cli.gke`). Heavy imports (rich, textual, the core's
-backends) happen inside commands, so `kinetic-tui --help` costs little more than importing click.
+the console's `:` bar and `--script` use: every verb is a command generated from the verb table
+(`kinetic_tui.cli.verbs`). This module adds the workspace commands the language does not have (init,
+up/down, status, config, pool, accelerators, build-image, help); `profile` and `jobs` are their own
+modules. On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
+instead (`kinetic_tui.cli.gke`). Heavy imports (rich, textual, the core's backends) happen inside commands,
+so `kinetic-tui --help` costs little more than importing click.
 
 Exit codes: 0 success, 1 a command failed, 2 bad usage or a line that did not parse.
 """
@@ -12,64 +14,19 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from kinetic_tui.cli.jobs import jobs
+from kinetic_tui.cli.output import CliError, emit, guard, json_flag, run_line
+from kinetic_tui.cli.profile import profile
+from kinetic_tui.cli.verbs import VerbValue, add_verbs
+from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS
+from kinetic_tui.version import __version__
+
 if TYPE_CHECKING:
     from kinetic_tui.core.profiles import ResolvedInfra
-
-OK, FAILED, USAGE = 0, 1, 2
-
-
-class CliError(click.ClickException):
-    exit_code = FAILED
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.message}", err=True)
-
-
-def guard(action: Callable[[], Any]) -> Any:
-    """Turn deliberate core errors into one-line messages (the traceback only with --debug)."""
-    from kinetic_tui.core.errors import KineticError
-
-    try:
-        return action()
-    except KineticError as exc:
-        if click.get_current_context().find_root().params.get("debug"):
-            raise
-        raise CliError(str(exc)) from None
-
-
-def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool, title: str | None = None) -> None:
-    if as_json:
-        click.echo(json.dumps(list(rows), indent=2, default=str))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, show_edge=False, header_style="bold")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
-    Console().print(table)
-
-
-def run_line(line: str, as_json: bool = False) -> None:
-    """Run one command-language line through the console service, as `--script` would."""
-    from kinetic_tui.script import run_script
-
-    ctx = click.get_current_context()
-    code = run_script(line, output="json" if as_json else "text", keep_going=False,
-                      debug=bool(ctx.find_root().params.get("debug")))
-    if code:
-        ctx.exit(code)
-
-
-def _json_flag(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="print JSON for programs")(func)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,6 +40,7 @@ def _json_flag(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--readonly", is_flag=True, help="console: hide every mutating action")
 @click.option("--no-mouse", is_flag=True, help="console: ignore the mouse")
 @click.option("--debug", is_flag=True, help="show tracebacks")
+@click.version_option(__version__, "--version", prog_name="kinetic-tui", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, profile: str | None, script: str | None, output: str, keep_going: bool,
          demo: bool, readonly: bool, no_mouse: bool, debug: bool) -> None:
@@ -146,7 +104,7 @@ def _local_flags_only(**flags: Any) -> None:
 
 @main.command()
 @click.option("--yes", is_flag=True, help="gke: apply the stack without asking")
-@_json_flag
+@json_flag
 def up(yes: bool, as_json: bool) -> None:
     """Bring the cluster up (local: the state database and the default pool; gke: apply the Pulumi stack)."""
     infra = _gke_profile()
@@ -184,8 +142,8 @@ def down(yes: bool) -> None:
 
 
 @main.command()
-@click.argument("job", required=False)
-@_json_flag
+@click.argument("job", required=False, type=VerbValue(VERBS["status"].positionals[0]))
+@json_flag
 def status(job: str | None, as_json: bool) -> None:
     """Cluster status; with JOB, that job's status."""
     if job is not None:
@@ -221,7 +179,7 @@ def config() -> None:
 
 
 @config.command("show")
-@_json_flag
+@json_flag
 def config_show(as_json: bool) -> None:
     """Every setting with the source it came from (argument, environment, profile, default)."""
     from kinetic_tui.core.profiles import resolve_infra
@@ -231,93 +189,13 @@ def config_show(as_json: bool) -> None:
 
 
 @main.command()
-@_json_flag
+@json_flag
 def accelerators(as_json: bool) -> None:
     """Every accelerator shape the parser knows (GPU counts, TPU topologies)."""
     from kinetic_tui.core.accelerators import list_accelerators
 
     emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"),
           as_json)
-
-
-# -- profiles ----------------------------------------------------------------------------------------------
-
-
-@main.group()
-def profile() -> None:
-    """Profiles: where work runs (backend, project, zone, cluster, namespace)."""
-
-
-def _profile_row(p: Any, current: str | None) -> dict[str, Any]:
-    return {"name": p.name, "current": p.name == current, **p.fields()}
-
-
-@profile.command("create")
-@click.argument("name")
-@click.option("--backend", type=click.Choice(["local", "gke"]), default="local", show_default=True)
-@click.option("--project")
-@click.option("--zone")
-@click.option("--cluster")
-@click.option("--namespace")
-@click.option("--use", "make_current", is_flag=True, help="make it the current profile")
-def profile_create(name: str, backend: str, project: str | None, zone: str | None, cluster: str | None,
-                   namespace: str | None, make_current: bool) -> None:
-    """Create a profile."""
-    from kinetic_tui.core.profiles import create_profile
-
-    created = guard(lambda: create_profile(name, backend, project, zone, cluster, namespace,
-                                            make_current=make_current))
-    click.echo(f"profile {created.name} created" + (" and in use" if make_current else ""))
-
-
-@profile.command("ls")
-@_json_flag
-def profile_ls(as_json: bool) -> None:
-    """List profiles."""
-    from kinetic_tui.core.profiles import current_profile_name, list_profiles
-
-    current = guard(current_profile_name)
-    rows = [_profile_row(p, current) for p in guard(list_profiles)]
-    emit(rows, ("name", "current", "backend", "project", "zone", "cluster", "namespace"), as_json)
-
-
-@profile.command("use")
-@click.argument("name")
-def profile_use(name: str) -> None:
-    """Make NAME the current profile."""
-    from kinetic_tui.core.profiles import use_profile
-
-    click.echo(f"using profile {guard(lambda: use_profile(name)).name}")
-
-
-@profile.command("unset")
-def profile_unset() -> None:
-    """Clear the current profile (then only arguments, environment and defaults apply)."""
-    from kinetic_tui.core.profiles import unset_profile
-
-    guard(unset_profile)
-    click.echo("no current profile")
-
-
-@profile.command("show")
-@click.argument("name", required=False)
-@_json_flag
-def profile_show(name: str | None, as_json: bool) -> None:
-    """Show a profile (default: the active one)."""
-    from kinetic_tui.core.profiles import current_profile_name, show_profile
-
-    shown = guard(lambda: show_profile(name))
-    emit([_profile_row(shown, guard(current_profile_name))],
-          ("name", "current", "backend", "project", "zone", "cluster", "namespace"), as_json)
-
-
-@profile.command("rm")
-@click.argument("name")
-def profile_rm(name: str) -> None:
-    """Remove a profile (not the current one)."""
-    from kinetic_tui.core.profiles import remove_profile
-
-    click.echo(f"profile {guard(lambda: remove_profile(name)).name} removed")
 
 
 # -- pools and jobs: the command language ------------------------------------------------------------------
@@ -329,7 +207,7 @@ def pool() -> None:
 
 
 @pool.command("list")
-@_json_flag
+@json_flag
 def pool_list(as_json: bool) -> None:
     """List pools (local: nodes in use and queued jobs; gke: desired pools and which the stack has)."""
     infra = _gke_profile()
@@ -351,7 +229,7 @@ _NO_APPLY = click.option("--no-apply", is_flag=True, help="gke: only record the 
 @click.option("--spot", is_flag=True)
 @click.option("--min", "min_nodes", type=int, help="gke: the autoscaling minimum (default 0)")
 @_NO_APPLY
-@_json_flag
+@json_flag
 def pool_add(name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int | None, no_apply: bool,
              as_json: bool) -> None:
     """Add a pool of NODES nodes (gke: record it and apply the stack)."""
@@ -367,10 +245,10 @@ def pool_add(name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int
 
 
 @pool.command("remove")
-@click.argument("name")
+@click.argument("name", type=VerbValue(VERBS["pool remove"].positionals[0]))
 @click.option("--yes", is_flag=True, help="do not ask for confirmation")
 @_NO_APPLY
-@_json_flag
+@json_flag
 def pool_remove(name: str, yes: bool, no_apply: bool, as_json: bool) -> None:
     """Remove a pool (local: refused while it has active jobs; gke: forget it and apply the stack)."""
     infra = _gke_profile()
@@ -386,56 +264,11 @@ def pool_remove(name: str, yes: bool, no_apply: bool, as_json: bool) -> None:
     run_line(shlex.join(["pool", "remove", name]), as_json)
 
 
-@main.group()
-def jobs() -> None:
-    """Jobs: list, inspect, cancel, clean up."""
-
-
-@jobs.command("list")
-@click.option("--status", "status_", help="PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED")
-@_json_flag
-def jobs_list(status_: str | None, as_json: bool) -> None:
-    run_line("jobs" + (f" --status {shlex.quote(status_)}" if status_ else ""), as_json)
-
-
-def _job_verb(verb: str, doc: str, extra: Iterable[Callable[..., Any]] = ()) -> None:
-    def command(job: str, as_json: bool, **options: Any) -> None:
-        words = [verb, job]
-        for key, value in options.items():
-            if value is True:
-                words.append(f"--{key.replace('_', '-')}")
-            elif value not in (None, False):
-                words += [f"--{key.replace('_', '-')}", str(value)]
-        run_line(shlex.join(words), as_json)
-
-    command.__doc__ = doc
-    decorated: Callable[..., Any] = _json_flag(click.argument("job")(command))
-    for option in extra:
-        decorated = option(decorated)
-    jobs.command(verb)(decorated)
-
-
-_job_verb("status", "A job's status.")
-_job_verb("logs", "A job's log.", (click.option("--tail", type=int), click.option("--follow", is_flag=True)))
-_job_verb("result", "A job's result, or its remote traceback and failing phase.")
-_job_verb("cancel", "Cancel a job (SIGTERM, then SIGKILL after a grace period).")
-
-
-@jobs.command("cleanup")
-@click.argument("job")
-def jobs_cleanup(job: str) -> None:
-    """Remove a finished job's inputs and working directories (its result, output and logs stay)."""
-    from kinetic_tui.core.jobs import attach
-
-    guard(lambda: attach(job).cleanup())
-    click.echo(f"cleaned up {job}")
-
-
 @main.command("build-image")
 @click.option("--requirements", type=click.Path(exists=True, dir_okay=False),
               help="requirements file baked into the image (default: ./requirements.txt if present)")
 @click.option("--accelerator", default="cpu", show_default=True, help="selects the image category")
-@_json_flag
+@json_flag
 def build_image(requirements: str | None, accelerator: str, as_json: bool) -> None:
     """Build the bundled job image with Cloud Build unless its tag exists (GKE profiles only)."""
     infra = _gke_profile()
@@ -446,33 +279,15 @@ def build_image(requirements: str | None, accelerator: str, as_json: bool) -> No
     cli_gke.build_image(infra, requirements, accelerator, as_json)
 
 
-# -- every other verb of the command language, verbatim -------------------------------------------------------
-
-_CLI_OWNED = {"status", "pools", "pool add", "pool remove", "jobs", "help"}
-
-
-def _add_verb_passthrough() -> None:
-    from kinetic_tui.core.commands.grammar import VERBS
-
-    groups: dict[str, click.Group] = {"pool": pool}
-    for verb in VERBS.values():
-        if verb.name in _CLI_OWNED:
-            continue
-        words = verb.name.split()
-        parent: click.Group = main
-        if len(words) == 2:
-            parent = groups.get(words[0]) or main.group(words[0], help=f"{words[0]} commands")(lambda: None)
-            groups[words[0]] = parent
-
-        def command(args: tuple[str, ...], as_json: bool, _verb: str = verb.name) -> None:
-            run_line(shlex.join([*_verb.split(), *args]), as_json)
-
-        parent.command(words[-1], help=verb.help, context_settings={"ignore_unknown_options": True})(
-            _json_flag(click.argument("args", nargs=-1, type=click.UNPROCESSED)(command)))
+def _verb_words(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """`help pool <TAB>` offers the family's verbs, `help <TAB>` every first word."""
+    done: tuple[str, ...] = tuple(ctx.params.get(param.name or "") or ())
+    words = FAMILIES.get(done[0], ()) if len(done) == 1 else () if done else FIRST_WORDS
+    return [word for word in words if word.startswith(incomplete)]
 
 
 @main.command("help")
-@click.argument("verb", nargs=-1)
+@click.argument("verb", nargs=-1, shell_complete=_verb_words)
 def help_(verb: tuple[str, ...]) -> None:
     """The command language: every verb, or one verb's arguments and flags."""
     from kinetic_tui.core.commands import help_text
@@ -480,4 +295,6 @@ def help_(verb: tuple[str, ...]) -> None:
     click.echo(guard(lambda: help_text(" ".join(verb) or None)))
 
 
-_add_verb_passthrough()
+main.add_command(profile)
+main.add_command(jobs)
+add_verbs(main)

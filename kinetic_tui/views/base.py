@@ -9,13 +9,14 @@ share one code path.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.worker import Worker
 
+from kinetic_tui.core.commands.verbs import VERBS
 from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 class View(Widget, can_focus=False):
     """One numbered view. Subclasses set `key` ("1".."6"), `title`, BINDINGS (with descriptions: `?` lists
-    them) and `MUTATING` (the action names that `--readonly` hides).
+    them) and `ACTION_VERBS`: each action that runs a command, mapped to its verb. `--readonly` hides the
+    actions whose verb the verb table says mutates.
 
     A view is a frame for its children, not a surface: it is `visibility: hidden` (its children visible),
     so Textual does not draw a screenful of blank lines under them, which cost the first frame ~6%."""
@@ -42,8 +44,19 @@ class View(Widget, can_focus=False):
 
     key: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    MUTATING: ClassVar[frozenset[str]] = frozenset()
+    ACTION_VERBS: ClassVar[Mapping[str, str]] = {}
     LISTS_JOBS: ClassVar[bool] = False  # its reload lists every job, which is a poll: the app skips its own
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = sorted(set(cls.ACTION_VERBS.values()) - VERBS.keys())
+        if unknown:
+            raise TypeError(f"{cls.__name__}.ACTION_VERBS names verbs the table lacks: {', '.join(unknown)}")
+
+    @classmethod
+    def mutating_actions(cls) -> frozenset[str]:
+        """The actions `--readonly` hides: those whose verb changes state."""
+        return frozenset(action for action, verb in cls.ACTION_VERBS.items() if VERBS[verb].mutates)
 
     @property
     def console(self) -> Console:
@@ -81,7 +94,7 @@ class View(Widget, can_focus=False):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
         """`--readonly` hides mutating actions (False), rather than greying them out (None): a key that
         can never work in this session is noise in the footer, and the key does nothing."""
-        return not (self.readonly and action in self.MUTATING)
+        return not (self.readonly and action in self.mutating_actions())
 
     def visible_bindings(self) -> list[Binding]:
         """This view's own bindings that `check_action` allows now: what `?` and the palette list."""

@@ -59,7 +59,7 @@ class ClustersView(View):
     """
     key = "1"
     title = "Clusters"
-    MUTATING = frozenset({"add_pool", "remove_pool"})
+    ACTION_VERBS = {"add_pool": "pool add", "remove_pool": "pool remove"}
     BINDINGS = [Binding("a", "add_pool", "Add pool"), Binding("d", "remove_pool", "Remove pool")]
 
     def __init__(self) -> None:

@@ -48,7 +48,7 @@ class EndpointsView(TableView):
     MAIN = "endpoints"
     WHAT = "endpoint"
     BINDINGS = [Binding("S", "scale", "Scale"), Binding("l", "load", "Load")]
-    MUTATING = frozenset({"scale", "load"})
+    ACTION_VERBS = {"scale": "scale", "load": "load"}
     DEFAULT_CSS = """
     EndpointsView KeyedTable { max-height: 6; }
     EndpointsView Static { padding: 0 1; }

@@ -39,7 +39,7 @@ def submit_line(values: dict[str, str]) -> str:
 class JobsView(View):
     key = "2"
     title = "Jobs"
-    MUTATING = frozenset({"submit", "cancel"})
+    ACTION_VERBS = {"submit": "submit", "cancel": "cancel"}
     LISTS_JOBS = True
     BINDINGS = [
         Binding("enter", "open", "Open"), Binding("s", "submit", "Submit"), Binding("c", "cancel", "Cancel job"),

@@ -33,7 +33,7 @@ class PipelinesView(TableView):
     MAIN = "pipelines"
     WHAT = "pipeline"
     BINDINGS = [Binding("R", "rerun", "Rerun")]
-    MUTATING = frozenset({"rerun"})
+    ACTION_VERBS = {"rerun": "rerun"}
     DEFAULT_CSS = "PipelinesView KeyedTable { max-height: 8; }"
 
     def __init__(self, **kwargs: Any) -> None:

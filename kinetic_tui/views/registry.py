@@ -29,7 +29,7 @@ class RegistryView(TableView):
     MAIN = "versions"
     WHAT = "model version"
     BINDINGS = [Binding("p", "promote", "Promote")]
-    MUTATING = frozenset({"promote"})
+    ACTION_VERBS = {"promote": "promote"}
     DEFAULT_CSS = "RegistryView KeyedTable { max-height: 8; }"
 
     def __init__(self, **kwargs: Any) -> None:

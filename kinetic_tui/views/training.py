@@ -1,5 +1,6 @@
 """View 3, Training: training jobs with their epoch progress, tuning studies and the trials of the selected
-study (best marked). `i` interrupts the selected training (a spot preemption), `r` resumes a Stopped one."""
+study (best marked). `t` starts a training (a form, the user's own step included), `i` interrupts the
+selected training (a spot preemption), `r` resumes a Stopped one."""
 from __future__ import annotations
 
 import shlex
@@ -12,10 +13,27 @@ from textual.widgets import DataTable, Label
 
 from kinetic_tui.core.training.records import StudySnapshot
 from kinetic_tui.render import study_row, training_row, trial_row
+from kinetic_tui.screens.dialogs import Field
 from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.views.forms import TableView, ViewBody
 
 BEST = "★ best"
+TRAIN_FORM = (Field("name", "Name", placeholder="e.g. baseline"),
+              Field("hp", "Hyperparameters", placeholder="K=V K=V, e.g. learning_rate=0.2"),
+              Field("epochs", "Epochs", "5"), Field("pool", "Pool", placeholder="optional"),
+              Field("step", "Step", placeholder="optional MODULE:FUNC, e.g. mypkg.steps:train_step"))
+
+
+def train_line(values: dict[str, str]) -> str:
+    """The train form's answers as a `train` line (one --hp per K=V word); the parser judges them, and the
+    console imports the step before anything starts."""
+    words = ["train", values["name"]]
+    for pair in values.get("hp", "").split():
+        words += ["--hp", pair]
+    for flag, field in (("--epochs", "epochs"), ("--pool", "pool"), ("--step", "step")):
+        if values.get(field, "").strip():
+            words += [flag, values[field].strip()]
+    return shlex.join(words)
 
 
 class TrainingView(TableView):
@@ -24,10 +42,11 @@ class TrainingView(TableView):
     MAIN = "trainings"
     WHAT = "training job"
     BINDINGS = [
+        Binding("t", "train", "Train"),
         Binding("i", "interrupt", "Interrupt"),
         Binding("r", "resume", "Resume"),
     ]
-    MUTATING = frozenset({"interrupt", "resume"})
+    ACTION_VERBS = {"train": "train", "interrupt": "interrupt", "resume": "resume"}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -65,6 +84,9 @@ class TrainingView(TableView):
     @on(DataTable.RowHighlighted, "#studies")
     def study_chosen(self) -> None:
         self._show_trials()
+
+    def action_train(self) -> None:
+        self.run_after_form("Start a training", TRAIN_FORM, train_line)
 
     def action_interrupt(self) -> None:
         self._act_on_selected("interrupt")

@@ -19,20 +19,12 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
 from kinetic_tui.core.commands import complete
-from kinetic_tui.core.commands.grammar import FAMILIES, VERBS
+from kinetic_tui.core.commands.verbs import FAMILIES, VERBS, positional_kind
 from kinetic_tui.core.commands.parser import ParseError, tokenize
 
 Mode = Literal["command", "filter"]
 Names = Mapping[str, Sequence[str]]  # object kind -> names, e.g. {"job": ["job-1a2b3c4d", ...]}
 
-# The object kind of each positional of the verbs whose arguments name live objects
-ID_KINDS: Mapping[str, tuple[str, ...]] = {
-    "pool remove": ("pool",), "status": ("job",), "logs": ("job",), "wait": ("job",), "result": ("job",),
-    "cancel": ("job",), "interrupt": ("training",), "resume": ("training",), "register": ("group",),
-    "promote": ("group",), "models": ("group",), "scale": ("endpoint",), "observe": ("endpoint",),
-    "load": ("endpoint",), "invoke": ("endpoint",), "pipeline run": ("pipeline",), "rerun": ("pipeline",),
-}
-SHOW_KIND_NAMES = {"model": "group"}  # `show model GROUP`: other kinds name themselves
 
 
 def _slot(done: Sequence[str]) -> tuple[str, int, list[str]] | None:
@@ -69,11 +61,8 @@ def complete_line(line: str, names: Names) -> list[str]:
     if slot is None or partial.startswith("-"):
         return words
     verb, index, positionals = slot
-    kinds = ID_KINDS.get(verb, ())
-    kind = kinds[index] if index < len(kinds) else None
-    if verb == "show" and index == 1:
-        kind = SHOW_KIND_NAMES.get(positionals[0], positionals[0])
-    found = [name for name in names.get(kind or "", ()) if name.startswith(partial) and name not in words]
+    kind = positional_kind(VERBS[verb], index, positionals)
+    found = [name for name in names.get(kind, ()) if name.startswith(partial) and name not in words]
     return words + sorted(found)
 
 

@@ -68,7 +68,7 @@ async def train(home):
 
     console = Console(home=home)
     try:
-        service = console.training_service()
+        service = console.training.service
         await asyncio.to_thread(service.start, "user-step", {"drop": 0.125}, 4, 1, None, step="core.steps:train_step")
         done = await asyncio.to_thread(service.wait, "user-step", 120)
     finally:

@@ -7,16 +7,23 @@ import time
 
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
+from kinetic_tui.screens.dialogs import FormScreen
+from kinetic_tui.views.training import train_line
 from kinetic_tui.widgets.keyed_table import KeyedTable
 from tests.tui.conftest import notes, settle
 
 SLOW_STEP = "tests.tui.test_training_view:slow_step"
+HALVING_STEP = "tests.tui.test_training_view:halving_step"
 
 
 def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
     """The default step, slowed so the test can interrupt the job mid-run."""
     time.sleep(0.2)
     return {"loss": state.get("loss", 1.0) * (1 - hyperparameters.get("learning_rate", 0.1))}
+
+
+def halving_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
+    return {"loss": state.get("loss", 1.0) / 2}
 
 
 def training(console: Console, name: str):
@@ -76,7 +83,7 @@ async def test_readonly_hides_interrupt_and_resume(console, make_app):
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)
         bindings = app.screen.active_bindings.values()
-        assert not {"interrupt", "resume"} & {b.binding.action for b in bindings}  # hidden, not greyed
+        assert not {"train", "interrupt", "resume"} & {b.binding.action for b in bindings}  # hidden, not greyed
         await pilot.press("i")
         await settle(app, pilot)
         assert training(console, "slow").interruptions == 0
@@ -94,3 +101,39 @@ async def test_a_study_lists_its_trials_with_the_best_marked(console, make_app):
         best = next(trial for trial in study.trials if trial.trial_id == study.best)
         assert best.hyperparameters == {"learning_rate": 0.5}  # the lowest loss
         assert app.query_one("#trainings", KeyedTable).keys == []  # trials are not listed twice
+
+
+async def test_the_train_form_starts_a_training_with_the_users_step(console, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        await pilot.press("t")
+        assert isinstance(app.screen, FormScreen)
+        app.screen.query_one("#field-name").value = "mine"
+        app.screen.query_one("#field-hp").value = "learning_rate=0.3 optimizer=adam"
+        app.screen.query_one("#field-epochs").value = "2"
+        app.screen.query_one("#field-step").value = HALVING_STEP
+        await pilot.press("enter")
+        await settle(app, pilot)
+        done = await asyncio.to_thread(console.training.service.wait, "mine", 30)
+        assert (done.status, done.step, done.metric) == ("Completed", HALVING_STEP, 0.25)
+        assert done.hyperparameters == {"learning_rate": 0.3, "optimizer": "adam"}
+
+
+async def test_the_train_form_refuses_a_bad_step_with_a_notification(console, make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        await pilot.press("t")
+        app.screen.query_one("#field-name").value = "bad"
+        app.screen.query_one("#field-step").value = "tests.tui.test_training_view:no_such_step"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert any("has no attribute 'no_such_step'" in note for note in notes(app, "error"))
+        assert await console.training.list() == ()
+
+
+def test_the_train_form_leaves_empty_optional_fields_out() -> None:
+    assert train_line({"name": "t", "hp": "", "epochs": "5", "pool": "", "step": ""}) == "train t --epochs 5"
+    assert train_line({"name": "a b", "hp": "lr=0.1 k=v", "epochs": "", "pool": "p", "step": "m:f"}) == \
+        "train 'a b' --hp lr=0.1 --hp k=v --pool p --step m:f"
