@@ -2,23 +2,48 @@
 
 Actions run through `App.run_action` with the view as namespace, so `check_action` (and with it
 `--readonly`) applies exactly as it does to the key; objects are listed from fresh console snapshots each
-time the palette opens.
+time the palette opens. The app is reached through `PaletteHost`, so this module does not import the app
+that lists it among its command providers.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from kinetic_tui.app import KineticApp
+from kinetic_tui.views.base import View
 
 PALETTE_JOBS = 500  # the newest jobs offered: fuzzy-matching 10,000 titles on every keystroke lags
 # object kind -> (number of the view it lives in, what the palette calls it)
 JUMPS = {"pool": ("1", "Pool"), "training": ("3", "Training"), "study": ("3", "Study"), "group": ("4", "Model group"),
          "endpoint": ("5", "Endpoint"), "pipeline": ("6", "Pipeline")}
+
+
+class PaletteHost(Protocol):
+    """What the palette lists and runs: the app's views and the app actions it offers."""
+
+    @property
+    def views(self) -> Sequence[View]: ...
+
+    def action_show_view(self, key: str) -> Awaitable[None]: ...
+
+    def act_in_view(self, view: View, action: str) -> Awaitable[None]: ...
+
+    def action_command_bar(self) -> Awaitable[None]: ...
+
+    def action_help(self) -> None: ...
+
+    def action_filter(self) -> Awaitable[None]: ...
+
+    def action_quit(self) -> Awaitable[None]: ...
+
+    def open_job(self, job_id: str) -> None: ...
+
+    def jump_to(self, key: str, name: str) -> Awaitable[None]: ...
+
+    def object_names(self) -> Awaitable[dict[str, list[str]]]: ...
 
 
 class Entry(NamedTuple):
@@ -27,7 +52,7 @@ class Entry(NamedTuple):
     help: str
 
 
-def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
+def entries(app: PaletteHost, names: dict[str, list[str]]) -> list[Entry]:
     """Views, their visible actions, the app's keys, then objects (jobs open their screen)."""
     found: list[Entry] = []
     for view in app.views:
@@ -47,7 +72,7 @@ def entries(app: KineticApp, names: dict[str, list[str]]) -> list[Entry]:
 
 class KineticCommands(Provider):
     async def startup(self) -> None:
-        app: KineticApp = self.app  # type: ignore[assignment]
+        app = cast(PaletteHost, self.app)
         self._entries = entries(app, await app.object_names())
 
     def _all(self) -> Iterator[Entry]:
