@@ -65,7 +65,8 @@ class LogView(ScrollView, can_focus=True):
         self._row_offset = 0  # rows of the top line above the view (wrapped, paused)
         self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(STRIP_CACHE)
         self._drawn_as: tuple[object, ...] = ()  # what the cached strips were drawn with
-        self._base_style = Style.null()
+        self._base_style = Style.null()  # the widget's style and width, read once per frame by `render_lines`
+        self._frame_width = 1
         self._chopped: tuple[tuple[int, int, bool], list[str]] = ((-1, 0, False), [])  # the line last wrapped
         self._shown_status = ""
 
@@ -206,15 +207,16 @@ class LogView(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._base_style = self.rich_style  # once per frame, not per line: it walks every ancestor's styles
+        self._frame_width = self._viewport.width
         buffer = self.buffer
-        drawn_as = (self._viewport.width, buffer.wrap, buffer.show_timestamps, self._highlight, self._base_style)
+        drawn_as = (self._frame_width, buffer.wrap, buffer.show_timestamps, self._highlight, self._base_style)
         if drawn_as != self._drawn_as:
             self._strips.clear()
             self._drawn_as = drawn_as
         return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
-        width, style = self._viewport.width, self._base_style
+        width, style = self._frame_width, self._base_style
         found = self._locate(self.scroll_offset.y + y)
         if found is None:
             return Strip.blank(width, style)
