@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -77,7 +77,7 @@ def entries(app: PaletteHost, names: dict[str, list[str]]) -> list[Entry]:
 
 class KineticCommands(Provider):
     async def startup(self) -> None:
-        app: PaletteHost = self.app  # type: ignore[assignment]
+        app = cast(PaletteHost, self.app)
         self._entries = entries(app, await app.object_names())
 
     def _all(self) -> Iterator[Entry]:

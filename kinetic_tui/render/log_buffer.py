@@ -106,7 +106,7 @@ class LogBuffer:
             self._top = self.bottom
         else:
             self.new_lines += len(texts)
-            self._top = min(max(0, self._top - max(excess, 0)), self.bottom)
+            self._top = min(max(0, self._top - max(excess, 0)), max(len(self._texts) - 1, 0))
         return len(texts)
 
     # -- viewport --------------------------------------------------------------------------------------
@@ -123,6 +123,12 @@ class LogBuffer:
         self._follow = self._top == self.bottom
         if self._follow:
             self.new_lines = 0
+
+    def pause_at(self, top: int) -> None:
+        """Hold line `top` at the top without following, even near the end: a wrapped view whose last lines
+        fill more rows than it has is not at the bottom while its top line is past `bottom`."""
+        self._top = min(max(0, top), max(len(self._texts) - 1, 0))
+        self._follow = False
 
     def scroll_by(self, delta: int) -> None:
         self.scroll_to(self._top + delta)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from rich.text import Text
 
-from kinetic_tui.core.platform.autoscaling import ScalingEvent
 from kinetic_tui.core.validation import require_int
 from kinetic_tui.render.formatting import fit, percent, sparkline, wrap_pieces
 
@@ -26,11 +25,31 @@ LEGEND = (("█", "instances", "green"), ("─", "desired", "yellow"), ("↑", "
 MIN_PLOT = 8  # columns of events at the least
 
 
+class ScalingEventLike(Protocol):
+    """The fields of one scaling decision that the chart reads: a `ScalingEventSnapshot`, or the
+    autoscaler's own event in tests."""
+
+    @property
+    def tick(self) -> float | None: ...
+
+    @property
+    def concurrency(self) -> float: ...
+
+    @property
+    def desired(self) -> int: ...
+
+    @property
+    def instance_count(self) -> int: ...
+
+    @property
+    def action(self) -> str: ...
+
+
 def _tick_label(tick: float | None) -> str:
     return "" if tick is None else f"{tick:g}"
 
 
-def render_scaling_chart(history: Sequence[ScalingEvent], height: int = 10, width: int = 72,
+def render_scaling_chart(history: Sequence[ScalingEventLike], height: int = 10, width: int = 72,
                          max_instances: int | None = None) -> Text:
     """The last events that fit in `width` cells (axis included). `height` caps the plot rows; with
     `max_instances` (the endpoint's bound, default: the highest count seen) at most `height` each row is
@@ -63,7 +82,7 @@ def render_scaling_chart(history: Sequence[ScalingEvent], height: int = 10, widt
     return Text("\n").join(lines)
 
 
-def _plot_row(events: list[ScalingEvent], level: int, rows: int, top: int, axis: int) -> Text:
+def _plot_row(events: list[ScalingEventLike], level: int, rows: int, top: int, axis: int) -> Text:
     """Row `level` (1 = bottom) covers counts above (level - 1) * top / rows up to level * top / rows."""
     threshold = level * top / rows
     label = f"{threshold:g}" if threshold == int(threshold) else ""

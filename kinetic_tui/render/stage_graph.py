@@ -86,7 +86,7 @@ def _box(stage: Stage, content: list[Text], width: int, height: int) -> list[Tex
 
 
 def render_stage_graph(versions: Iterable[VersionLike], selected: int | None = None, width: int = 80) -> Text:
-    """The whole graph for one group's versions (`ModelVersion`s or the console's snapshots of them);
+    """The whole graph for one group's versions (the console's snapshots of them, stage as text);
     `selected` is a version number to mark."""
     require_int("width", width, MIN_WIDTH)
     versions = list(versions)  # read once per box

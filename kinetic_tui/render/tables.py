@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kinetic_tui.core.backends.local.backend import JobRow
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.platform.pipelines import RunStatus
@@ -57,12 +56,9 @@ def _pairs(values: Mapping[str, Any] | None, width: int = HP_WIDTH) -> str:
 
 
 def job_row(row: Any, now: float) -> Row:
-    """(id, name, accelerator, pool, status, age, duration) of a `JobRow` or `JobSnapshot`. Duration runs
-    from start to finish, or to `now` while running; "-" before the job starts."""
-    if isinstance(row, JobRow):
-        name, accelerator = row.handle.get("display_name", ""), row.handle.get("accelerator", "")
-    else:
-        name, accelerator = _get(row, "name", ""), _get(row, "accelerator", "")
+    """(id, name, accelerator, pool, status, age, duration) of a `JobSnapshot` (or its dict form). Duration
+    runs from start to finish, or to `now` while running; "-" before the job starts."""
+    name, accelerator = _get(row, "name", ""), _get(row, "accelerator", "")
     started, finished = _get(row, "started_at"), _get(row, "finished_at")
     duration = NONE_CELL if started is None else humanize_age(started, now if finished is None else finished)
     return (_get(row, "job_id"), name or NONE_CELL, accelerator or NONE_CELL, _get(row, "pool") or NONE_CELL,
@@ -70,9 +66,8 @@ def job_row(row: Any, now: float) -> Row:
 
 
 def pool_row(pool: Any, history: Sequence[int]) -> Row:
-    """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `Pool` or `PoolSnapshot` (or its
-    dict form), where the utilisation cell is a
-    sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
+    """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `PoolSnapshot` (or its dict form),
+    where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
     kind = " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated")))
                     if on) or NONE_CELL
     nodes, in_use = _get(pool, "nodes"), _get(pool, "in_use")

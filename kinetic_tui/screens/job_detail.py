@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -39,6 +40,7 @@ class JobScreen(Screen[None]):
     JobScreen #job-summary { height: 2; background: $panel; padding: 0 1; }
     JobScreen #job-outcome { height: auto; max-height: 8; border-bottom: solid $accent; padding: 0 1; }
     JobScreen #job-log { height: 1fr; padding: 0 1; }
+    JobScreen #log-status { height: 1; padding: 0 1; }
     JobScreen #log-search { dock: bottom; margin-bottom: 1; border: none; height: 1; }
     """
     BINDINGS = [
@@ -65,6 +67,7 @@ class JobScreen(Screen[None]):
         with VerticalScroll(id="job-outcome"):
             yield Static("", id="job-result")
         yield LogView(self.max_lines, clock=self.app.now, id="job-log")  # type: ignore[attr-defined]
+        yield Static("", id="log-status")
         search = Input(placeholder="search the log (Enter finds, Esc closes)", id="log-search")
         search.cursor_blink = False
         yield search
@@ -84,6 +87,9 @@ class JobScreen(Screen[None]):
         self.log_view.focus()
         self.run_worker(self._follow_logs, thread=True, group="job-logs", exit_on_error=False)
         self.run_worker(self.reload(), group="job-reload", exit_on_error=False)
+
+    def on_log_view_status_changed(self, event: LogView.StatusChanged) -> None:
+        self.query_one("#log-status", Static).update(Text(event.status, style="reverse" if event.alert else "dim"))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.app.report_failure(event.worker)  # type: ignore[attr-defined]

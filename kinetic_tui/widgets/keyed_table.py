@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
 
 from kinetic_tui.render.formatting import styled_cell
 
@@ -53,17 +52,6 @@ class KeyedTable(DataTable):
         self.move_cursor(row=self.get_row_index(key))
         return True
 
-    def _write_cells(self, changed: Sequence[tuple[str, int, str]]) -> None:
-        """`update_cell` repaints once per call (~25 us); a poll of 10,000 jobs changes thousands of age
-        cells at once, so write them into DataTable's cell store and repaint once (what update_cell does
-        per cell: store, bump the render-cache generation, refresh)."""
-        if not changed:
-            return
-        for key, index, text in changed:
-            self._data[RowKey(key)][ColumnKey(f"c{index}")] = styled_cell(text)
-        self._update_count += 1
-        self.refresh()
-
     def sync(self, rows: Sequence[Row]) -> None:
         """Make the table show exactly `rows`, in their order, touching only what changed."""
         wanted = {row[0]: row for row in rows}
@@ -76,16 +64,15 @@ class KeyedTable(DataTable):
             for key in gone:
                 self.remove_row(key)
                 del self._cells[key]
-        changed: list[tuple[str, int, str]] = []
         for key, row in wanted.items():
             old = self._cells.get(key)
             if old is None:
                 self.add_row(*(styled_cell(cell) for cell in row), key=key)
             elif old != row:
-                changed += [(key, index, after) for index, (before, after) in enumerate(zip(old, row))
-                            if before != after]
+                for index, (before, after) in enumerate(zip(old, row)):
+                    if before != after:
+                        self.update_cell(key, f"c{index}", styled_cell(after))
             self._cells[key] = row
-        self._write_cells(changed)
         order = list(wanted)
         if list(self._cells) != order:
             position = {key: index for index, key in enumerate(order)}

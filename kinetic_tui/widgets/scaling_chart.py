@@ -28,7 +28,6 @@ class ScalingChart(Widget):
             self.refresh(layout=True)
 
     def render(self) -> Text:
-        # the snapshots carry ScalingEvent's fields by name, which is all the renderer reads
         top = max([self.max_instances or 1, *(max(e.instance_count, e.desired) for e in self.history)])
         width = max(self.size.width, len(str(top)) + 2 + MIN_PLOT)
-        return render_scaling_chart(self.history, height=PLOT_ROWS, width=width, max_instances=top)  # type: ignore[arg-type]
+        return render_scaling_chart(self.history, height=PLOT_ROWS, width=width, max_instances=top)

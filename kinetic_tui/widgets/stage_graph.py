@@ -7,7 +7,6 @@ from rich.text import Text
 from textual.widget import Widget
 
 from kinetic_tui.core.console.snapshots import ModelVersionSnapshot
-from kinetic_tui.core.platform.registry import ModelVersion
 from kinetic_tui.render.stage_graph import MIN_WIDTH, render_stage_graph
 
 
@@ -18,15 +17,13 @@ class StageGraph(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
         super().__init__(id=id)
-        self.versions: tuple[ModelVersion, ...] = ()
+        self.versions: tuple[ModelVersionSnapshot, ...] = ()
         self.selected: int | None = None
 
     def show(self, versions: Sequence[ModelVersionSnapshot], selected: int | None) -> None:
-        # the renderer places versions by Stage identity, so snapshots (stage as text) become ModelVersions
-        models = tuple(ModelVersion(v.group, v.version, v.artifact_hash, v.metrics, v.source, v.stage)
-                       for v in versions)
-        if (models, selected) != (self.versions, self.selected):
-            self.versions, self.selected = models, selected
+        versions = tuple(versions)
+        if (versions, selected) != (self.versions, self.selected):
+            self.versions, self.selected = versions, selected
             self.refresh(layout=True)
 
     def render(self) -> Text:

@@ -186,3 +186,14 @@ def test_viewport_invariants(operations, max_lines):
             assert log.new_lines == 0
         window = log.window(width=7)
         assert len(window) <= log.height and all(cell_len(row) <= 7 for row in window)
+
+
+def test_pause_at_holds_a_line_past_the_bottom_without_following():
+    log = LogBuffer(height=5)
+    log.append(numbered(0, 8))
+    log.pause_at(6)  # a wrapped view: its last lines fill more rows than it has
+    assert log.top == 6 > log.bottom and not log.follow
+    log.append(["line 8"])
+    assert log.top == 6 and log.new_lines == 1
+    log.pause_at(99)
+    assert log.top == 8

@@ -3,7 +3,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinetic_tui.core.backends.local.backend import JobRow, Pool
-from kinetic_tui.core.console.snapshots import EndpointSnapshot, JobSnapshot, PipelineSnapshot, RunSummary
+from kinetic_tui.core.console.snapshots import (
+    EndpointSnapshot,
+    JobSnapshot,
+    PipelineSnapshot,
+    PoolSnapshot,
+    RunSummary,
+)
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.platform.autoscaling import Endpoint
@@ -30,10 +36,12 @@ from kinetic_tui.render.tables import (
 NOW = 10_000.0
 
 
-def job(job_id: str, status: JobStatus, created: float, started: float | None, finished: float | None) -> JobRow:
+def job(job_id: str, status: JobStatus, created: float, started: float | None, finished: float | None,
+        ) -> JobSnapshot:
+    """The snapshot the console makes of a local job's store row."""
     handle = {"display_name": f"name-{job_id}", "accelerator": "l4", "func_name": "f"}
-    return JobRow(1, job_id, "gpu", 1, status, None, None, None, created, started, finished, False, None, handle,
-                  {"job_dir": "/tmp"})
+    return JobSnapshot.of(JobRow(1, job_id, "gpu", 1, status, None, None, None, created, started, finished, False,
+                                 None, handle, {"job_dir": "/tmp"}))
 
 
 def test_job_row_running_and_finished():
@@ -43,18 +51,18 @@ def test_job_row_running_and_finished():
         "job-2", "name-job-2", "l4", "gpu", "✓ SUCCEEDED", "2h00m", "1h06m")
 
 
-def test_job_row_pending_has_no_duration_and_snapshot_works_too():
+def test_job_row_pending_has_no_duration_and_its_dict_form_works_too():
     row = job("job-3", JobStatus.PENDING, NOW - 3, None, None)
     assert job_row(row, NOW)[4:] == ("· PENDING", "3s", "-")
-    assert job_row(JobSnapshot.of(row), NOW) == job_row(row, NOW)
+    assert job_row(row.to_dict(), NOW) == job_row(row, NOW)
 
 
 def test_pool_row_with_sparkline_and_emulated():
-    gpu = Pool("gpu", "l4", 4, False, 2, 1)
+    gpu = PoolSnapshot.of(Pool("gpu", "l4", 4, False, 2, 1))
     assert pool_row(gpu, [0, 1, 2, 3, 4, 2]) == ("gpu", "l4", "4", "2", "1", "emulated", "▁▃▅▆█▅ 50%")
-    cpu = Pool("cpu", "cpu", 8, False, 0, 0)
+    cpu = PoolSnapshot.of(Pool("cpu", "cpu", 8, False, 0, 0))
     assert pool_row(cpu, []) == ("cpu", "cpu", "8", "0", "0", "-", "0%")
-    spot = Pool("spot", "l4:spot", 2, True, 0, 0)
+    spot = PoolSnapshot.of(Pool("spot", "l4:spot", 2, True, 0, 0))
     assert pool_row(spot, range(40))[5] == "spot emulated"
     assert pool_row(spot, range(40))[6] == "████████████ 0%"  # the last 12 samples, clamped to the pool
 
