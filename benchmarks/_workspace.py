@@ -1,4 +1,5 @@
 """Shared set-up for benchmarks that run real jobs: a throw-away KINETIC_HOME and a tiny user project."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,10 +9,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-PROJECT_MODULE = '''
+PROJECT_MODULE = """
 import kinetic_tui as kinetic
 
 
@@ -20,7 +22,7 @@ def square(x):
 
 
 remote_square = kinetic.run()(square)
-'''
+"""
 
 
 def fresh_workspace(prefix: str) -> Path:

@@ -1,5 +1,6 @@
 """Cold `kinetic-tui --help` vs `python -c "import click"`: the CLI must import the cloud SDKs, textual and
 the backends lazily. Both are fresh interpreters, interleaved, medians. Goal <= 3x."""
+
 from __future__ import annotations
 
 import statistics

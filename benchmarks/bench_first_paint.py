@@ -14,6 +14,7 @@ Run: /tmp/venv/bin/python benchmarks/bench_first_paint.py
 
 `PaintClock`, `kinetic_app`, `time_to_paint` and `interleaved` are shared with bench_jobs_view.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -82,11 +83,12 @@ class Minimal(PaintClock):
         yield Static("hello")
 
 
-def kinetic_app(home: Path, ready: Callable[[KineticApp], bool] | None = None,
-                first_view: str = "1") -> Callable[[], PaintClock]:
+def kinetic_app(
+    home: Path, ready: Callable[[KineticApp], bool] | None = None, first_view: str = "1"
+) -> Callable[[], PaintClock]:
     """A factory of KineticApps on `home` that open on view `first_view` and report their paint."""
-    from kinetic_tui.core.console import Console
     from kinetic_tui import app as console_app
+    from kinetic_tui.core.console import Console
 
     class Kinetic(PaintClock, console_app.KineticApp):
         CSS_PATH = Path(console_app.__file__).with_name(console_app.KineticApp.CSS_PATH)  # else relative to here
@@ -101,8 +103,9 @@ def kinetic_app(home: Path, ready: Callable[[KineticApp], bool] | None = None,
     return Kinetic
 
 
-async def time_to_paint(build: Callable[[], PaintClock], size: tuple[int, int] = SIZE,
-                        since: float | None = None) -> float:
+async def time_to_paint(
+    build: Callable[[], PaintClock], size: tuple[int, int] = SIZE, since: float | None = None
+) -> float:
     """Seconds from `since` (a perf_counter; default: just before `build()`) to the app's first frame
     drawn while its `ready()` held."""
     started = time.perf_counter() if since is None else since
@@ -115,6 +118,7 @@ async def time_to_paint(build: Callable[[], PaintClock], size: tuple[int, int] =
 
 def widgets_at_paint(build: Callable[[], PaintClock]) -> int:
     """How many widgets the first frame drew: each one is styled, laid out and rendered before it."""
+
     async def run() -> int:
         app = build()
         async with app.run_test(size=SIZE) as pilot:
@@ -152,8 +156,13 @@ def cold(home: Path) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {"minimal": [], "kinetic": []}
     for round_no in range(COLD_ROUNDS):
         for side in samples if round_no % 2 else reversed(list(samples)):
-            done = subprocess.run([sys.executable, __file__, "--child", side, str(home)], check=True,
-                                  capture_output=True, text=True, env={**os.environ, T0: repr(time.time())})
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", side, str(home)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env={**os.environ, T0: repr(time.time())},
+            )
             samples[side].append(float(done.stdout.split()[-1]))
     return samples
 
@@ -165,10 +174,13 @@ def main() -> None:
     home = root / "home"
     os.environ["KINETIC_HOME"] = str(home)  # the cold children and the views' profile reads use it too
     try:
-        samples = interleaved({
-            "minimal": Minimal, "kinetic": kinetic_app(home),
-            "kinetic+data": kinetic_app(home, lambda app: app.query_one(ClustersView).pools_table.row_count > 0),
-        })
+        samples = interleaved(
+            {
+                "minimal": Minimal,
+                "kinetic": kinetic_app(home),
+                "kinetic+data": kinetic_app(home, lambda app: app.query_one(ClustersView).pools_table.row_count > 0),
+            }
+        )
         cold_samples = cold(home)
         widgets = {"minimal": widgets_at_paint(Minimal), "kinetic": widgets_at_paint(kinetic_app(home))}
     finally:
@@ -178,14 +190,20 @@ def main() -> None:
     print(f"first paint at {SIZE[0]}x{SIZE[1]}, headless, medians of {ROUNDS} interleaved rounds")
     print(f"baseline  minimal App + one Static:                {base:8.1f} ms")
     print(f"candidate KineticApp, empty workspace (+ Console): {cand:8.1f} ms")
-    print(f"ratio candidate / baseline:                        {ratio:8.2f}x   goal <= {GOAL:g}x -> "
-          f"{'met' if ratio <= GOAL else 'NOT met'}")
+    print(
+        f"ratio candidate / baseline:                        {ratio:8.2f}x   goal <= {GOAL:g}x -> "
+        f"{'met' if ratio <= GOAL else 'NOT met'}"
+    )
     print(f"(info) KineticApp until the cpu pool is on screen:  {data:8.1f} ms  ({data / base:.2f}x the baseline)")
-    print(f"(info) widgets drawn in the first frame, screen included: minimal {widgets['minimal']}, "
-          f"KineticApp {widgets['kinetic']}")
+    print(
+        f"(info) widgets drawn in the first frame, screen included: minimal {widgets['minimal']}, "
+        f"KineticApp {widgets['kinetic']}"
+    )
     cold_base, cold_cand = median_ms(cold_samples["minimal"]), median_ms(cold_samples["kinetic"])
-    print(f"(info) cold, spawn to first frame, medians of {COLD_ROUNDS}: minimal {cold_base:.0f} ms, "
-          f"KineticApp {cold_cand:.0f} ms, ratio {cold_cand / cold_base:.2f}x")
+    print(
+        f"(info) cold, spawn to first frame, medians of {COLD_ROUNDS}: minimal {cold_base:.0f} ms, "
+        f"KineticApp {cold_cand:.0f} ms, ratio {cold_cand / cold_base:.2f}x"
+    )
 
 
 if __name__ == "__main__":

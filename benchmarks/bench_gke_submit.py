@@ -7,6 +7,7 @@ Baseline: `run_async` of the same function on the local backend, up to its job b
 launched (the job is then waited for outside the timing, so runs never pile up).
 Both are measured interleaved in one run; medians are compared. Goal: ratio <= 2x.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for the test doubles
 
-from _workspace import fresh_workspace, median_ms, timed, user_module  # noqa: E402
+from _workspace import fresh_workspace, median_ms, timed, user_module
 
 ROUNDS = 30
 PROJECT, CLUSTER = "kn-bench", "bench"
@@ -32,9 +33,25 @@ def start_fake_gcs() -> subprocess.Popen[bytes]:
     endpoint = f"http://127.0.0.1:{port}"
     log = Path(tempfile.mkdtemp(prefix="kinetic-bench-gcs-")) / "server.log"
     with log.open("w") as log_file:
-        process = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host",
-                                    "127.0.0.1", "-port", str(port), "-external-url", endpoint, "-log-level", "warn"],
-                                   stdout=subprocess.DEVNULL, stderr=log_file)
+        process = subprocess.Popen(
+            [
+                str(_get_binary_path()),
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                str(port),
+                "-external-url",
+                endpoint,
+                "-log-level",
+                "warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
     _wait_ready(process, endpoint, log)
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     return process
@@ -43,10 +60,10 @@ def start_fake_gcs() -> subprocess.Popen[bytes]:
 def main() -> None:
     fresh_workspace("kinetic-bench-gke-")
     module = user_module()
-    from kinetic_tui.core.backends.local import launcher
     from kinetic_tui.core.backends.gke.submission import submit_gke
-    from kinetic_tui.core.submission.context import JobContext
+    from kinetic_tui.core.backends.local import launcher
     from kinetic_tui.core.profiles import jobs_bucket_name
+    from kinetic_tui.core.submission.context import JobContext
     from tests.gcs_emulator import create_bucket
     from tests.gke.kubelet import kube_api
 
@@ -57,8 +74,14 @@ def main() -> None:
             create_bucket(os.environ["STORAGE_EMULATOR_HOST"], jobs_bucket_name(PROJECT, CLUSTER))
 
             def gke_submit() -> None:
-                ctx = JobContext.from_params(module.square, "cpu", backend="gke", project=PROJECT, cluster=CLUSTER,
-                                             container_image="python:3.11-slim")
+                ctx = JobContext.from_params(
+                    module.square,
+                    "cpu",
+                    backend="gke",
+                    project=PROJECT,
+                    cluster=CLUSTER,
+                    container_image="python:3.11-slim",
+                )
                 submit_gke(ctx, (3,), {})
 
             handles = []

@@ -8,6 +8,7 @@ same inputs (read from disk too), i.e. the irreducible cost of hashing without a
 interleave both and report medians. Goal: a tag in <= 5 ms.
 Run: /tmp/venv/bin/python benchmarks/bench_image_tag.py
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +32,14 @@ def candidate() -> None:
 
 def baseline() -> None:
     digest = hashlib.sha256()
-    for part in (b"python:3.11-slim", b"gpu", b"0.1.0", TEXT.encode(), RUNNER_PATH.read_bytes(),
-                 TEMPLATE_PATH.read_bytes()):
+    for part in (
+        b"python:3.11-slim",
+        b"gpu",
+        b"0.1.0",
+        TEXT.encode(),
+        RUNNER_PATH.read_bytes(),
+        TEMPLATE_PATH.read_bytes(),
+    ):
         digest.update(part)
     digest.hexdigest()
 

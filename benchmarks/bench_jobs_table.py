@@ -9,6 +9,7 @@ Goal: a poll refresh of 10,000 jobs within a quarter of the 1 s poll (250 ms) an
 the clear-and-refill time, so the console keeps answering keys between polls.
 Run: /tmp/venv/bin/python benchmarks/bench_jobs_table.py
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,9 +32,18 @@ def jobs(round_no: int) -> list[dict[str, object]]:
     out = []
     for n in range(JOBS):
         status = STATUSES[(n + (round_no if n % 100 == 0 else 0)) % len(STATUSES)]
-        out.append({"job_id": f"job-{n:08x}", "name": f"job {n}", "accelerator": "l4x1", "pool": "gpus",
-                    "status": status, "created_at": START - n, "started_at": None if status == "PENDING" else START - n,
-                    "finished_at": START if status in ("SUCCEEDED", "FAILED") else None})
+        out.append(
+            {
+                "job_id": f"job-{n:08x}",
+                "name": f"job {n}",
+                "accelerator": "l4x1",
+                "pool": "gpus",
+                "status": status,
+                "created_at": START - n,
+                "started_at": None if status == "PENDING" else START - n,
+                "finished_at": START if status in ("SUCCEEDED", "FAILED") else None,
+            }
+        )
     return out
 
 

@@ -13,6 +13,7 @@ The 10,000 jobs are test data: one real job runs through the local backend, and 
 launch JSON included) is cloned into 9,999 finished rows inserted directly in one transaction.
 Run: /tmp/venv/bin/python benchmarks/bench_jobs_view.py
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,29 +39,41 @@ ENDED = ("SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "FAILED", "CANCELLED")
 
 def seed_jobs(home: Path) -> None:
     """One real job, then JOBS - 1 finished copies of its row (test data) in one transaction."""
-    from kinetic_tui.core.backends.local.launcher import shutdown_server
     from kinetic_tui.core.backends.local.backend import job_dir_for
+    from kinetic_tui.core.backends.local.launcher import shutdown_server
     from kinetic_tui.core.console import Console
 
     console = Console(home=home, default_wait=False)
     real = asyncio.run(console.jobs.submit("bench_user:square", args=[3], name="real", wait=True))
     console.workspace.run(shutdown_server)  # the fork server of `home`, which the job started
-    pool, handle, launch = console.workspace.store.query("SELECT pool, handle, launch FROM jobs WHERE job_id = ?",
-                                                         (real.job_id,))[0]
+    pool, handle, launch = console.workspace.store.query(
+        "SELECT pool, handle, launch FROM jobs WHERE job_id = ?", (real.job_id,)
+    )[0]
     handle, launch = json.loads(handle), json.loads(launch)
     now = time.time()
     rows = []
     for n in range(JOBS - 1):
-        job_id, created = f"job-{0xb0000000 + n:08x}", now - (JOBS - n) * 37.0  # spread over four days
+        job_id, created = f"job-{0xB0000000 + n:08x}", now - (JOBS - n) * 37.0  # spread over four days
         status = ENDED[n % len(ENDED)]
-        rows.append((job_id, pool, status, "execute" if status == "FAILED" else None, created, created + 1,
-                     created + 1 + n % 300,
-                     json.dumps({**handle, "job_id": job_id, "display_name": f"bench job {n}", "created_at": created}),
-                     json.dumps({**launch, "job_dir": str(console.workspace.run(job_dir_for, job_id))})))
+        rows.append(
+            (
+                job_id,
+                pool,
+                status,
+                "execute" if status == "FAILED" else None,
+                created,
+                created + 1,
+                created + 1 + n % 300,
+                json.dumps({**handle, "job_id": job_id, "display_name": f"bench job {n}", "created_at": created}),
+                json.dumps({**launch, "job_dir": str(console.workspace.run(job_dir_for, job_id))}),
+            )
+        )
     with console.workspace.store.transaction() as conn:
         conn.executemany(
             "INSERT INTO jobs (job_id, backend, pool, nodes, status, phase, created_at, started_at, finished_at, "
-            "handle, launch) VALUES (?, 'local', ?, 1, ?, ?, ?, ?, ?, ?, ?)", rows)
+            "handle, launch) VALUES (?, 'local', ?, 1, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
     assert console.workspace.store.query("SELECT COUNT(*) FROM jobs")[0][0] == JOBS
 
 
@@ -96,8 +109,9 @@ def main() -> None:
     empty, full = project.parent / "empty-home", project.parent / "home"
     try:
         seed_jobs(full)
-        samples = interleaved({"empty": kinetic_app(empty, jobs_loaded, "2"),
-                               "full": kinetic_app(full, jobs_loaded, "2")}, ROUNDS)
+        samples = interleaved(
+            {"empty": kinetic_app(empty, jobs_loaded, "2"), "full": kinetic_app(full, jobs_loaded, "2")}, ROUNDS
+        )
         latencies = sorted(asyncio.run(key_latencies(full)))
     finally:
         shutil.rmtree(project.parent, ignore_errors=True)
@@ -107,11 +121,15 @@ def main() -> None:
     print(f"Jobs view first paint at {SIZE[0]}x{SIZE[1]}, medians of {ROUNDS} interleaved rounds")
     print(f"baseline  empty workspace:   {base:8.1f} ms")
     print(f"candidate {JOBS:,} jobs:       {cand:8.1f} ms")
-    print(f"ratio:                       {cand / base:8.2f}x   goal <= {GOAL_RATIO:g}x -> "
-          f"{'met' if cand / base <= GOAL_RATIO else 'NOT met'}")
-    print(f"key press to frame, {len(latencies)} presses with {JOBS:,} jobs: p50 {p50:.1f} ms, p95 {p95:.1f} ms, "
-          f"max {latencies[-1] * 1000:.1f} ms   goal p95 <= {GOAL_P95_MS:g} ms -> "
-          f"{'met' if p95 <= GOAL_P95_MS else 'NOT met'}")
+    print(
+        f"ratio:                       {cand / base:8.2f}x   goal <= {GOAL_RATIO:g}x -> "
+        f"{'met' if cand / base <= GOAL_RATIO else 'NOT met'}"
+    )
+    print(
+        f"key press to frame, {len(latencies)} presses with {JOBS:,} jobs: p50 {p50:.1f} ms, p95 {p95:.1f} ms, "
+        f"max {latencies[-1] * 1000:.1f} ms   goal p95 <= {GOAL_P95_MS:g} ms -> "
+        f"{'met' if p95 <= GOAL_P95_MS else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

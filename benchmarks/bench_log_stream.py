@@ -11,6 +11,7 @@ bare reading path without a UI (`LocalBackend.read_logs`, the same reader the sc
 interleaved, medians of ROUNDS.
 Run: /tmp/venv/bin/python benchmarks/bench_log_stream.py
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from _workspace import fresh_workspace
 from bench_first_paint import kinetic_app
+
 from kinetic_tui.core.backends.local.workspace import local_backend
 
 LINES = 1_000_000
@@ -30,7 +32,7 @@ TICK = 0.05
 SIZE = (120, 35)
 GOAL_LATE_MS, GOAL_RSS_MB = 100.0, 100.0
 TIMEOUT = 300.0
-FLOOD_MODULE = '''
+FLOOD_MODULE = """
 import sys
 
 
@@ -39,7 +41,7 @@ def flood(count):
     for number in range(count):
         write(f"line {number}\\n")
     return count
-'''
+"""
 
 
 @dataclass
@@ -136,30 +138,41 @@ def main() -> None:
     finally:
         shutdown_server()
         shutil.rmtree(project.parent, ignore_errors=True)  # three 13 MB logs
-    print(f"live: a job printing {LINES:,} lines while its screen is open ({SIZE[0]}x{SIZE[1]}, headless), "
-          f"{ROUNDS} rounds")
+    print(
+        f"live: a job printing {LINES:,} lines while its screen is open ({SIZE[0]}x{SIZE[1]}, headless), "
+        f"{ROUNDS} rounds"
+    )
     writers = [run.writer_seconds for run in lives if run.writer_seconds]
     if writers:
-        print(f"  the job wrote for {statistics.median(writers):.2f} s ({LINES / statistics.median(writers):,.0f} "
-              f"lines/s), median")
+        print(
+            f"  the job wrote for {statistics.median(writers):.2f} s ({LINES / statistics.median(writers):,.0f} "
+            f"lines/s), median"
+        )
     ingest = statistics.median(run.seconds for run in lives)
     print(f"  view ingested every line in {ingest:.2f} s: {LINES / ingest:,.0f} lines/s, median")
     late = [tick for run in lives for tick in run.late]
     p99 = p99_ms(late)
-    print(f"  50 ms timer lateness, all rounds' ticks: p50 {statistics.median(late) * 1000:.1f} ms, p99 {p99:.1f} ms, "
-          f"max {max(late) * 1000:.1f} ms ({len(late)} ticks)   goal p99 <= {GOAL_LATE_MS:g} ms -> "
-          f"{'met' if p99 <= GOAL_LATE_MS else 'NOT met'}")
+    print(
+        f"  50 ms timer lateness, all rounds' ticks: p50 {statistics.median(late) * 1000:.1f} ms, p99 {p99:.1f} ms, "
+        f"max {max(late) * 1000:.1f} ms ({len(late)} ticks)   goal p99 <= {GOAL_LATE_MS:g} ms -> "
+        f"{'met' if p99 <= GOAL_LATE_MS else 'NOT met'}"
+    )
     growth = max(run.rss_growth for run in lives) / 2**20
-    print(f"  peak RSS growth of the app process, worst round: {growth:.1f} MB   goal <= {GOAL_RSS_MB:g} MB -> "
-          f"{'met' if growth <= GOAL_RSS_MB else 'NOT met'}"
-          + ("" if all(run.peak_reset for run in lives) else " (VmHWM could not be reset: an over-estimate)"))
+    print(
+        f"  peak RSS growth of the app process, worst round: {growth:.1f} MB   goal <= {GOAL_RSS_MB:g} MB -> "
+        f"{'met' if growth <= GOAL_RSS_MB else 'NOT met'}"
+        + ("" if all(run.peak_reset for run in lives) else " (VmHWM could not be reset: an over-estimate)")
+    )
     view, bare = statistics.median(run.seconds for run in replays), statistics.median(bares)
     print(f"replay of a finished {LINES:,}-line log, medians of {ROUNDS} interleaved:")
     print(f"  baseline  bare read_logs, no UI:  {bare:6.2f} s  ({LINES / bare:,.0f} lines/s)")
-    print(f"  candidate the job screen:         {view:6.2f} s  ({LINES / view:,.0f} lines/s)   "
-          f"ratio {view / bare:.2f}x")
-    print(f"  during replay: timer p99 {p99_ms([tick for run in replays for tick in run.late]):.1f} ms, "
-          f"worst peak RSS growth {max(run.rss_growth for run in replays) / 2**20:.1f} MB")
+    print(
+        f"  candidate the job screen:         {view:6.2f} s  ({LINES / view:,.0f} lines/s)   ratio {view / bare:.2f}x"
+    )
+    print(
+        f"  during replay: timer p99 {p99_ms([tick for run in replays for tick in run.late]):.1f} ms, "
+        f"worst peak RSS growth {max(run.rss_growth for run in replays) / 2**20:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

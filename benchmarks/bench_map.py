@@ -5,6 +5,7 @@ run in lanes (core/backends/local/lanes.py: one runner process per node works th
 the goal is <= 5x the executor, which keeps nothing. Both sides include their start-up; the kinetic side
 also reads every result back.
 """
+
 from __future__ import annotations
 
 import statistics

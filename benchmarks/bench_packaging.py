@@ -4,6 +4,7 @@ Goals: cold packaging (walk, zip, SHA-256) <= 1.5x `zip -qr` of the same 5,000-s
 packaging the unchanged tree again <= 0.2x the cold packaging. Both pairs are measured in this run,
 interleaved, and compared by their medians.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kinetic_tui.core.submission.packaging import build_context_zip, make_plan  # noqa: E402
+from kinetic_tui.core.submission.packaging import build_context_zip, make_plan
 
 FILES = 5000
 REPEATS = 7
@@ -74,12 +75,17 @@ def main() -> int:
         zip_med, cold_med, warm_med = (statistics.median(t) for t in (zip_times, cold_times, warm_times))
         print(f"tree: {FILES} files, {REPEATS} interleaved repeats, medians")
         print(f"zip -qr (baseline)            {zip_med * 1000:8.1f} ms")
-        print(f"build_context_zip, cold       {cold_med * 1000:8.1f} ms   ratio {cold_med / zip_med:.2f}x  "
-              f"(goal <= 1.5x)")
-        print(f"build_context_zip, unchanged  {warm_med * 1000:8.1f} ms   ratio {warm_med / cold_med:.3f}x "
-              f"of cold (goal <= 0.2x)")
-        print(f"archive sizes: zip -qr {(tmp / 'baseline.zip').stat().st_size / 1e6:.2f} MB, "
-              f"context.zip {(tmp / 'context.zip').stat().st_size / 1e6:.2f} MB")
+        print(
+            f"build_context_zip, cold       {cold_med * 1000:8.1f} ms   ratio {cold_med / zip_med:.2f}x  (goal <= 1.5x)"
+        )
+        print(
+            f"build_context_zip, unchanged  {warm_med * 1000:8.1f} ms   ratio {warm_med / cold_med:.3f}x "
+            f"of cold (goal <= 0.2x)"
+        )
+        print(
+            f"archive sizes: zip -qr {(tmp / 'baseline.zip').stat().st_size / 1e6:.2f} MB, "
+            f"context.zip {(tmp / 'context.zip').stat().st_size / 1e6:.2f} MB"
+        )
     return 0
 
 

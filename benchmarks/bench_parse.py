@@ -6,6 +6,7 @@ interleave the three and report medians. Goal: the whole script parses in <= 5 m
 line), so parsing never dominates a script's run time.
 Run: /tmp/venv/bin/python benchmarks/bench_parse.py
 """
+
 from __future__ import annotations
 
 import shlex

@@ -6,6 +6,7 @@ baseline builds its DiGraph from the steps' references, the candidate builds the
 fingerprints, edges) and plans it. A second line compares the bare algorithms on already-built graphs.
 Candidate and baseline alternate within one run; the medians are compared.
 """
+
 from __future__ import annotations
 
 import gc
@@ -62,8 +63,10 @@ def networkx_order(graph: nx.DiGraph) -> list[str]:
 def report(label: str, candidate: float, baseline: float) -> None:
     ratio = candidate / baseline
     verdict = "meets" if ratio <= GOAL else "MISSES"
-    print(f"{label:<44} candidate {candidate * 1e3:8.1f} ms  baseline {baseline * 1e3:8.1f} ms  "
-          f"ratio {ratio:4.2f}x  (goal <= {GOAL:.1f}x: {verdict})")
+    print(
+        f"{label:<44} candidate {candidate * 1e3:8.1f} ms  baseline {baseline * 1e3:8.1f} ms  "
+        f"ratio {ratio:4.2f}x  (goal <= {GOAL:.1f}x: {verdict})"
+    )
 
 
 def main() -> None:
@@ -77,13 +80,17 @@ def main() -> None:
             built._layers = None  # the plan is cached per pipeline; drop it to time the algorithm alone
             return built.topological_order()
 
-        end_to_end = interleaved_medians({
-            "candidate": lambda: Pipeline("bench", steps).topological_order(),
-            "baseline": lambda: networkx_order(networkx_graph(steps)),
-        }, repeats)
+        end_to_end = interleaved_medians(
+            {
+                "candidate": lambda: Pipeline("bench", steps).topological_order(),
+                "baseline": lambda: networkx_order(networkx_graph(steps)),
+            },
+            repeats,
+        )
         report(f"{n:>7} steps, from step definitions", end_to_end["candidate"], end_to_end["baseline"])
-        algorithm = interleaved_medians({"candidate": plan_uncached, "baseline": lambda: networkx_order(graph)},
-                                        repeats)
+        algorithm = interleaved_medians(
+            {"candidate": plan_uncached, "baseline": lambda: networkx_order(graph)}, repeats
+        )
         report(f"{n:>7} steps, graph already built", algorithm["candidate"], algorithm["baseline"])
 
 

@@ -5,6 +5,7 @@ few planning passes: one key (canonical JSON + SHA-256) and one cache lookup. Pl
 measure as bench_pipeline_planning's: build the Pipeline from its step definitions and call
 topological_order(). Both alternate within one run; the medians are compared.
 """
+
 from __future__ import annotations
 
 from bench_pipeline_planning import interleaved_medians, random_dag_steps
@@ -25,14 +26,19 @@ def main() -> None:
         run = pipeline.run()
         assert not run.executed() and all(r.status is StepStatus.CACHED for r in run.steps.values())
 
-    medians = interleaved_medians({
-        "candidate": rerun,
-        "baseline": lambda: Pipeline("bench", steps).topological_order(),
-    }, repeats=21)
+    medians = interleaved_medians(
+        {
+            "candidate": rerun,
+            "baseline": lambda: Pipeline("bench", steps).topological_order(),
+        },
+        repeats=21,
+    )
     ratio = medians["candidate"] / medians["baseline"]
     verdict = "meets" if ratio <= GOAL else "MISSES"
-    print(f"{STEPS} steps: unchanged rerun {medians['candidate'] * 1e3:.1f} ms, planning "
-          f"{medians['baseline'] * 1e3:.1f} ms, ratio {ratio:.2f}x (goal <= {GOAL:.1f}x: {verdict})")
+    print(
+        f"{STEPS} steps: unchanged rerun {medians['candidate'] * 1e3:.1f} ms, planning "
+        f"{medians['baseline'] * 1e3:.1f} ms, ratio {ratio:.2f}x (goal <= {GOAL:.1f}x: {verdict})"
+    )
 
 
 if __name__ == "__main__":

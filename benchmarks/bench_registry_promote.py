@@ -5,6 +5,7 @@ calls, untimed transitions recycle the archived version back to Staging, so the 
 runs out of candidates. Calls alternate between the groups and the medians are compared.
 Run: /tmp/venv/bin/python benchmarks/bench_registry_promote.py
 """
+
 from __future__ import annotations
 
 import statistics

@@ -5,6 +5,7 @@ interleaved in the same run. Two candidates: the cold path (KINETIC_NO_FORKSERVE
 job; goal <= 1.5x) and the warm fork server (a template that has imported the runner forks each job;
 goal <= 0.5x).
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ runs blocking calls inline (`offload=False`); for reference the same 1,000 obser
 a Console that hops to a worker thread per call, as the TUI's does. Rounds alternate the three on fresh
 endpoints; medians are reported.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,9 +32,9 @@ def concurrency(i: int) -> int:
 
 def main() -> None:
     os.environ["KINETIC_HOME"] = tempfile.mkdtemp(prefix="bench-script-observe-")
+    from kinetic_tui.core.backends.local.workspace import store
     from kinetic_tui.core.console import Console
     from kinetic_tui.core.platform.autoscaling import Endpoint
-    from kinetic_tui.core.backends.local.workspace import store
     from kinetic_tui.script import run_script
 
     db = store()
@@ -81,13 +82,19 @@ def main() -> None:
         threaded_times.append(threaded(round_no))
     script_median, direct_median = statistics.median(script_times), statistics.median(direct_times)
     ratio = script_median / direct_median
-    print(f"--script, {LINES} observe lines:           median {script_median * 1000:8.1f} ms "
-          f"({script_median / LINES * 1e6:.0f} us/line) over {ROUNDS} rounds")
-    print(f"Endpoint.observe + 1 transaction each:  median {direct_median * 1000:8.1f} ms "
-          f"({direct_median / LINES * 1e6:.0f} us/call)")
+    print(
+        f"--script, {LINES} observe lines:           median {script_median * 1000:8.1f} ms "
+        f"({script_median / LINES * 1e6:.0f} us/line) over {ROUNDS} rounds"
+    )
+    print(
+        f"Endpoint.observe + 1 transaction each:  median {direct_median * 1000:8.1f} ms "
+        f"({direct_median / LINES * 1e6:.0f} us/call)"
+    )
     threaded_median = statistics.median(threaded_times)
-    print(f"(reference) Console.observe, threaded:  median {threaded_median * 1000:8.1f} ms "
-          f"({threaded_median / direct_median:.2f}x baseline)")
+    print(
+        f"(reference) Console.observe, threaded:  median {threaded_median * 1000:8.1f} ms "
+        f"({threaded_median / direct_median:.2f}x baseline)"
+    )
     print(f"ratio {ratio:.2f}x (goal <= {GOAL:.0f}x): {'met' if ratio <= GOAL else 'NOT met'}")
 
 

@@ -4,6 +4,7 @@
 the same bookkeeping (counters, event logs, predict); only the LRU structure differs. Goal: >= 50x.
 Run: /tmp/venv/bin/python benchmarks/bench_serving_lru.py
 """
+
 from __future__ import annotations
 
 import random

@@ -7,6 +7,7 @@ Fair comparison: both use a fresh file in the same directory, WAL journal, synch
 autocommit connection with explicit BEGIN IMMEDIATE/COMMIT, the same number of commits. Runs are
 interleaved and repeated; medians are reported. Goal: candidate <= 2x baseline.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kinetic_tui.core.store import Store  # noqa: E402
+from kinetic_tui.core.store import Store
 
 N = 10_000
 REPEATS = 5

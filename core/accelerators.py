@@ -9,6 +9,7 @@ time).
 Canonical forms (what `str(config)` prints, and what parses back to an equal config):
 `cpu`, `l4x2`, `v5litepod-2x4`, each with an optional `:spot` suffix.
 """
+
 from __future__ import annotations
 
 import re
@@ -104,16 +105,12 @@ def _on(machine: str, *sizes: tuple[int, str]) -> dict[int, tuple[str, str]]:
 _N1_SMALL = {1: "n1-standard-4", 2: "n1-standard-8", 4: "n1-standard-16"}
 
 _GPUS: dict[str, _GpuModel] = {
-    "l4": _GpuModel(
-        "nvidia-l4", {1: "g2-standard-4", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}
-    ),
+    "l4": _GpuModel("nvidia-l4", {1: "g2-standard-4", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"}),
     "t4": _GpuModel("nvidia-tesla-t4", _N1_SMALL),
     "v100": _GpuModel(
         "nvidia-tesla-v100", {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
     ),
-    "a100": _GpuModel(
-        "nvidia-tesla-a100", {**{n: f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)}, 16: "a2-megagpu-16g"}
-    ),
+    "a100": _GpuModel("nvidia-tesla-a100", {**{n: f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)}, 16: "a2-megagpu-16g"}),
     "a100-80gb": _GpuModel("nvidia-a100-80gb", {n: f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8, 16)}),
     "h100": _GpuModel("nvidia-h100-80gb", {n: f"a3-highgpu-{n}g" for n in (1, 2, 4, 8)}),
     "p4": _GpuModel("nvidia-tesla-p4", _N1_SMALL),
@@ -129,8 +126,14 @@ _TPUS: dict[str, _TpuModel] = {
             **_on("ct3-hightpu-4t", (4, "2x2")),
             **_on(
                 "ct3p-hightpu-4t",
-                (16, "4x4"), (32, "4x8"), (64, "8x8"), (128, "8x16"), (256, "16x16"),
-                (512, "16x32"), (1024, "32x32"), (2048, "32x64"),
+                (16, "4x4"),
+                (32, "4x8"),
+                (64, "8x8"),
+                (128, "8x16"),
+                (256, "16x16"),
+                (512, "16x32"),
+                (1024, "32x32"),
+                (2048, "32x64"),
             ),
         },
     ),
@@ -139,8 +142,17 @@ _TPUS: dict[str, _TpuModel] = {
         4,
         _on(
             "ct4p-hightpu-4t",
-            (4, "2x2x1"), (8, "2x2x2"), (16, "2x2x4"), (32, "2x4x4"), (64, "4x4x4"), (128, "4x4x8"),
-            (256, "4x8x8"), (512, "8x8x8"), (1024, "8x8x16"), (2048, "8x16x16"), (4096, "16x16x16"),
+            (4, "2x2x1"),
+            (8, "2x2x2"),
+            (16, "2x2x4"),
+            (32, "2x4x4"),
+            (64, "4x4x4"),
+            (128, "4x4x8"),
+            (256, "4x8x8"),
+            (512, "8x8x8"),
+            (1024, "8x8x16"),
+            (2048, "8x16x16"),
+            (4096, "16x16x16"),
         ),
     ),
     "v5litepod": _TpuModel(
@@ -248,8 +260,7 @@ def _tpu_sized(name: str, size: str | None, spot: bool) -> TpuConfig:
         return _tpu(name, _pick(size, model.slices, name, "chips"), spot)
     topologies = ", ".join(topology for topology, _ in model.slices.values())
     raise ValidationError(
-        f"{name} size must be a chip count ({_joined(model.slices)}) or a topology ({topologies}), "
-        f"not {_quote(size)}"
+        f"{name} size must be a chip count ({_joined(model.slices)}) or a topology ({topologies}), not {_quote(size)}"
     )
 
 
@@ -318,8 +329,7 @@ def _parse_spec(spec: str, spot: bool) -> AcceleratorConfig:
     if split_tpu is not None:
         return _tpu_sized(*split_tpu, spot)
     raise ValidationError(
-        f"unknown accelerator name; GPUs are {_GPU_NAMES}; TPUs are {_TPU_NAMES}; "
-        "or cpu, gpu, tpu, gpu:N, tpu:N"
+        f"unknown accelerator name; GPUs are {_GPU_NAMES}; TPUs are {_TPU_NAMES}; or cpu, gpu, tpu, gpu:N, tpu:N"
     )
 
 

@@ -10,6 +10,7 @@ retry too.
 Argument dispatch (`dispatch=`): "auto" calls `f(**x)` for a dict, `f(*x)` for a tuple and `f(x)` for
 anything else; "args" always unpacks `*x`; "kwargs" always `**x`; "single" always passes `x` as is.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,14 @@ def _call_args(item: Any, dispatch: str) -> tuple[tuple[Any, ...], dict[str, Any
     return (item,), {}
 
 
-def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
-              fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
+def map_calls(
+    remote: Any,
+    inputs: Iterable[Any],
+    max_concurrent: int | None = None,
+    retries: int = 0,
+    fail_fast: bool = False,
+    dispatch: str = "auto",
+) -> BatchHandle:
     """Submit one job per input of the RemoteCallable `remote` and return the batch.
 
     Every input is checked and pickled before anything is written, so a bad input submits nothing; job
@@ -66,8 +73,9 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     """
     if dispatch not in DISPATCH:
         raise ValidationError(f"dispatch {dispatch!r} is not one of: {', '.join(DISPATCH)}")
-    if max_concurrent is not None and (isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int)
-                                       or max_concurrent < 1):
+    if max_concurrent is not None and (
+        isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1
+    ):
         raise ValidationError(f"max_concurrent must be an integer >= 1 or None, got {max_concurrent!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValidationError(f"retries must be an integer >= 0, got {retries!r}")
@@ -75,9 +83,17 @@ def map_calls(remote: Any, inputs: Iterable[Any], max_concurrent: int | None = N
     group_id = f"group-{secrets.token_hex(4)}"
     first = remote._context(group_id=group_id)
     contexts = [replace(first, job_id=new_job_id()) if index else first for index in range(len(calls))]
-    manifest = {"group_id": group_id, "func_name": first.func_name, "created_at": time.time(),
-                "count": len(calls), "max_concurrent": max_concurrent, "retries": retries,
-                "fail_fast": fail_fast, "bucket": first.bucket, "attempts": [[ctx.job_id] for ctx in contexts]}
+    manifest = {
+        "group_id": group_id,
+        "func_name": first.func_name,
+        "created_at": time.time(),
+        "count": len(calls),
+        "max_concurrent": max_concurrent,
+        "retries": retries,
+        "fail_fast": fail_fast,
+        "bucket": first.bucket,
+        "attempts": [[ctx.job_id] for ctx in contexts],
+    }
     submitted = backend_for_context(first).submit_map(contexts, calls, manifest)
     batch = BatchHandle(submitted)
     batch._handles.update((record["job_id"], JobHandle.from_record(record)) for record in submitted.records)
@@ -176,8 +192,10 @@ class BatchHandle:
             full = time.monotonic() - last_full >= FULL_POLL
             last_full = time.monotonic() if full else last_full
             statuses = self._advance(full)
-            fresh = sorted((i for i, s in enumerate(statuses) if s.finished and i not in seen),
-                           key=lambda i: self._finished_at.get(i, 0.0))  # settled in one poll: in finishing order
+            fresh = sorted(
+                (i for i, s in enumerate(statuses) if s.finished and i not in seen),
+                key=lambda i: self._finished_at.get(i, 0.0),
+            )  # settled in one poll: in finishing order
             for index in fresh:
                 seen.add(index)
                 yield index
@@ -211,7 +229,7 @@ class BatchHandle:
                 else:
                     handle = self._handles.setdefault(job_id, JobHandle.from_record(row.handle))
                     self._results[index] = handle.value_from(row, self._driver.result_bytes(row, files))
-            except Exception as exc:  # noqa: BLE001 - every failure of the remote call belongs to the batch
+            except Exception as exc:
                 self._failures[index] = exc
 
     def results(self, ordered: bool = True, return_exceptions: bool = False, timeout: float | None = None) -> list[Any]:
@@ -227,15 +245,20 @@ class BatchHandle:
         if self._failures and not return_exceptions:
             partial = [self._results.get(i) for i in range(len(self))]  # input order, like `failures`
             first = min(self._failures)
-            raise BatchError(f"batch {self.group_id}: {len(self._failures)} of {len(self)} inputs failed; "
-                             f"first: input {first}: {type(self._failures[first]).__name__}: "
-                             f"{self._failures[first]}", dict(self._failures), partial)
+            raise BatchError(
+                f"batch {self.group_id}: {len(self._failures)} of {len(self)} inputs failed; "
+                f"first: input {first}: {type(self._failures[first]).__name__}: "
+                f"{self._failures[first]}",
+                dict(self._failures),
+                partial,
+            )
         return values
 
     def failures(self) -> dict[int, BaseException]:
         """Input index -> exception, for the inputs that settled for good without a value."""
-        self._collect(index for index, status in enumerate(self.statuses())
-                      if status in (JobStatus.FAILED, JobStatus.CANCELLED))
+        self._collect(
+            index for index, status in enumerate(self.statuses()) if status in (JobStatus.FAILED, JobStatus.CANCELLED)
+        )
         return dict(self._failures)
 
     def cancel(self) -> None:

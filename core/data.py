@@ -12,14 +12,16 @@ Directories are walked without following symlinked sub-directories (no cycles); 
 through; entries that are not regular files (broken links, sockets) are skipped. Empty directories
 contribute nothing.
 """
+
 from __future__ import annotations
 
 import copy
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.errors import ValidationError
 
@@ -49,8 +51,9 @@ class Data:
             return
         local = Path(text).expanduser().resolve()
         if not local.exists():
-            raise ValidationError(f"Data path {text!r} does not exist (expected a local file, a directory "
-                                  f"or a gs:// URI)")
+            raise ValidationError(
+                f"Data path {text!r} does not exist (expected a local file, a directory or a gs:// URI)"
+            )
         self.uri = None
         self.local_path = local
         self.is_dir = local.is_dir()
@@ -133,8 +136,10 @@ def _transform(obj: Any, on_data: Callable[[Data], Any], where: str, active: set
         return on_data(obj)
     if isinstance(obj, (set, frozenset)):
         if any(_holds_data(item) for item in obj):
-            raise ValidationError(f"Data inside a set at {where}: sets need hashable members and Data is "
-                                  f"replaced by a dict; use a list or tuple")
+            raise ValidationError(
+                f"Data inside a set at {where}: sets need hashable members and Data is "
+                f"replaced by a dict; use a list or tuple"
+            )
         return obj
     if not isinstance(obj, (list, tuple, dict)) or id(obj) in active:
         return obj
@@ -143,10 +148,11 @@ def _transform(obj: Any, on_data: Callable[[Data], Any], where: str, active: set
         if isinstance(obj, dict):
             for key in obj:
                 if _holds_data(key):
-                    raise ValidationError(f"Data used as a dict key at {where}: Data is replaced by a dict "
-                                          f"before pickling; use it as a value instead")
-            new_items = {key: _transform(value, on_data, f"{where}[{key!r}]", active)
-                         for key, value in obj.items()}
+                    raise ValidationError(
+                        f"Data used as a dict key at {where}: Data is replaced by a dict "
+                        f"before pickling; use it as a value instead"
+                    )
+            new_items = {key: _transform(value, on_data, f"{where}[{key!r}]", active) for key, value in obj.items()}
             if all(new_items[key] is obj[key] for key in obj):
                 return obj
             result = copy.copy(obj)

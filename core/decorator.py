@@ -1,16 +1,17 @@
 """`@run`: ship a function with its code and data to a cluster, run it there, bring the result back (SPEC 2.1)."""
+
 from __future__ import annotations
 
 import functools
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kinetic_tui.core.batches import BatchHandle, map_calls
+from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
-from kinetic_tui.core.jobs import JobHandle
 
 RUNNER_PREFIX = "[kinetic] "
 
@@ -41,11 +42,18 @@ class RemoteCallable:
             echo.pump(final=True)
         return handle.result()
 
-    def map(self, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,
-            fail_fast: bool = False, dispatch: str = "auto") -> BatchHandle:
+    def map(
+        self,
+        inputs: Iterable[Any],
+        max_concurrent: int | None = None,
+        retries: int = 0,
+        fail_fast: bool = False,
+        dispatch: str = "auto",
+    ) -> BatchHandle:
         """One job per input; returns a BatchHandle (see core.batches for argument dispatch)."""
-        return map_calls(self, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
-                         dispatch=dispatch)
+        return map_calls(
+            self, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast, dispatch=dispatch
+        )
 
 
 class _LogEcho:
@@ -64,15 +72,36 @@ class _LogEcho:
             sys.stdout.flush()
 
 
-def run(accelerator: str = "cpu", *, container_image: str | None = None, zone: str | None = None,
-        project: str | None = None, cluster: str | None = None, namespace: str | None = None,
-        backend: str | None = None, capture_env_vars: Iterable[str] | None = None,
-        volumes: Mapping[str, Any] | None = None, spot: bool = False, output_dir: str | None = None,
-        profile: str | None = None) -> Callable[[Callable[..., Any]], RemoteCallable]:
+def run(
+    accelerator: str = "cpu",
+    *,
+    container_image: str | None = None,
+    zone: str | None = None,
+    project: str | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    backend: str | None = None,
+    capture_env_vars: Iterable[str] | None = None,
+    volumes: Mapping[str, Any] | None = None,
+    spot: bool = False,
+    output_dir: str | None = None,
+    profile: str | None = None,
+) -> Callable[[Callable[..., Any]], RemoteCallable]:
     """Decorator factory: `@run(accelerator="v5e-2x2")`. Settings are validated when decorating."""
-    options = dict(accelerator=accelerator, container_image=container_image, zone=zone, project=project,
-                   cluster=cluster, namespace=namespace, backend=backend, capture_env_vars=capture_env_vars,
-                   volumes=volumes, spot=spot, output_dir=output_dir, profile=profile)
+    options = dict(
+        accelerator=accelerator,
+        container_image=container_image,
+        zone=zone,
+        project=project,
+        cluster=cluster,
+        namespace=namespace,
+        backend=backend,
+        capture_env_vars=capture_env_vars,
+        volumes=volumes,
+        spot=spot,
+        output_dir=output_dir,
+        profile=profile,
+    )
 
     def decorate(func: Callable[..., Any]) -> RemoteCallable:
         return RemoteCallable(check_callable(func), options)
@@ -80,9 +109,17 @@ def run(accelerator: str = "cpu", *, container_image: str | None = None, zone: s
     return decorate
 
 
-def map(fn: Any, inputs: Iterable[Any], max_concurrent: int | None = None, retries: int = 0,  # noqa: A001
-        fail_fast: bool = False, dispatch: str = "auto", **run_options: Any) -> BatchHandle:
+def map(
+    fn: Any,
+    inputs: Iterable[Any],
+    max_concurrent: int | None = None,
+    retries: int = 0,
+    fail_fast: bool = False,
+    dispatch: str = "auto",
+    **run_options: Any,
+) -> BatchHandle:
     """`kinetic.map(f, inputs)`: `f` is a `@run` function, or a plain one run with `run_options`."""
     remote = fn if isinstance(fn, RemoteCallable) else run(**run_options)(fn)
-    return map_calls(remote, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast,
-                     dispatch=dispatch)
+    return map_calls(
+        remote, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast, dispatch=dispatch
+    )

@@ -4,6 +4,7 @@ Producers are console actions running in worker threads; consumers are async vie
 never stall an action, so each subscription has a bounded buffer: when it is full the new event is
 dropped and counted (`Subscription.dropped`), and the view can re-read a snapshot to catch up.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Job states shared by every backend, the store and the console (SPEC 2.6)."""
+
 from __future__ import annotations
 
 import enum
@@ -24,8 +25,7 @@ class JobStatus(enum.StrEnum):
         try:
             return cls(text.upper())
         except ValueError:
-            raise ValidationError(
-                f"unknown job status {text!r}; valid: {', '.join(s.value for s in cls)}") from None
+            raise ValidationError(f"unknown job status {text!r}; valid: {', '.join(s.value for s in cls)}") from None
 
 
 FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.NOT_FOUND})

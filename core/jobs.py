@@ -7,6 +7,7 @@ process (or from `handle.json` on another machine) behaves exactly like the one 
 is read; the result, `handle.json`, the output directory and the logs stay, so `result()` can be asked
 again and the console can still show the job.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import cloudpickle
+
 from kinetic_tui.core.backends.base import Backend, JobInfo
 from kinetic_tui.core.backends.registry import (
     backend_for_handle,
@@ -78,8 +80,16 @@ class JobHandle:
 
     def runs_on(self) -> Backend:
         """The backend that runs this job, as the registry picks it for the handle's record."""
-        return backend_for_handle({"backend": self.backend, "project": self.project, "zone": self.zone,
-                                   "cluster": self.cluster, "namespace": self.namespace, "bucket": self.bucket})
+        return backend_for_handle(
+            {
+                "backend": self.backend,
+                "project": self.project,
+                "zone": self.zone,
+                "cluster": self.cluster,
+                "namespace": self.namespace,
+                "bucket": self.bucket,
+            }
+        )
 
     def storage(self) -> Storage:
         return bucket_storage(self.bucket, self.result_uri)
@@ -126,8 +136,10 @@ class JobHandle:
         try:
             data = data or self.runs_on().result_bytes(row) or self.storage().get_bytes(f"{self.job_id}/{RESULT}")
         except NotFoundError:
-            raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
-                                 f"result: {row.detail or 'no detail'}") from None
+            raise RemoteJobError(
+                f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
+                f"result: {row.detail or 'no detail'}"
+            ) from None
         outcome = cloudpickle.loads(data)
         if cleanup:
             self.cleanup()
@@ -136,12 +148,15 @@ class JobHandle:
         if outcome.get("serialization_failed"):
             raise ResultSerializationError(
                 f"job {self.job_id} returned a value that could not be pickled: {outcome['result_repr']}",
-                outcome["result_repr"])
+                outcome["result_repr"],
+            )
         if outcome["success"]:  # host 0 succeeded but a worker failed: raise what the worker raised
             outcome = self._worker_failure(row)
         exc: BaseException = outcome["exception"]
-        exc.add_note(f"[kinetic] job {self.job_id} failed in phase '{outcome['phase']}' "
-                     f"on host {outcome['host_index']}; remote traceback:")
+        exc.add_note(
+            f"[kinetic] job {self.job_id} failed in phase '{outcome['phase']}' "
+            f"on host {outcome['host_index']}; remote traceback:"
+        )
         exc.add_note(outcome["traceback"].rstrip())
         raise exc
 
@@ -155,8 +170,9 @@ class JobHandle:
                 continue
             if not outcome["success"]:
                 return outcome
-        raise RemoteJobError(f"job {self.job_id} {row.status.value} in phase {row.phase or '?'}: "
-                             f"{row.detail or 'no detail'}")
+        raise RemoteJobError(
+            f"job {self.job_id} {row.status.value} in phase {row.phase or '?'}: {row.detail or 'no detail'}"
+        )
 
     def cancel(self) -> JobStatus:
         return self.runs_on().cancel(self.job_id).status

@@ -14,6 +14,7 @@ Decisions the spec leaves open:
 - Field values must be lowercase cloud identifiers (`VALUE_RULE`): they end up in bucket and stack names.
 - Mutations hold an exclusive `flock` so two CLI processes never lose each other's update.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -382,6 +383,8 @@ def resolve_infra(
         elif profile_kind(values["backend"]).default_project is not None:
             values[field], sources[field] = profile_kind(values["backend"]).default_project, "default"
         else:
-            raise ValidationError(f"backend {values['backend']} needs a project: pass project=, set "
-                                  f"KINETIC_PROJECT or use a profile with a project")
+            raise ValidationError(
+                f"backend {values['backend']} needs a project: pass project=, set "
+                f"KINETIC_PROJECT or use a profile with a project"
+            )
     return ResolvedInfra(**values, sources=sources, profile=name, profile_source=how)

@@ -3,6 +3,7 @@
 Values arrive from keys, scripts, JSON records and Python callers alike, so the checks are strict about
 types (a bool is not a count, NaN is not a number) and their messages say what was expected.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,8 +31,7 @@ def require_int(field: str, value: object, minimum: int) -> int:
     return value
 
 
-def require_number(field: str, value: object, *, minimum: float | None = None,
-                   exclusive: bool = False) -> float:
+def require_number(field: str, value: object, *, minimum: float | None = None, exclusive: bool = False) -> float:
     """Finite real numbers only: NaN would make every comparison false and corrupt the state machine."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(f"{field}: expected a finite number, got {value!r}")

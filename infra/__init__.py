@@ -5,6 +5,7 @@ and the resource names every part agrees on (the program creates them, the image
 backend address them). It imports no cloud SDK, so `import infra` costs nothing; pulumi, pulumi_gcp and
 google-cloud-build load in `kinetic_tui.infra.program`, `kinetic_tui.infra.state` and `kinetic_tui.infra.container_builder` when used.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,8 +78,10 @@ class NodePoolSpec:
         if self.reservation is not None:
             _checked(_GKE_NAME, f"node pool {self.name!r}: reservation", self.reservation)
             if self.is_spot(config):
-                raise ValidationError(f"node pool {self.name!r}: spot VMs cannot consume reservation "
-                                      f"{self.reservation!r}; drop spot or the reservation")
+                raise ValidationError(
+                    f"node pool {self.name!r}: spot VMs cannot consume reservation "
+                    f"{self.reservation!r}; drop spot or the reservation"
+                )
         object.__setattr__(self, "config", config)
 
     def is_spot(self, config: AcceleratorConfig | None = None) -> bool:
@@ -88,7 +91,6 @@ class NodePoolSpec:
     @property
     def tpu(self) -> TpuConfig | None:
         return self.config if isinstance(self.config, TpuConfig) else None
-
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Requirement filtering (`filter_requirements`), so that only changes pip would no
 google-cloud-build, google-cloud-storage and google-auth sit in the `gcp` extra and are imported only
 when a build, an upload or a registry lookup really happens.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -40,8 +41,8 @@ from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, parse_accelerator
 from kinetic_tui.core.accelerators import category as accelerator_category
-from kinetic_tui.core.submission.context import IMAGE_MODES
 from kinetic_tui.core.errors import KineticError, ValidationError
+from kinetic_tui.core.submission.context import IMAGE_MODES
 from kinetic_tui.core.submission.packaging import client_fingerprint
 from kinetic_tui.infra import builds_bucket_name, import_extra, repository_url, service_account_email
 
@@ -58,12 +59,14 @@ DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 BUILD_TIMEOUT = 1800.0  # seconds; also the build's own server-side timeout
 POLL_INTERVAL = 5.0
 REGISTRY_TIMEOUT = 10.0
-MANIFEST_TYPES = ", ".join((
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-))
+MANIFEST_TYPES = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
 _DROPPED_PROJECTS = frozenset({"kinetic-tui"})
 _FINISHED = frozenset({"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"})
 
@@ -277,7 +280,13 @@ def ensure_image(
 
 
 def build_request(
-    cloudbuild: Any, tag: str, category: str, project: str, cluster: str, bucket: str, source_object: str,
+    cloudbuild: Any,
+    tag: str,
+    category: str,
+    project: str,
+    cluster: str,
+    bucket: str,
+    source_object: str,
     timeout: float,
 ) -> Any:
     """Build then push the tag as the cluster's build service account; `images` records the digest."""
@@ -312,8 +321,9 @@ def _wait(cloudbuild: Any, operation: Any, tag: str, timeout: float, poll_interv
         build = operation.metadata.build
         status = cloudbuild.Build.Status(build.status).name
         if status not in _FINISHED:  # the build may still be running: polling itself failed
-            raise ImageBuildError(f"lost track of Cloud Build {build.id} for {tag}: {_api_message(exc)}; "
-                                  f"logs: {build.log_url}") from None
+            raise ImageBuildError(
+                f"lost track of Cloud Build {build.id} for {tag}: {_api_message(exc)}; logs: {build.log_url}"
+            ) from None
         raise ImageBuildError(
             f"Cloud Build {build.id} for {tag} ended {status}: {build.status_detail or _api_message(exc)}; "
             f"logs: {build.log_url}"
@@ -368,9 +378,14 @@ def registry_has_tag(
     host, _, path = tag.partition("/")
     repository, _, reference = path.rpartition(":")
     url = f"{registry or 'https://' + host}/v2/{repository}/manifests/{reference}"
-    request = urllib.request.Request(url, method="HEAD", headers={
-        "Authorization": f"Bearer {token if token is not None else _access_token(timeout)}", "Accept": MANIFEST_TYPES,
-    })
+    request = urllib.request.Request(
+        url,
+        method="HEAD",
+        headers={
+            "Authorization": f"Bearer {token if token is not None else _access_token(timeout)}",
+            "Accept": MANIFEST_TYPES,
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout):
             return True

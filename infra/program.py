@@ -17,6 +17,7 @@ Choices the spec leaves open:
   incomplete for a day: its objects (results, data cache + markers) must not expire behind a handle.
 - Accelerator pools scale from `min_nodes`; GPU pools get drivers installed by GKE (`LATEST`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -53,7 +54,9 @@ def define(config: InfraConfig) -> dict[str, pulumi.Output]:
     provider = gcp.Provider("gcp", project=config.project, region=config.region, zone=config.zone)
     apis = [
         gcp.projects.Service(
-            f"api-{api}", service=f"{api}.googleapis.com", disable_on_destroy=False,
+            f"api-{api}",
+            service=f"{api}.googleapis.com",
+            disable_on_destroy=False,
             opts=pulumi.ResourceOptions(provider=provider),
         )
         for api in REQUIRED_APIS
@@ -61,8 +64,12 @@ def define(config: InfraConfig) -> dict[str, pulumi.Output]:
     opts = pulumi.ResourceOptions(provider=provider, depends_on=apis)
 
     repo = gcp.artifactregistry.Repository(
-        "repository", repository_id=config.repository_id, location=config.region, format="DOCKER",
-        description=f"kinetic images for cluster {config.cluster}", opts=opts,
+        "repository",
+        repository_id=config.repository_id,
+        location=config.region,
+        format="DOCKER",
+        description=f"kinetic images for cluster {config.cluster}",
+        opts=opts,
     )
     jobs_bucket = _bucket("jobs-bucket", config.jobs_bucket, config, _abort_incomplete_uploads(), opts)
     builds_bucket = _bucket("builds-bucket", config.builds_bucket, config, _expire_after(BUILD_RETENTION_DAYS), opts)
@@ -104,12 +111,21 @@ def stack_program(config: InfraConfig) -> Callable[[], None]:
 
 
 def _bucket(
-    logical: str, name: str, config: InfraConfig, rule: gcp.storage.BucketLifecycleRuleArgs,
+    logical: str,
+    name: str,
+    config: InfraConfig,
+    rule: gcp.storage.BucketLifecycleRuleArgs,
     opts: pulumi.ResourceOptions,
 ) -> gcp.storage.Bucket:
     return gcp.storage.Bucket(
-        logical, name=name, location=config.region, uniform_bucket_level_access=True,
-        public_access_prevention="enforced", force_destroy=True, lifecycle_rules=[rule], opts=opts,
+        logical,
+        name=name,
+        location=config.region,
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        force_destroy=True,
+        lifecycle_rules=[rule],
+        opts=opts,
     )
 
 
@@ -129,8 +145,10 @@ def _abort_incomplete_uploads() -> gcp.storage.BucketLifecycleRuleArgs:
 
 def _service_account(role: str, config: InfraConfig, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
     return gcp.serviceaccount.Account(
-        f"{role}-sa", account_id=service_account_id(config.cluster, role),
-        display_name=f"kinetic {config.cluster} {role}s", opts=opts,
+        f"{role}-sa",
+        account_id=service_account_id(config.cluster, role),
+        display_name=f"kinetic {config.cluster} {role}s",
+        opts=opts,
     )
 
 
@@ -149,11 +167,16 @@ def _grant_access(
             f"node-{role.split('/')[1]}", project=config.project, role=role, member=node_sa.member, opts=opts
         )
     gcp.projects.IAMMember(
-        "build-logWriter", project=config.project, role="roles/logging.logWriter", member=build_sa.member,
+        "build-logWriter",
+        project=config.project,
+        role="roles/logging.logWriter",
+        member=build_sa.member,
         opts=opts,
     )
-    for logical, role, member in (("node-repo-reader", "roles/artifactregistry.reader", node_sa.member),
-                                  ("build-repo-writer", "roles/artifactregistry.writer", build_sa.member)):
+    for logical, role, member in (
+        ("node-repo-reader", "roles/artifactregistry.reader", node_sa.member),
+        ("build-repo-writer", "roles/artifactregistry.writer", build_sa.member),
+    ):
         gcp.artifactregistry.RepositoryIamMember(
             logical, repository=repo.name, location=repo.location, role=role, member=member, opts=opts
         )
@@ -171,28 +194,41 @@ def _grant_access(
 def _cluster(
     config: InfraConfig, node_sa: gcp.serviceaccount.Account, opts: pulumi.ResourceOptions
 ) -> gcp.container.Cluster:
-    network = gcp.compute.Network(
-        "network", name=f"kn-{config.cluster}", auto_create_subnetworks=False, opts=opts
-    )
+    network = gcp.compute.Network("network", name=f"kn-{config.cluster}", auto_create_subnetworks=False, opts=opts)
     subnet = gcp.compute.Subnetwork(
-        "subnetwork", name=f"kn-{config.cluster}", region=config.region, network=network.id,
-        ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True,
+        "subnetwork",
+        name=f"kn-{config.cluster}",
+        region=config.region,
+        network=network.id,
+        ip_cidr_range=SUBNET_CIDR,
+        private_ip_google_access=True,
         secondary_ip_ranges=[
             gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name="pods", ip_cidr_range=PODS_CIDR),
             gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name="services", ip_cidr_range=SERVICES_CIDR),
         ],
         opts=opts,
     )
-    router = gcp.compute.Router("router", name=f"kn-{config.cluster}", region=config.region,
-                                network=network.id, opts=opts)
+    router = gcp.compute.Router(
+        "router", name=f"kn-{config.cluster}", region=config.region, network=network.id, opts=opts
+    )
     gcp.compute.RouterNat(
-        "nat", name=f"kn-{config.cluster}", router=router.name, region=config.region,
-        nat_ip_allocate_option="AUTO_ONLY", source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+        "nat",
+        name=f"kn-{config.cluster}",
+        router=router.name,
+        region=config.region,
+        nat_ip_allocate_option="AUTO_ONLY",
+        source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
         opts=opts,
     )
     return gcp.container.Cluster(
-        "cluster", name=config.cluster, location=config.zone, network=network.id, subnetwork=subnet.id,
-        remove_default_node_pool=True, initial_node_count=1, deletion_protection=False,
+        "cluster",
+        name=config.cluster,
+        location=config.zone,
+        network=network.id,
+        subnetwork=subnet.id,
+        remove_default_node_pool=True,
+        initial_node_count=1,
+        deletion_protection=False,
         node_config=gcp.container.ClusterNodeConfigArgs(
             service_account=node_sa.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]
         ),
@@ -208,33 +244,52 @@ def _cluster(
 
 
 def _node_pool(
-    logical: str, name: str, config: InfraConfig, cluster: gcp.container.Cluster, min_nodes: int,
-    max_nodes: int, node_config: gcp.container.NodePoolNodeConfigArgs, opts: pulumi.ResourceOptions,
+    logical: str,
+    name: str,
+    config: InfraConfig,
+    cluster: gcp.container.Cluster,
+    min_nodes: int,
+    max_nodes: int,
+    node_config: gcp.container.NodePoolNodeConfigArgs,
+    opts: pulumi.ResourceOptions,
     placement: gcp.container.NodePoolPlacementPolicyArgs | None = None,
 ) -> gcp.container.NodePool:
     return gcp.container.NodePool(
-        logical, name=name, cluster=cluster.name, location=config.zone, node_locations=[config.zone],
+        logical,
+        name=name,
+        cluster=cluster.name,
+        location=config.zone,
+        node_locations=[config.zone],
         initial_node_count=min_nodes,
         autoscaling=gcp.container.NodePoolAutoscalingArgs(min_node_count=min_nodes, max_node_count=max_nodes),
         management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
-        node_config=node_config, placement_policy=placement, opts=opts,
+        node_config=node_config,
+        placement_policy=placement,
+        opts=opts,
     )
 
 
 def _system_pool(
-    config: InfraConfig, cluster: gcp.container.Cluster, node_sa: gcp.serviceaccount.Account,
+    config: InfraConfig,
+    cluster: gcp.container.Cluster,
+    node_sa: gcp.serviceaccount.Account,
     opts: pulumi.ResourceOptions,
 ) -> gcp.container.NodePool:
     node_config = gcp.container.NodePoolNodeConfigArgs(
-        machine_type=SYSTEM_MACHINE_TYPE, service_account=node_sa.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+        machine_type=SYSTEM_MACHINE_TYPE,
+        service_account=node_sa.email,
+        oauth_scopes=[CLOUD_PLATFORM_SCOPE],
         labels={"kinetic/pool": SYSTEM_POOL},
     )
     return _node_pool("pool-system", SYSTEM_POOL, config, cluster, 1, 3, node_config, opts)
 
 
 def _accelerator_pool(
-    config: InfraConfig, spec: NodePoolSpec, cluster: gcp.container.Cluster,
-    node_sa: gcp.serviceaccount.Account, opts: pulumi.ResourceOptions,
+    config: InfraConfig,
+    spec: NodePoolSpec,
+    cluster: gcp.container.Cluster,
+    node_sa: gcp.serviceaccount.Account,
+    opts: pulumi.ResourceOptions,
 ) -> gcp.container.NodePool:
     accelerator = spec.config
     spot = spec.is_spot()
@@ -255,7 +310,14 @@ def _accelerator_pool(
     if isinstance(accelerator, TpuConfig) and is_multi_host(accelerator):
         placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=accelerator.topology)
     return _node_pool(
-        f"pool-{spec.name}", spec.name, config, cluster, spec.min_nodes, spec.max_nodes, node_config, opts,
+        f"pool-{spec.name}",
+        spec.name,
+        config,
+        cluster,
+        spec.min_nodes,
+        spec.max_nodes,
+        node_config,
+        opts,
         placement,
     )
 
@@ -281,6 +343,7 @@ def _reservation(name: str | None) -> gcp.container.NodePoolNodeConfigReservatio
     if name is None:
         return None
     return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-        consume_reservation_type="SPECIFIC_RESERVATION", key="compute.googleapis.com/reservation-name",
+        consume_reservation_type="SPECIFIC_RESERVATION",
+        key="compute.googleapis.com/reservation-name",
         values=[name],
     )

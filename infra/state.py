@@ -14,6 +14,7 @@ Decisions the spec leaves open:
   streams the engine's progress lines instead. Only the preflight has a deadline.
 - `apply_destroy` on a stack that does not exist is a NotFoundError, not a silent success.
 """
+
 from __future__ import annotations
 
 import os
@@ -176,8 +177,11 @@ class AutomationBackend:
         outputs, updates = found
         last = updates[0] if updates else None
         return StackState(
-            ref, True, output_values(outputs),
-            last.result if last else None, (last.end_time or last.start_time) if last else None,
+            ref,
+            True,
+            output_values(outputs),
+            last.result if last else None,
+            (last.end_time or last.start_time) if last else None,
         )
 
     def up(self, ref: StackRef, program: Callable[[], None], on_output: OnOutput | None) -> UpdateResult:

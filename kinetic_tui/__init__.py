@@ -8,6 +8,7 @@ this one instead of inside it, so the package's search path also covers the chec
 Importing this package never imports textual; the console lives in `kinetic_tui.app`, loaded only when
 the UI starts.
 """
+
 from __future__ import annotations
 
 import os as _os
@@ -17,17 +18,22 @@ from kinetic_tui.version import __version__
 
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if not _os.path.isdir(_os.path.join(__path__[0], "core")) and _os.path.isfile(
-        _os.path.join(_checkout, "core", "__init__.py")):
+    _os.path.join(_checkout, "core", "__init__.py")
+):
     __path__.append(_checkout)
 
 _EXPORTS = {
-    "run": "kinetic_tui.core.decorator", "RemoteCallable": "kinetic_tui.core.decorator",
+    "run": "kinetic_tui.core.decorator",
+    "RemoteCallable": "kinetic_tui.core.decorator",
     "Data": "kinetic_tui.core.data",
-    "JobHandle": "kinetic_tui.core.jobs", "attach": "kinetic_tui.core.jobs",
+    "JobHandle": "kinetic_tui.core.jobs",
+    "attach": "kinetic_tui.core.jobs",
     "list_jobs": "kinetic_tui.core.jobs",
     "JobStatus": "kinetic_tui.core.job_status",
-    "map": "kinetic_tui.core.decorator", "BatchHandle": "kinetic_tui.core.batches",
-    "BatchError": "kinetic_tui.core.batches", "attach_batch": "kinetic_tui.core.batches",
+    "map": "kinetic_tui.core.decorator",
+    "BatchHandle": "kinetic_tui.core.batches",
+    "BatchError": "kinetic_tui.core.batches",
+    "attach_batch": "kinetic_tui.core.batches",
     "parse_accelerator": "kinetic_tui.core.accelerators",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]

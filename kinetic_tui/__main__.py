@@ -1,4 +1,5 @@
 """`python -m kinetic_tui` is the `kinetic-tui` command."""
+
 from kinetic_tui.cli.main import main
 
 main()

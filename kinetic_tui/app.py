@@ -6,6 +6,7 @@ palette or the command bar, becomes a command-language line run by `run_command`
 an event arrived or a poll is due (every `poll_interval` s: settle finished jobs, start queued ones, sample
 pool usage); a refresh reloads only what is on screen. Errors become notifications, never a crash.
 """
+
 from __future__ import annotations
 
 import sys
@@ -38,11 +39,11 @@ from kinetic_tui.core.paths import using_home
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.palette import KineticCommands
 from kinetic_tui.render.header import header_text
+from kinetic_tui.screens.help import HelpScreen, KeyRow
+from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.base import View
 from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.endpoints import EndpointsView
-from kinetic_tui.screens.help import HelpScreen, KeyRow
-from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.jobs import JobsView
 from kinetic_tui.views.pipelines import PipelinesView
 from kinetic_tui.views.registry import RegistryView
@@ -56,19 +57,30 @@ HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 NOTIFY_LINES = 8
 TICK = 0.2
 THEME = "ansi-dark"  # SPEC 5, 16 colours: every theme colour is an ANSI name the terminal maps itself
-VIEW_CLASSES: tuple[type[View], ...] = (ClustersView, JobsView, TrainingView, RegistryView, EndpointsView,
-                                        PipelinesView)
+VIEW_CLASSES: tuple[type[View], ...] = (
+    ClustersView,
+    JobsView,
+    TrainingView,
+    RegistryView,
+    EndpointsView,
+    PipelinesView,
+)
 SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
-GLOBAL_KEYS: tuple[KeyRow, ...] = (("1-6", "switch view"), (":", "command bar (Tab completes)"),
-                                   ("/", "filter the table"), ("ctrl+p", "palette: actions and objects"),
-                                   ("?", "these keys"), ("q", "quit"))
+GLOBAL_KEYS: tuple[KeyRow, ...] = (
+    ("1-6", "switch view"),
+    (":", "command bar (Tab completes)"),
+    ("/", "filter the table"),
+    ("ctrl+p", "palette: actions and objects"),
+    ("?", "these keys"),
+    ("q", "quit"),
+)
 
 
 def summarize(verb: str, result: Any) -> str:
     """A command's result as a notification: the text rendering, cut to a few lines."""
     lines = render_text(verb, result).splitlines() or ["done"]
     if len(lines) > NOTIFY_LINES:
-        lines = [*lines[:NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
+        lines = [*lines[: NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
     return "\n".join(lines)
 
 
@@ -90,12 +102,20 @@ class KineticApp(App[int]):
     theme: Reactive[str] = Reactive(THEME)
     BINDINGS = [
         *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False) for n in range(1, 7)),
-        Binding("colon", "command_bar", "Command"), Binding("slash", "filter", "Filter"),
-        Binding("question_mark", "help", "Keys"), Binding("q", "quit", "Quit"),
+        Binding("colon", "command_bar", "Command"),
+        Binding("slash", "filter", "Filter"),
+        Binding("question_mark", "help", "Keys"),
+        Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, console: Console, readonly: bool = False, clock: Callable[[], float] | None = None,
-                 poll_interval: float = 1.0, background: Callable[[Console], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        readonly: bool = False,
+        clock: Callable[[], float] | None = None,
+        poll_interval: float = 1.0,
+        background: Callable[[Console], Awaitable[None]] | None = None,
+    ) -> None:
         """`background` is work that fills the workspace while the UI is up (the demo)."""
         # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
         # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
@@ -168,8 +188,12 @@ class KineticApp(App[int]):
 
     def _header(self) -> Text:
         current = self.current_view
-        return header_text(self._workspace, [(view.key, view.title) for view in self.views],
-                           current.key if current else None, self.readonly)
+        return header_text(
+            self._workspace,
+            [(view.key, view.title) for view in self.views],
+            current.key if current else None,
+            self.readonly,
+        )
 
     def _draw_header(self) -> None:
         self.query_one("#header", Static).update(self._header())
@@ -238,8 +262,9 @@ class KineticApp(App[int]):
         Screens and views forward their workers here: StateChanged does not bubble."""
         if worker.state is WorkerState.ERROR and worker.error is not None:
             error = worker.error
-            self._report(one_line(error) if isinstance(error, KineticError) else
-                         f"{type(error).__name__}: {one_line(error)}")
+            self._report(
+                one_line(error) if isinstance(error, KineticError) else f"{type(error).__name__}: {one_line(error)}"
+            )
 
     # -- commands --------------------------------------------------------------------------------------
 
@@ -257,8 +282,10 @@ class KineticApp(App[int]):
         if command is None:
             return None
         if self.readonly and command.verb not in READ_ONLY_VERBS:
-            self.notify(f"read-only console: {command.verb!r} changes state; allowed: "
-                        f"{', '.join(sorted(READ_ONLY_VERBS))}", severity="error")
+            self.notify(
+                f"read-only console: {command.verb!r} changes state; allowed: {', '.join(sorted(READ_ONLY_VERBS))}",
+                severity="error",
+            )
             return None
         try:
             result = await execute(self.service, command)
@@ -279,10 +306,13 @@ class KineticApp(App[int]):
         """Names of every live object by kind, for completion and the palette."""
         console = self.service
         readers: dict[str, tuple[Callable[[], Any], str]] = {
-            "job": (console.jobs.list, "job_id"), "pool": (console.pools.list, "name"),
-            "training": (console.training.list, "name"), "study": (console.training.studies, "name"),
+            "job": (console.jobs.list, "job_id"),
+            "pool": (console.pools.list, "name"),
+            "training": (console.training.list, "name"),
+            "study": (console.training.studies, "name"),
             "group": (console.registry.models, "group"),
-            "endpoint": (console.endpoints.list, "name"), "pipeline": (console.pipelines.list, "name"),
+            "endpoint": (console.endpoints.list, "name"),
+            "pipeline": (console.pipelines.list, "name"),
         }
         names: dict[str, list[str]] = {}
         for kind, (read, attribute) in readers.items():
@@ -297,8 +327,9 @@ class KineticApp(App[int]):
     async def action_show_view(self, key: str) -> None:
         view = next((v for v in self.views if v.key == key), None)
         if view is None:
-            self.notify(f"no view {key}; views: {', '.join(f'{v.key} {v.title}' for v in self.views)}",
-                        severity="warning")
+            self.notify(
+                f"no view {key}; views: {', '.join(f'{v.key} {v.title}' for v in self.views)}", severity="warning"
+            )
             return
         while isinstance(self.screen, JobScreen):
             self.pop_screen()

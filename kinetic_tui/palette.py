@@ -9,6 +9,7 @@ are listed from fresh console snapshots each time the palette opens.
 The palette knows the app only through `PaletteHost`, the few members it calls, so the app can import it
 without the palette importing the app back.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -22,8 +23,14 @@ from kinetic_tui.views.base import View
 
 PALETTE_JOBS = 500  # the newest jobs offered: fuzzy-matching 10,000 titles on every keystroke lags
 # object kind -> (number of the view it lives in, what the palette calls it)
-JUMPS = {"pool": ("1", "Pool"), "training": ("3", "Training"), "study": ("3", "Study"), "group": ("4", "Model group"),
-         "endpoint": ("5", "Endpoint"), "pipeline": ("6", "Pipeline")}
+JUMPS = {
+    "pool": ("1", "Pool"),
+    "training": ("3", "Training"),
+    "study": ("3", "Study"),
+    "group": ("4", "Model group"),
+    "endpoint": ("5", "Endpoint"),
+    "pipeline": ("6", "Pipeline"),
+}
 
 
 class PaletteHost(Protocol):
@@ -51,9 +58,13 @@ class Entry(NamedTuple):
 
 def verb_entries(app: PaletteHost) -> list[Entry]:
     """One entry per verb the console may run now (a read-only one: the verbs that change nothing)."""
-    return [Entry(f"Command: {verb.name}", partial(app.action_command_bar, f"{verb.name} "),
-                  f"{verb.help} · {verb.usage()}")
-            for verb in VERBS.values() if not (app.readonly and verb.mutates)]
+    return [
+        Entry(
+            f"Command: {verb.name}", partial(app.action_command_bar, f"{verb.name} "), f"{verb.help} · {verb.usage()}"
+        )
+        for verb in VERBS.values()
+        if not (app.readonly and verb.mutates)
+    ]
 
 
 def entries(app: PaletteHost, names: dict[str, list[str]]) -> list[Entry]:
@@ -61,17 +72,30 @@ def entries(app: PaletteHost, names: dict[str, list[str]]) -> list[Entry]:
     found: list[Entry] = []
     for view in app.views:
         found.append(Entry(f"Go to {view.title}", partial(app.action_show_view, view.key), f"key {view.key}"))
-        found += [Entry(f"{view.title}: {binding.description}", partial(app.act_in_view, view, binding.action),
-                        f"key {binding.key} in {view.title}") for binding in view.visible_bindings()]
-    found += [Entry("Command bar", app.action_command_bar, "key :"),
-              Entry("Keys of this view", app.action_help, "key ?"),
-              Entry("Filter this view", app.action_filter, "key /"), Entry("Quit", app.action_quit, "key q")]
+        found += [
+            Entry(
+                f"{view.title}: {binding.description}",
+                partial(app.act_in_view, view, binding.action),
+                f"key {binding.key} in {view.title}",
+            )
+            for binding in view.visible_bindings()
+        ]
+    found += [
+        Entry("Command bar", app.action_command_bar, "key :"),
+        Entry("Keys of this view", app.action_help, "key ?"),
+        Entry("Filter this view", app.action_filter, "key /"),
+        Entry("Quit", app.action_quit, "key q"),
+    ]
     found += verb_entries(app)
-    found += [Entry(f"Job {job_id}", partial(app.open_job, job_id), "open the job screen")
-              for job_id in names.get("job", [])[:PALETTE_JOBS]]
+    found += [
+        Entry(f"Job {job_id}", partial(app.open_job, job_id), "open the job screen")
+        for job_id in names.get("job", [])[:PALETTE_JOBS]
+    ]
     for kind, (key, label) in JUMPS.items():
-        found += [Entry(f"{label} {name}", partial(app.jump_to, key, name), f"show it in view {key}")
-                  for name in names.get(kind, ())]
+        found += [
+            Entry(f"{label} {name}", partial(app.jump_to, key, name), f"show it in view {key}")
+            for name in names.get(kind, ())
+        ]
     return found
 
 

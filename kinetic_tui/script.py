@@ -4,6 +4,7 @@ Exit codes are an API: 0 every command succeeded; 1 a command failed (the script
 `keep_going`, and what earlier lines did stays done); 2 a line did not parse, reported with its line and
 column before anything runs. Errors are one line each; a traceback is printed only with `debug`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,16 +60,16 @@ class _Reporter:
 
     def failure(self, line: int, text: str, error_type: str, message: str) -> None:
         if self.output == "json":
-            self._json({"line": line, "command": text, "ok": False,
-                        "error": {"type": error_type, "message": message}})
+            self._json({"line": line, "command": text, "ok": False, "error": {"type": error_type, "message": message}})
             self.stdout.flush()
         else:
             self.stderr.write(f"line {line}: {text}: {error_type}: {message}\n")
             self.stderr.flush()
 
 
-async def _run(commands: list[tuple[int, Command]], reporter: _Reporter, keep_going: bool,
-               console_factory: Callable[[], Console]) -> int:
+async def _run(
+    commands: list[tuple[int, Command]], reporter: _Reporter, keep_going: bool, console_factory: Callable[[], Console]
+) -> int:
     try:
         console = console_factory()
     except Exception as exc:  # an unusable workspace (corrupt or locked state.db): nothing ran
@@ -98,9 +99,15 @@ async def _run(commands: list[tuple[int, Command]], reporter: _Reporter, keep_go
     return status
 
 
-def run_script(text: str, output: str = "text", keep_going: bool = False, stdout: TextIO | None = None,
-               stderr: TextIO | None = None, debug: bool = False,
-               console_factory: Callable[[], Console] | None = None) -> int:
+def run_script(
+    text: str,
+    output: str = "text",
+    keep_going: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    debug: bool = False,
+    console_factory: Callable[[], Console] | None = None,
+) -> int:
     """Parse every line, then run them in order against the active workspace; returns the exit code.
 
     Starting verbs wait by default here (`default_wait=True`), and commands run one at a time with no UI

@@ -1,4 +1,5 @@
 """The distribution's version, read from its installed metadata (pyproject.toml is the one source)."""
+
 from __future__ import annotations
 
 import importlib.metadata

@@ -17,6 +17,7 @@ output/ (KINETIC_OUTPUT_DIR unless the launcher set one).
 `--requirements` (prebuilt-image mode) is installed with `pip install -r` into the running interpreter's
 environment: the pod's image is disposable and pip can then reuse what the image already ships.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,9 @@ import os
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 
@@ -85,8 +87,9 @@ class _Phase:
 
 # --- storage: local paths and gs:// ---------------------------------------------------------------
 
+
 def _split_gs(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("gs://"):].partition("/")
+    bucket, _, key = uri[len("gs://") :].partition("/")
     if not bucket:
         raise ValueError(f"URI {uri!r} names no bucket (expected gs://BUCKET/KEY)")
     return bucket, key
@@ -127,7 +130,7 @@ def fetch_tree(uri: str, dest: Path) -> None:
     bucket, prefix = _split_gs(uri)
     dest.mkdir(parents=True, exist_ok=True)
     for blob in _gcs().list_blobs(bucket, prefix=prefix):
-        rel = blob.name[len(prefix):]
+        rel = blob.name[len(prefix) :]
         if not rel or rel.endswith("/"):  # the prefix itself or a folder placeholder
             continue
         parts = rel.split("/")
@@ -173,6 +176,7 @@ def _check_digest(what: str, actual: str, expected: str) -> None:
 
 
 # --- extract: nothing may land outside the code directory -------------------------------------------
+
 
 def _member_parts(name: str) -> list[str]:
     normalized = name.replace("\\", "/")
@@ -264,7 +268,11 @@ def extract(archive_path: Path, dest: Path) -> None:
 # --- unpickle and environment ----------------------------------------------------------------------
 
 _PAYLOAD_FIELDS: dict[str, tuple[type, ...]] = {
-    "args": (list, tuple), "kwargs": (dict,), "env_vars": (dict,), "volumes": (dict,)}
+    "args": (list, tuple),
+    "kwargs": (dict,),
+    "env_vars": (dict,),
+    "volumes": (dict,),
+}
 
 
 def load_payload(data: bytes) -> dict[str, Any]:
@@ -274,8 +282,10 @@ def load_payload(data: bytes) -> dict[str, Any]:
     for field, kinds in _PAYLOAD_FIELDS.items():
         value = payload.setdefault(field, kinds[0]())
         if not isinstance(value, kinds):
-            raise ValueError(f"payload field {field!r} has type {type(value).__name__}, "
-                             f"expected {' or '.join(kind.__name__ for kind in kinds)}")
+            raise ValueError(
+                f"payload field {field!r} has type {type(value).__name__}, "
+                f"expected {' or '.join(kind.__name__ for kind in kinds)}"
+            )
     return payload
 
 
@@ -306,6 +316,7 @@ def apply_environment(code_dir: Path, env_vars: dict[str, str], output_dir: Path
 
 
 # --- data refs -------------------------------------------------------------------------------------
+
 
 def _is_ref(value: Any) -> bool:
     return isinstance(value, dict) and value.get(DATA_REF_KEY) == 1 and isinstance(value.get("uri"), str)
@@ -364,6 +375,7 @@ def mount_volumes(volumes: dict[str, Any]) -> None:
 
 # --- result ----------------------------------------------------------------------------------------
 
+
 def _round_trips(value: Any) -> bool:
     try:
         cloudpickle.loads(cloudpickle.dumps(value))
@@ -397,8 +409,15 @@ def encode_result(outcome: dict[str, Any]) -> bytes:
         kind = type(value).__qualname__
         error = RuntimeError(f"the return value of type {kind} could not be pickled: {exc}")
         log(f"phase upload FAILED: {error}")
-        outcome.update(success=False, result=None, exception=error, traceback=_format_exc(exc),
-                       phase="upload", serialization_failed=True, result_repr=_safe_repr(value))
+        outcome.update(
+            success=False,
+            result=None,
+            exception=error,
+            traceback=_format_exc(exc),
+            phase="upload",
+            serialization_failed=True,
+            result_repr=_safe_repr(value),
+        )
         return cloudpickle.dumps(outcome)
 
 
@@ -406,15 +425,20 @@ def summarize(outcome: dict[str, Any]) -> bytes:
     """A JSON digest of the outcome beside the pickle, so schedulers and consoles can show why a job
     failed without unpickling objects whose classes they may not have."""
     exc = outcome["exception"]
-    return json.dumps({
-        "success": outcome["success"], "phase": outcome["phase"], "host_index": outcome["host_index"],
-        "error_type": None if exc is None else type(exc).__name__,
-        "error": None if exc is None else str(exc)[:2000],
-        "serialization_failed": bool(outcome.get("serialization_failed")),
-    }).encode()
+    return json.dumps(
+        {
+            "success": outcome["success"],
+            "phase": outcome["phase"],
+            "host_index": outcome["host_index"],
+            "error_type": None if exc is None else type(exc).__name__,
+            "error": None if exc is None else str(exc)[:2000],
+            "serialization_failed": bool(outcome.get("serialization_failed")),
+        }
+    ).encode()
 
 
 # --- the run ---------------------------------------------------------------------------------------
+
 
 def _parse_args(argv: list[str]) -> Any:
     import argparse
@@ -444,9 +468,9 @@ def _install(requirements: Path) -> None:
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-         "-r", str(requirements)],
-        capture_output=True, text=True,
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r", str(requirements)],
+        capture_output=True,
+        text=True,
     )
     sys.stderr.write(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -497,7 +521,9 @@ class _SavedProcessState:
     def __exit__(self, *_exc: Any) -> None:
         os.chdir(self.cwd)
         sys.path[:] = self.path
-        if os.environ != self.environ:  # comparing is cheap; rewriting every variable is not (a lane does this per input)
+        if (
+            os.environ != self.environ
+        ):  # comparing is cheap; rewriting every variable is not (a lane does this per input)
             os.environ.clear()
             os.environ.update(self.environ)
 
@@ -524,8 +550,14 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tempfile.mkdtemp(prefix="kinetic-run-"))
     log(f"runner start: host {host}, workdir {workdir}")
     # On success `phase` names the last phase reached; it is only meaningful on failure.
-    outcome: dict[str, Any] = {"success": True, "result": None, "exception": None, "traceback": "",
-                               "phase": "upload", "host_index": host}
+    outcome: dict[str, Any] = {
+        "success": True,
+        "result": None,
+        "exception": None,
+        "traceback": "",
+        "phase": "upload",
+        "host_index": host,
+    }
     with _SavedProcessState():
         try:
             outcome["result"] = run_job(args, workdir)
@@ -556,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
 # progress file, with the byte offsets of the input's log range and of its result in the results file.
 # It checks the cancel list after writing `start`, so a canceller that appends to the list and then
 # reads the progress either sees the `start` (and stops the lane) or is seen by the lane (which skips).
+
 
 def _log_offset() -> int:
     """Where the next log byte of this process goes: stdout and stderr share the lane's log file."""
@@ -603,8 +636,9 @@ class _Lane:
         at = self.result_at
         self.results.write(data)
         self.result_at += len(data)
-        self.note(job=job_id, end=time.time(), log=_log_offset(), at=at, size=len(data),
-                  **json.loads(summarize(outcome)))
+        self.note(
+            job=job_id, end=time.time(), log=_log_offset(), at=at, size=len(data), **json.loads(summarize(outcome))
+        )
 
 
 def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., Any], list[bytes]]:
@@ -656,8 +690,17 @@ def run_lane(spec_path: Path) -> int:
     except PhaseError as failure:  # every input fails the way a job would have in that phase
         for _index, job_id, _output in spec["inputs"]:
             if lane.start(job_id):
-                lane.finish(job_id, {"success": False, "result": None, "exception": failure.cause,
-                                     "traceback": failure.tb, "phase": failure.phase, "host_index": 0})
+                lane.finish(
+                    job_id,
+                    {
+                        "success": False,
+                        "result": None,
+                        "exception": failure.cause,
+                        "traceback": failure.tb,
+                        "phase": failure.phase,
+                        "host_index": 0,
+                    },
+                )
         return 1
     resolver = DataResolver(workdir / "data")
     name = getattr(func, "__qualname__", func)
@@ -665,8 +708,14 @@ def run_lane(spec_path: Path) -> int:
         if not lane.start(job_id):
             continue
         log(f"input {index} ({job_id}): calling {name!s}")
-        outcome: dict[str, Any] = {"success": True, "result": None, "exception": None, "traceback": "",
-                                   "phase": "upload", "host_index": 0}
+        outcome: dict[str, Any] = {
+            "success": True,
+            "result": None,
+            "exception": None,
+            "traceback": "",
+            "phase": "upload",
+            "host_index": 0,
+        }
         os.environ["KINETIC_JOB_ID"], os.environ["KINETIC_OUTPUT_DIR"] = job_id, output_dir
         with _SavedProcessState():
             try:

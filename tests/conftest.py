@@ -1,4 +1,5 @@
 """Suite-wide fixtures: every test gets its own KINETIC_HOME; hypothesis runs deterministically."""
+
 import os
 
 import pytest

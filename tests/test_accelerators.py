@@ -1,4 +1,5 @@
 """The accelerator grammar against the reference registry, transcribed here independently of the module."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinetic_tui.core.accelerators import CpuConfig, GpuConfig, TpuConfig, all_accelerators, category, format_accelerator, is_multi_host, list_accelerators, parse_accelerator
+from kinetic_tui.core.accelerators import (
+    CpuConfig,
+    GpuConfig,
+    TpuConfig,
+    all_accelerators,
+    category,
+    format_accelerator,
+    is_multi_host,
+    list_accelerators,
+    parse_accelerator,
+)
 from kinetic_tui.core.errors import ValidationError
 
 # reference/accelerators.md, GPUs: name -> (GKE label, {count: machine type})
@@ -34,14 +45,32 @@ TPUS = [
     ("v3", 4, "2x2", "tpu-v3-podslice", "ct3-hightpu-4t", 1),
     *[
         ("v3", chips, topo, "tpu-v3-podslice", "ct3p-hightpu-4t", chips // 4)
-        for chips, topo in [(16, "4x4"), (32, "4x8"), (64, "8x8"), (128, "8x16"), (256, "16x16"),
-                            (512, "16x32"), (1024, "32x32"), (2048, "32x64")]
+        for chips, topo in [
+            (16, "4x4"),
+            (32, "4x8"),
+            (64, "8x8"),
+            (128, "8x16"),
+            (256, "16x16"),
+            (512, "16x32"),
+            (1024, "32x32"),
+            (2048, "32x64"),
+        ]
     ],
     *[
         ("v4", chips, topo, "tpu-v4-podslice", "ct4p-hightpu-4t", chips // 4)
-        for chips, topo in [(4, "2x2x1"), (8, "2x2x2"), (16, "2x2x4"), (32, "2x4x4"), (64, "4x4x4"),
-                            (128, "4x4x8"), (256, "4x8x8"), (512, "8x8x8"), (1024, "8x8x16"),
-                            (2048, "8x16x16"), (4096, "16x16x16")]
+        for chips, topo in [
+            (4, "2x2x1"),
+            (8, "2x2x2"),
+            (16, "2x2x4"),
+            (32, "2x4x4"),
+            (64, "4x4x4"),
+            (128, "4x4x8"),
+            (256, "4x8x8"),
+            (512, "8x8x8"),
+            (1024, "8x8x16"),
+            (2048, "8x16x16"),
+            (4096, "16x16x16"),
+        ]
     ],
     ("v5litepod", 1, "1x1", "tpu-v5-lite-podslice", "ct5lp-hightpu-1t", 1),
     ("v5litepod", 4, "2x2", "tpu-v5-lite-podslice", "ct5lp-hightpu-4t", 1),
@@ -79,8 +108,14 @@ def test_every_gpu_shape(name, label, count, machine):
 @pytest.mark.parametrize("name,chips,topology,gke,machine,nodes", TPUS)
 def test_every_tpu_shape(name, chips, topology, gke, machine, nodes):
     expected = TpuConfig(name, chips, topology, gke, machine, nodes, False)
-    for text in (f"{name}-{topology}", f"{name}-{chips}", f"tpu:{name}-{chips}", f"tpu-{name}-{topology}",
-                 f"{gke}-{chips}", f"  {name.upper()}-{topology.upper()}  "):
+    for text in (
+        f"{name}-{topology}",
+        f"{name}-{chips}",
+        f"tpu:{name}-{chips}",
+        f"tpu-{name}-{topology}",
+        f"{gke}-{chips}",
+        f"  {name.upper()}-{topology.upper()}  ",
+    ):
         assert parse_accelerator(text) == expected, text
     assert category(expected) == "tpu"
     assert is_multi_host(expected) is (nodes > 1)
@@ -217,8 +252,35 @@ def test_long_input_is_truncated_in_the_message():
 
 
 GRAMMAR_PIECES = st.sampled_from(
-    ["gpu", "tpu", "cpu", ":", "-", "x", "spot", "l4", "a100", "a100-80gb", "nvidia-", "tesla-", "v4", "v5e",
-     "v5litepod", "tpu-v4-podslice", "2", "4", "16", "0", "2x2", "2x2x1", "99999999999", " ", "\n", "٣", "İ"]
+    [
+        "gpu",
+        "tpu",
+        "cpu",
+        ":",
+        "-",
+        "x",
+        "spot",
+        "l4",
+        "a100",
+        "a100-80gb",
+        "nvidia-",
+        "tesla-",
+        "v4",
+        "v5e",
+        "v5litepod",
+        "tpu-v4-podslice",
+        "2",
+        "4",
+        "16",
+        "0",
+        "2x2",
+        "2x2x1",
+        "99999999999",
+        " ",
+        "\n",
+        "٣",
+        "İ",
+    ]
 )
 
 
@@ -260,12 +322,26 @@ def test_list_accelerators_rows():
     by_key = {row["accelerator"]: row for row in rows}
     assert by_key["cpu"]["category"] == "cpu" and by_key["cpu"]["num_nodes"] == 1
     assert by_key["a100x16"] == {
-        "accelerator": "a100x16", "category": "gpu", "name": "a100", "count": 16, "topology": None,
-        "machine_type": "a2-megagpu-16g", "gke_label": "nvidia-tesla-a100", "num_nodes": 1, "multi_host": False,
+        "accelerator": "a100x16",
+        "category": "gpu",
+        "name": "a100",
+        "count": 16,
+        "topology": None,
+        "machine_type": "a2-megagpu-16g",
+        "gke_label": "nvidia-tesla-a100",
+        "num_nodes": 1,
+        "multi_host": False,
     }
     assert by_key["v4-4x4x4"] == {
-        "accelerator": "v4-4x4x4", "category": "tpu", "name": "v4", "count": 64, "topology": "4x4x4",
-        "machine_type": "ct4p-hightpu-4t", "gke_label": "tpu-v4-podslice", "num_nodes": 16, "multi_host": True,
+        "accelerator": "v4-4x4x4",
+        "category": "tpu",
+        "name": "v4",
+        "count": 64,
+        "topology": "4x4x4",
+        "machine_type": "ct4p-hightpu-4t",
+        "gke_label": "tpu-v4-podslice",
+        "num_nodes": 16,
+        "multi_host": True,
     }
     for row in rows:
         assert parse_accelerator(row["accelerator"]).num_nodes == row["num_nodes"]

@@ -1,6 +1,7 @@
 """Outside `core/backends/`, no code branches on which backend it is: no comparison with a backend kind's
 name, no lookup keyed by one, no isinstance check on a backend class. Such a branch is a second place that
 must learn every new backend; the registry and the kinds' traits are the one place."""
+
 from __future__ import annotations
 
 import ast
@@ -19,10 +20,17 @@ DRIVING = {"refresh", "submit", "submit_call", "states"}  # a class with one of 
 def backend_classes() -> set[str]:
     """The classes under core/backends/ that drive jobs (and their subclasses); its row and pool records
     are data, not backends."""
-    defined = [node for path in EXEMPT.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.ClassDef)]
-    found = {node.name for node in defined
-             if DRIVING & {item.name for item in node.body if isinstance(item, ast.FunctionDef)}}
+    defined = [
+        node
+        for path in EXEMPT.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    ]
+    found = {
+        node.name
+        for node in defined
+        if DRIVING & {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
+    }
     while True:
         more = {node.name for node in defined if {n for b in node.bases for n in _class_names(b)} & found}
         if more <= found:
@@ -58,14 +66,19 @@ def branches(source: str, classes: set[str]) -> list[tuple[int, str]]:
             found.append((node.lineno, "a dict keyed by backend kind"))
         elif isinstance(node, ast.MatchValue) and _names_a_kind(node.value):
             found.append((node.lineno, "matches a backend kind"))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
-              and len(node.args) == 2 and set(_class_names(node.args[1])) & classes):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and set(_class_names(node.args[1])) & classes
+        ):
             found.append((node.lineno, "isinstance on a backend class"))
     return found
 
 
 def test_the_checker_finds_planted_branches() -> None:
-    planted = '''
+    planted = """
 if infra.backend == "gke":
     pass
 ok = kind in ("local", "pathways")
@@ -75,7 +88,7 @@ match profile.backend:
         pass
 remote = isinstance(source, GkeCluster)
 fine = path / "local" and storage_kind == "gcs" and isinstance(x, dict)
-'''
+"""
     assert sorted(line for line, _ in branches(planted, {"GkeCluster"})) == [2, 4, 5, 7, 9]
 
 
@@ -87,7 +100,11 @@ def test_backend_classes_are_the_job_drivers() -> None:
 
 def test_no_backend_branches_outside_the_backends() -> None:
     classes = backend_classes()
-    offenders = [f"{path.relative_to(ROOT)}:{line}: {what}"
-                 for folder in SCANNED for path in sorted((ROOT / folder).rglob("*.py"))
-                 if EXEMPT not in path.parents for line, what in branches(path.read_text(), classes)]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for folder in SCANNED
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if EXEMPT not in path.parents
+        for line, what in branches(path.read_text(), classes)
+    ]
     assert not offenders, "backend branches outside core/backends: " + "; ".join(offenders)

@@ -1,4 +1,5 @@
 """The click CLI: workspace commands, profiles, pools and jobs, verbs passed through, exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from kinetic_tui.core.backends.local import launcher
-from kinetic_tui.core.profiles import current_profile_name, list_profiles
-from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.cli.main import main
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.core.profiles import current_profile_name, list_profiles
 
 
 @pytest.fixture
@@ -111,7 +112,9 @@ def test_script_flag_exit_codes(cli, tmp_path):
     good, bad_parse, failing = tmp_path / "good.kn", tmp_path / "bad.kn", tmp_path / "failing.kn"
     good.write_text("pools\n")
     bad_parse.write_text("pools\npool add x --nodes two\n")
-    failing.write_text("pool add a --accelerator cpu --nodes 1\npromote nope 1 Staging\npool add b --accelerator cpu --nodes 1\n")
+    failing.write_text(
+        "pool add a --accelerator cpu --nodes 1\npromote nope 1 Staging\npool add b --accelerator cpu --nodes 1\n"
+    )
     assert cli("--script", str(good)).exit_code == 0
     assert cli("--script", str(bad_parse)).exit_code == 2
     assert cli("--script", str(failing)).exit_code == 1
@@ -123,8 +126,13 @@ def test_script_flag_exit_codes(cli, tmp_path):
 def test_the_installed_entry_point_runs_a_script_from_stdin(kinetic_home):
     exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     assert exe, "the kinetic-tui console script is not installed"
-    done = subprocess.run([exe, "--script", "-", "--output", "json"], input="pools\nhelp observe\n",
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [exe, "--script", "-", "--output", "json"],
+        input="pools\nhelp observe\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["command"] for r in records] == ["pools", "help observe"]

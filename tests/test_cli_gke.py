@@ -1,6 +1,7 @@
 """The CLI on a gke profile: up/down/status/pool against a fake StackBackend (programs checked under Pulumi
 mocks), the real AutomationBackend on this machine (no Pulumi CLI), build-image against the local Cloud
 Build double of tests/infra, and the desired node pools in state.db (core/backends/gke/pools.py)."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from functools import partial
 from typing import Any
 
@@ -17,17 +18,17 @@ import pytest
 from click.testing import CliRunner
 from google.auth.credentials import AnonymousCredentials
 
+from kinetic_tui.cli import gke as cli_gke
+from kinetic_tui.cli.main import main
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.backends.gke.backend import JobState
-from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.store import Store
 from kinetic_tui.infra import NodePoolSpec
 from kinetic_tui.infra import container_builder as builder
 from kinetic_tui.infra.state import DestroyResult, StackRef, StackState, UpdateResult
-from kinetic_tui.cli import gke as cli_gke
-from kinetic_tui.cli.main import main
 from tests.infra import run_under_mocks
 from tests.infra.test_container_builder import CloudBuildDouble, _serve
 
@@ -50,8 +51,13 @@ class FakeStack:
     def read(self, ref: StackRef) -> StackState:
         self.calls.append("read")
         outputs = {"cluster_name": CLUSTER, "node_pools": ["system", *self.pools]} if self.exists else {}
-        return StackState(ref, self.exists, outputs, "succeeded" if self.exists else None,
-                          datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc) if self.exists else None)
+        return StackState(
+            ref,
+            self.exists,
+            outputs,
+            "succeeded" if self.exists else None,
+            datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC) if self.exists else None,
+        )
 
     def up(self, ref: StackRef, program: Callable[[], None], on_output: Any) -> UpdateResult:
         self.calls.append("up")
@@ -72,8 +78,23 @@ def gke(monkeypatch: pytest.MonkeyPatch) -> FakeStack:
     """A gke profile (current) whose stack backend is a FakeStack."""
     stack = FakeStack()
     monkeypatch.setattr(cli_gke, "stack_backend", lambda: stack)
-    assert cli("profile", "create", "prod", "--backend", "gke", "--project", PROJECT, "--cluster", CLUSTER,
-               "--zone", ZONE, "--use").exit_code == 0
+    assert (
+        cli(
+            "profile",
+            "create",
+            "prod",
+            "--backend",
+            "gke",
+            "--project",
+            PROJECT,
+            "--cluster",
+            CLUSTER,
+            "--zone",
+            ZONE,
+            "--use",
+        ).exit_code
+        == 0
+    )
     return stack
 
 
@@ -102,8 +123,9 @@ def one_line_error(result: Any) -> str:
 
 def test_up_applies_the_recorded_pools(gke: FakeStack) -> None:
     assert cli("pool", "add", "l4", "--accelerator", "l4x2", "--nodes", "3", "--spot", "--no-apply").exit_code == 0
-    assert cli("pool", "add", "tpu", "--accelerator", "v5e-2x4", "--nodes", "2", "--min", "1",
-               "--no-apply").exit_code == 0
+    assert (
+        cli("pool", "add", "tpu", "--accelerator", "v5e-2x4", "--nodes", "2", "--min", "1", "--no-apply").exit_code == 0
+    )
     assert gke.calls == [] and [p.name for p in recorded()] == ["l4", "tpu"]  # --no-apply: only recorded
     result = cli("up", "--yes")
     assert result.exit_code == 0, result.output
@@ -127,8 +149,11 @@ def test_up_asks_first_and_a_no_changes_nothing(gke: FakeStack) -> None:
 def test_up_json_keeps_progress_off_stdout(gke: FakeStack) -> None:
     result = CliRunner().invoke(main, ["up", "--yes", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"stack": STACK, "changes": {"create": 3, "same": 20},
-                                         "outputs": {"cluster_name": CLUSTER}}
+    assert json.loads(result.stdout) == {
+        "stack": STACK,
+        "changes": {"create": 3, "same": 20},
+        "outputs": {"cluster_name": CLUSTER},
+    }
     assert "NodePool creating" in result.stderr
 
 
@@ -235,15 +260,18 @@ def test_pool_remove_forgets_and_applies(gke: FakeStack) -> None:
     assert "no node pool 'a'" in missing and "pools: b" in missing
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("BAD", "--accelerator", "l4", "--nodes", "1"), "node pool name 'BAD' must match"),
-    (("system", "--accelerator", "l4", "--nodes", "1"), "reserved for the system pool"),
-    (("x", "--accelerator", "a100x3", "--nodes", "1"), "1, 2, 4, 8, 16"),
-    (("x", "--accelerator", "v6e-4x4", "--nodes", "2"), "one 4-node slice"),
-    (("x", "--accelerator", "l4", "--nodes", "1", "--min", "2"), "must be >= 1 and >= min_nodes (2)"),
-    (("x", "--accelerator", "l4:spot", "--nodes", "1"), "already provides spot l4x1"),
-    (("a", "--accelerator", "t4", "--nodes", "1"), "node pool 'a' already exists"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("BAD", "--accelerator", "l4", "--nodes", "1"), "node pool name 'BAD' must match"),
+        (("system", "--accelerator", "l4", "--nodes", "1"), "reserved for the system pool"),
+        (("x", "--accelerator", "a100x3", "--nodes", "1"), "1, 2, 4, 8, 16"),
+        (("x", "--accelerator", "v6e-4x4", "--nodes", "2"), "one 4-node slice"),
+        (("x", "--accelerator", "l4", "--nodes", "1", "--min", "2"), "must be >= 1 and >= min_nodes (2)"),
+        (("x", "--accelerator", "l4:spot", "--nodes", "1"), "already provides spot l4x1"),
+        (("a", "--accelerator", "t4", "--nodes", "1"), "node pool 'a' already exists"),
+    ],
+)
 def test_bad_pools_are_one_line_and_record_nothing(gke: FakeStack, args: tuple[str, ...], message: str) -> None:
     cli("pool", "add", "a", "--accelerator", "l4", "--spot", "--nodes", "1", "--no-apply")
     before = recorded()
@@ -273,8 +301,10 @@ def test_gke_pools_store_keeps_clusters_apart_and_canonical() -> None:
 
 
 @NO_PULUMI
-@pytest.mark.parametrize("command", [("up", "--yes"), ("down", "--yes"), ("status",),
-                                     ("pool", "add", "x", "--accelerator", "l4", "--nodes", "1")])
+@pytest.mark.parametrize(
+    "command",
+    [("up", "--yes"), ("down", "--yes"), ("status",), ("pool", "add", "x", "--accelerator", "l4", "--nodes", "1")],
+)
 def test_without_the_pulumi_cli_each_command_says_how_to_install_it(command: tuple[str, ...]) -> None:
     cli("profile", "create", "prod", "--backend", "gke", "--project", PROJECT, "--use")
     started = time.monotonic()
@@ -301,12 +331,18 @@ def test_a_bad_profile_value_says_how_to_fix_it() -> None:
 def cloud_build(gke: FakeStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[CloudBuildDouble]:
     """build-image's ensure function pointed at the Cloud Build / registry double of tests/infra."""
     for double in _serve():
+
         def ensurer(infra: Any) -> Callable[[builder.ImageInputs], builder.ImageBuild]:
-            return partial(builder.ensure_image, project=infra.project, region=infra.region, cluster=infra.cluster,
-                           exists=partial(builder.registry_has_tag, token="test-token", registry=double.url),
-                           upload=lambda bucket, name, data: None, poll_interval=0.01,
-                           client=builder.cloud_build_client(api_endpoint=double.url,
-                                                             credentials=AnonymousCredentials()))
+            return partial(
+                builder.ensure_image,
+                project=infra.project,
+                region=infra.region,
+                cluster=infra.cluster,
+                exists=partial(builder.registry_has_tag, token="test-token", registry=double.url),
+                upload=lambda bucket, name, data: None,
+                poll_interval=0.01,
+                client=builder.cloud_build_client(api_endpoint=double.url, credentials=AnonymousCredentials()),
+            )
 
         monkeypatch.setattr(cli_gke, "image_ensurer", ensurer)
         yield double

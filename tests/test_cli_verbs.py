@@ -1,5 +1,6 @@
 """The click commands generated from the verb table: real options in --help, the same result and exit code
 as the line in a script, shell completion of verbs, flags, choices and workspace names, --version."""
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,10 @@ def cli():
 
 
 def completions(args: list[str], incomplete: str) -> list[str]:
-    return [item.value for item in ShellComplete(main, {}, "kinetic-tui", "_KINETIC_TUI_COMPLETE")
-            .get_completions(args, incomplete)]
+    return [
+        item.value
+        for item in ShellComplete(main, {}, "kinetic-tui", "_KINETIC_TUI_COMPLETE").get_completions(args, incomplete)
+    ]
 
 
 def test_version_prints_the_package_version(cli):
@@ -66,13 +69,16 @@ def _script(line: str, output: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("args", [
-    ["promote", "fraud", "1", "Production"],
-    ["promote", "fraud", "1", "Production", "--json"],
-    ["train", "t", "--epoch", "5"],  # unknown flag: the parser's one line, exit 2
-    ["observe", "e", "-1"],  # click would call -1 an option; the parser calls it a bad CONCURRENCY
-    ["register", "g"],  # a missing required flag
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["promote", "fraud", "1", "Production"],
+        ["promote", "fraud", "1", "Production", "--json"],
+        ["train", "t", "--epoch", "5"],  # unknown flag: the parser's one line, exit 2
+        ["observe", "e", "-1"],  # click would call -1 an option; the parser calls it a bad CONCURRENCY
+        ["register", "g"],  # a missing required flag
+    ],
+)
 def test_a_verb_command_does_exactly_what_its_line_does_in_a_script(cli, args):
     words, as_json = split_json_flag(args)
     code, out, err = _script(" ".join(words), "json" if as_json else "text")
@@ -123,8 +129,12 @@ def test_bash_completion_through_the_installed_entry_point(cli):
     assert cli("pool", "add", "gpus", "--accelerator", "l4", "--nodes", "1").exit_code == 0
     exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     assert exe, "the kinetic-tui console script is not installed"
-    env = {**os.environ, "_KINETIC_TUI_COMPLETE": "bash_complete", "COMP_WORDS": "kinetic-tui pool remove g",
-           "COMP_CWORD": "3"}
+    env = {
+        **os.environ,
+        "_KINETIC_TUI_COMPLETE": "bash_complete",
+        "COMP_WORDS": "kinetic-tui pool remove g",
+        "COMP_CWORD": "3",
+    }
     done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["plain,gpus"]

@@ -1,4 +1,5 @@
 """The command language parser (SPEC 4): typed values, quoting, errors with line/column, completion, help."""
+
 from __future__ import annotations
 
 import json
@@ -12,58 +13,131 @@ from hypothesis import strategies as st
 
 from kinetic_tui.core.commands import VERBS, Command, ParseError, complete, help_text, parse_line, parse_script, verbs
 from kinetic_tui.core.commands.grammar import WAIT_FLAGS
-from kinetic_tui.core.commands.verbs import FAMILIES
 from kinetic_tui.core.commands.parser import tokenize
+from kinetic_tui.core.commands.verbs import FAMILIES
 from kinetic_tui.core.errors import KineticError, NotFoundError
 
 SPEC_VERBS = [
-    "pools", "pool add", "pool remove", "jobs", "submit", "status", "logs", "wait", "result", "cancel", "train",
-    "interrupt", "resume", "tune", "register", "promote", "models", "endpoint create", "scale", "observe",
-    "load", "invoke", "pipeline register", "pipeline run", "rerun", "pipelines", "show", "help",
+    "pools",
+    "pool add",
+    "pool remove",
+    "jobs",
+    "submit",
+    "status",
+    "logs",
+    "wait",
+    "result",
+    "cancel",
+    "train",
+    "interrupt",
+    "resume",
+    "tune",
+    "register",
+    "promote",
+    "models",
+    "endpoint create",
+    "scale",
+    "observe",
+    "load",
+    "invoke",
+    "pipeline register",
+    "pipeline run",
+    "rerun",
+    "pipelines",
+    "show",
+    "help",
 ]
 STARTING_VERBS = {"submit", "train", "resume", "tune", "pipeline run", "rerun", "load"}
 
 # Every verb with every one of its flags, and the exact typed arguments it must produce.
 FULL = [
     ("pools", {}, None),
-    ("pool add gpu-pool --accelerator L4x2 --nodes 3 --spot",
-     {"name": "gpu-pool", "accelerator": "l4x2", "nodes": 3, "spot": True}, None),
+    (
+        "pool add gpu-pool --accelerator L4x2 --nodes 3 --spot",
+        {"name": "gpu-pool", "accelerator": "l4x2", "nodes": 3, "spot": True},
+        None,
+    ),
     ("pool remove gpu-pool", {"name": "gpu-pool"}, None),
     ("jobs --status failed", {"status": "FAILED"}, None),
-    ("""submit pkg.mod:train_fn --accelerator v5e-2x4 --args '[1, "a"]' --kwargs '{"lr": 0.1}' """
-     "--name 'my job' --detach",
-     {"ref": "pkg.mod:train_fn", "accelerator": "v5litepod-2x4", "args": [1, "a"], "kwargs": {"lr": 0.1},
-      "name": "my job"}, False),
+    (
+        """submit pkg.mod:train_fn --accelerator v5e-2x4 --args '[1, "a"]' --kwargs '{"lr": 0.1}' """
+        "--name 'my job' --detach",
+        {
+            "ref": "pkg.mod:train_fn",
+            "accelerator": "v5litepod-2x4",
+            "args": [1, "a"],
+            "kwargs": {"lr": 0.1},
+            "name": "my job",
+        },
+        False,
+    ),
     ("status job-1234abcd", {"job": "job-1234abcd"}, None),
     ("logs job-1 --tail 0 --follow", {"job": "job-1", "tail": 0, "follow": True}, None),
     ("wait job-1 --timeout 2.5", {"job": "job-1", "timeout": 2.5}, None),
     ("result job-1", {"job": "job-1"}, None),
     ("cancel job-1", {"job": "job-1"}, None),
-    ("train t1 --hp learning_rate=0.2 --hp optimizer=adam --hp layers=[1,2] --epochs 8 --checkpoint-every 2 "
-     "--pool tpu --interrupt-before-epoch 5 --step mypkg.steps:train_step --wait",
-     {"name": "t1", "hp": {"learning_rate": 0.2, "optimizer": "adam", "layers": [1, 2]}, "epochs": 8,
-      "checkpoint_every": 2, "pool": "tpu", "interrupt_before_epoch": 5, "step": "mypkg.steps:train_step"}, True),
+    (
+        "train t1 --hp learning_rate=0.2 --hp optimizer=adam --hp layers=[1,2] --epochs 8 --checkpoint-every 2 "
+        "--pool tpu --interrupt-before-epoch 5 --step mypkg.steps:train_step --wait",
+        {
+            "name": "t1",
+            "hp": {"learning_rate": 0.2, "optimizer": "adam", "layers": [1, 2]},
+            "epochs": 8,
+            "checkpoint_every": 2,
+            "pool": "tpu",
+            "interrupt_before_epoch": 5,
+            "step": "mypkg.steps:train_step",
+        },
+        True,
+    ),
     ("interrupt t1", {"training": "t1"}, None),
     ("resume t1 --detach", {"training": "t1"}, False),
-    ("tune s1 --space learning_rate=0.1,0.2 --space opt=adam,sgd --strategy Bayesian --max-trials 4 --seed 7 "
-     "--pool tpu --step mypkg.steps:train_step --wait",
-     {"name": "s1", "space": {"learning_rate": [0.1, 0.2], "opt": ["adam", "sgd"]}, "strategy": "bayesian",
-      "max_trials": 4, "seed": 7, "pool": "tpu", "step": "mypkg.steps:train_step"}, True),
+    (
+        "tune s1 --space learning_rate=0.1,0.2 --space opt=adam,sgd --strategy Bayesian --max-trials 4 --seed 7 "
+        "--pool tpu --step mypkg.steps:train_step --wait",
+        {
+            "name": "s1",
+            "space": {"learning_rate": [0.1, 0.2], "opt": ["adam", "sgd"]},
+            "strategy": "bayesian",
+            "max_trials": 4,
+            "seed": 7,
+            "pool": "tpu",
+            "step": "mypkg.steps:train_step",
+        },
+        True,
+    ),
     ("register g1 --from-training t1", {"group": "g1", "from_training": "t1"}, None),
-    ("promote g1 3 STAGING --no-archive-existing",
-     {"group": "g1", "version": 3, "stage": "Staging", "no_archive_existing": True}, None),
+    (
+        "promote g1 3 STAGING --no-archive-existing",
+        {"group": "g1", "version": 3, "stage": "Staging", "no_archive_existing": True},
+        None,
+    ),
     ("models g1", {"group": "g1"}, None),
-    ("endpoint create ep1 --model g1 --min 2 --max 8 --target 20 --scale-out-cooldown 0 --scale-in-cooldown 4 "
-     "--max-loaded-models 2",
-     {"name": "ep1", "model": "g1", "min": 2, "max": 8, "target": 20, "scale_out_cooldown": 0,
-      "scale_in_cooldown": 4, "max_loaded_models": 2}, None),
+    (
+        "endpoint create ep1 --model g1 --min 2 --max 8 --target 20 --scale-out-cooldown 0 --scale-in-cooldown 4 "
+        "--max-loaded-models 2",
+        {
+            "name": "ep1",
+            "model": "g1",
+            "min": 2,
+            "max": 8,
+            "target": 20,
+            "scale_out_cooldown": 0,
+            "scale_in_cooldown": 4,
+            "max_loaded_models": 2,
+        },
+        None,
+    ),
     ("scale ep1 --min 1 --max 3 --target 5", {"endpoint": "ep1", "min": 1, "max": 3, "target": 5}, None),
     ("observe ep1 45 --tick 0", {"endpoint": "ep1", "concurrency": 45, "tick": 0}, None),
     ("load ep1 --concurrency 30 --ticks 12 --wait", {"endpoint": "ep1", "concurrency": 30, "ticks": 12}, True),
     ("""invoke ep1 g1 '{"x": [1, 2]}'""", {"endpoint": "ep1", "model": "g1", "record": {"x": [1, 2]}}, None),
     ("pipeline register demo.pipelines:canonical", {"ref": "demo.pipelines:canonical"}, None),
-    ("pipeline run canonical --param raw_rows=200 --param threshold=0.9 --detach",
-     {"name": "canonical", "param": {"raw_rows": 200, "threshold": 0.9}}, False),
+    (
+        "pipeline run canonical --param raw_rows=200 --param threshold=0.9 --detach",
+        {"name": "canonical", "param": {"raw_rows": 200, "threshold": 0.9}},
+        False,
+    ),
     ("""rerun canonical --param 'tags=["a"]' --wait""", {"pipeline": "canonical", "param": {"tags": ["a"]}}, True),
     ("pipelines", {}, None),
     ("show Training t1", {"kind": "training", "name": "t1"}, None),
@@ -76,15 +150,45 @@ MINIMAL = [
     ("submit m:f", {"ref": "m:f", "accelerator": None, "args": [], "kwargs": {}, "name": None}),
     ("logs j", {"job": "j", "tail": None, "follow": False}),
     ("wait j", {"job": "j", "timeout": None}),
-    ("train t", {"name": "t", "hp": {}, "epochs": 5, "checkpoint_every": 1, "pool": None,
-                 "interrupt_before_epoch": None, "step": None}),
-    ("tune s --space lr=0.1 --strategy grid --max-trials 1",
-     {"name": "s", "space": {"lr": [0.1]}, "strategy": "grid", "max_trials": 1, "seed": 0, "pool": None,
-      "step": None}),
+    (
+        "train t",
+        {
+            "name": "t",
+            "hp": {},
+            "epochs": 5,
+            "checkpoint_every": 1,
+            "pool": None,
+            "interrupt_before_epoch": None,
+            "step": None,
+        },
+    ),
+    (
+        "tune s --space lr=0.1 --strategy grid --max-trials 1",
+        {
+            "name": "s",
+            "space": {"lr": [0.1]},
+            "strategy": "grid",
+            "max_trials": 1,
+            "seed": 0,
+            "pool": None,
+            "step": None,
+        },
+    ),
     ("promote g 1 None", {"group": "g", "version": 1, "stage": "None", "no_archive_existing": False}),
     ("models", {"group": None}),
-    ("endpoint create e --model g", {"name": "e", "model": "g", "min": 1, "max": 5, "target": 10,
-                                     "scale_out_cooldown": 3, "scale_in_cooldown": 5, "max_loaded_models": 3}),
+    (
+        "endpoint create e --model g",
+        {
+            "name": "e",
+            "model": "g",
+            "min": 1,
+            "max": 5,
+            "target": 10,
+            "scale_out_cooldown": 3,
+            "scale_in_cooldown": 5,
+            "max_loaded_models": 3,
+        },
+    ),
     ("scale e", {"endpoint": "e", "min": None, "max": None, "target": None}),
     ("observe e 0", {"endpoint": "e", "concurrency": 0, "tick": None}),
     ("pipeline run p", {"name": "p", "param": {}}),
@@ -160,9 +264,20 @@ def test_command_is_frozen_and_its_args_are_read_only():
 def test_to_json_is_json_serialisable_and_complete():
     command = parse_line("train t --hp lr=0.5 --wait  # comment")
     data = json.loads(json.dumps(command.to_json()))
-    assert data == {"verb": "train", "wait": True, "text": "train t --hp lr=0.5 --wait",
-                    "args": {"name": "t", "hp": {"lr": 0.5}, "epochs": 5, "checkpoint_every": 1, "pool": None,
-                             "interrupt_before_epoch": None, "step": None}}
+    assert data == {
+        "verb": "train",
+        "wait": True,
+        "text": "train t --hp lr=0.5 --wait",
+        "args": {
+            "name": "t",
+            "hp": {"lr": 0.5},
+            "epochs": 5,
+            "checkpoint_every": 1,
+            "pool": None,
+            "interrupt_before_epoch": None,
+            "step": None,
+        },
+    }
 
 
 @pytest.mark.parametrize("line", [line for line, _, _ in FULL])
@@ -180,21 +295,24 @@ def test_describe_omits_defaults_and_canonicalises():
 # --- quoting and comments -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line, name", [
-    ("submit m:f --name 'a b'", "a b"),
-    ('submit m:f --name "a b"', "a b"),
-    (r'submit m:f --name "say \"hi\""', 'say "hi"'),
-    (r"submit m:f --name 'back\slash'", "back\\slash"),
-    (r'submit m:f --name "keep \n as is"', "keep \\n as is"),
-    (r"submit m:f --name a\ b", "a b"),
-    ("submit m:f --name 'it''s'", "its"),
-    ("submit m:f --name x'y z'\"w\"", "xy zw"),
-    ("submit m:f --name '# not a comment'", "# not a comment"),
-    ('submit m:f --name "#also not"', "#also not"),
-    ("submit m:f --name a#b", "a#b"),
-    (r"submit m:f --name \#c", "#c"),
-    ("submit m:f --name ''", None),  # an empty name is refused below
-])
+@pytest.mark.parametrize(
+    "line, name",
+    [
+        ("submit m:f --name 'a b'", "a b"),
+        ('submit m:f --name "a b"', "a b"),
+        (r'submit m:f --name "say \"hi\""', 'say "hi"'),
+        (r"submit m:f --name 'back\slash'", "back\\slash"),
+        (r'submit m:f --name "keep \n as is"', "keep \\n as is"),
+        (r"submit m:f --name a\ b", "a b"),
+        ("submit m:f --name 'it''s'", "its"),
+        ("submit m:f --name x'y z'\"w\"", "xy zw"),
+        ("submit m:f --name '# not a comment'", "# not a comment"),
+        ('submit m:f --name "#also not"', "#also not"),
+        ("submit m:f --name a#b", "a#b"),
+        (r"submit m:f --name \#c", "#c"),
+        ("submit m:f --name ''", None),  # an empty name is refused below
+    ],
+)
 def test_quoting(line, name):
     if name is None:
         with pytest.raises(ParseError, match="non-empty"):
@@ -242,65 +360,73 @@ def test_unknown_flag_message_matches_the_documented_form():
         parse_script("pools\n# warm up\ntrain job1 --epoch 5\n")
     assert str(info.value) == (
         "line 3, column 12: unknown flag '--epoch' for 'train'; valid: --checkpoint-every, --epochs, --hp, "
-        "--interrupt-before-epoch, --pool, --step, --wait, --detach")
+        "--interrupt-before-epoch, --pool, --step, --wait, --detach"
+    )
     assert (info.value.line, info.value.column, info.value.token) == (3, 12, "--epoch")
     assert isinstance(info.value, KineticError)
 
 
-@pytest.mark.parametrize("line, column, token, fragment", [
-    ("trian t", 1, "trian", "unknown verb 'trian' (did you mean 'train'?); valid: pools, pool add"),
-    ("frobnicate", 1, "frobnicate", "unknown verb 'frobnicate'; valid: pools,"),
-    ("pool", 5, None, "'pool' needs a subcommand; valid: pool add, pool remove"),
-    ("pool ad x", 6, "ad", "unknown subcommand 'ad' for 'pool'; valid: pool add, pool remove"),
-    ("status", 7, None, "missing JOB for 'status'; usage: status JOB"),
-    ("promote g 1   # no stage", 12, None, "missing STAGE for 'promote'"),
-    ("pool add p --nodes 2", 21, None, "missing required flag --accelerator for 'pool add'"),
-    ("tune s --strategy grid --max-trials 2", 38, None, "missing required flag --space"),
-    ("status a b", 10, "b", "unexpected argument 'b' for 'status'; usage: status JOB"),
-    ("pools x", 7, "x", "unexpected argument 'x' for 'pools'"),
-    ("train t --epochs 3 --epochs=4", 20, "--epochs", "flag --epochs given twice for 'train'"),
-    ("train t --wait --detach", 16, "--detach", "flag --detach and --wait/--detach exclude each other"),
-    ("train t --wait --wait", 16, "--wait", "flag --wait given twice"),
-    ("status j --wait", 10, "--wait", "unknown flag '--wait' for 'status'; valid: "),
-    ("logs j --follow=yes", 17, "yes", "flag --follow takes no value"),
-    ("logs j --tail", 8, "--tail", "flag --tail needs a value: an integer >= 0"),
-    ("logs j --tail --follow", 8, "--tail", "flag --tail needs a value"),
-    ("logs j --tail x7", 15, "x7", "--tail: expected an integer >= 0, got 'x7'"),
-    ("logs j --tail=1.5", 15, "1.5", "--tail: expected an integer >= 0, got '1.5'"),
-    ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1, got '0'"),
-    ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0, got '-1'"),
-    ("observe e ٣", 11, "٣", "expected an integer >= 0"),
-    ("promote g v1 Staging", 11, "v1", "VERSION: expected an integer >= 1"),
-    ("promote g 1 prod", 13, "prod", "STAGE: expected one of None, Staging, Production, Archived, got 'prod'"),
-    ("wait j --timeout soon", 18, "soon", "--timeout: expected a number of seconds >= 0"),
-    ("wait j --timeout inf", 18, "inf", "--timeout: expected a number of seconds >= 0"),
-    ("submit m:f --args '[1,'", 19, "[1,", "--args: expected a JSON list, got invalid JSON ("),
-    ("submit m:f --args '{}'", 19, "{}", "--args: expected a JSON list, got a JSON object"),
-    ("submit m:f --kwargs=[1]", 21, "[1]", "--kwargs: expected a JSON object, got a JSON list"),
-    ("submit m:f --kwargs null", 21, "null", "--kwargs: expected a JSON object, got a JSON null"),
-    ("invoke e m {x}", 12, "{x}", "JSON: expected a JSON value, got invalid JSON"),
-    ("invoke e m NaN", 12, "NaN", "expected a JSON value, got invalid JSON (NaN is not JSON)"),
-    ("invoke e m " + "[" * 100_000, 12, "[" * 100_000, "nested too deeply"),
-    ("submit m --args []", 8, "m", "MODULE:FUNC: expected MODULE:NAME such as pkg.module:func, got 'm'"),
-    ("submit 1m:f", 8, "1m:f", "expected MODULE:NAME"),
-    ("pool add p --accelerator h200 --nodes 1", 26, "h200", "--accelerator: invalid accelerator 'h200'"),
-    ("train t --hp lr", 14, "lr", "--hp: expected K=V with K a name such as learning_rate, got 'lr'"),
-    ("train t --hp =1", 14, "=1", "--hp: expected K=V"),
-    ("train t --hp a=1 --hp a=2", 23, "a=2", "--hp: key 'a' given twice"),
-    ("pipeline run p --param x=abc", 24, "x=abc", "--param: expected a JSON value for 'x', got invalid JSON"),
-    ("tune s --space lr= --strategy grid --max-trials 1", 16, "lr=", "--space: expected K=V1,V2 with no empty"),
-    ("tune s --space lr=1,,2 --strategy grid --max-trials 1", 16, "lr=1,,2", "no empty value"),
-    ("tune s --space lr=1 --strategy sa --max-trials 1", 32, "sa",
-     "--strategy: expected one of grid, random, bayesian, got 'sa'"),
-    ("jobs --status done", 15, "done", "expected one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED"),
-    ("show thing x", 6, "thing", "KIND: expected one of job, training, study, model, endpoint, pipeline, pool"),
-    ("help pool adx", 6, "pool adx", "unknown verb 'pool adx' (did you mean 'pool add'?)"),
-    ("status 'j", 8, "'j", "unterminated single quote"),
-    ('status "j', 8, '"j', "unterminated double quote"),
-    ('status ab"j', 10, 'ab"j', "unterminated double quote"),
-    ("status j\\", 9, "j\\", "backslash at the end of the line escapes nothing"),
-    ("status ''", 8, "", "JOB: expected a non-empty name, got ''"),
-])
+@pytest.mark.parametrize(
+    "line, column, token, fragment",
+    [
+        ("trian t", 1, "trian", "unknown verb 'trian' (did you mean 'train'?); valid: pools, pool add"),
+        ("frobnicate", 1, "frobnicate", "unknown verb 'frobnicate'; valid: pools,"),
+        ("pool", 5, None, "'pool' needs a subcommand; valid: pool add, pool remove"),
+        ("pool ad x", 6, "ad", "unknown subcommand 'ad' for 'pool'; valid: pool add, pool remove"),
+        ("status", 7, None, "missing JOB for 'status'; usage: status JOB"),
+        ("promote g 1   # no stage", 12, None, "missing STAGE for 'promote'"),
+        ("pool add p --nodes 2", 21, None, "missing required flag --accelerator for 'pool add'"),
+        ("tune s --strategy grid --max-trials 2", 38, None, "missing required flag --space"),
+        ("status a b", 10, "b", "unexpected argument 'b' for 'status'; usage: status JOB"),
+        ("pools x", 7, "x", "unexpected argument 'x' for 'pools'"),
+        ("train t --epochs 3 --epochs=4", 20, "--epochs", "flag --epochs given twice for 'train'"),
+        ("train t --wait --detach", 16, "--detach", "flag --detach and --wait/--detach exclude each other"),
+        ("train t --wait --wait", 16, "--wait", "flag --wait given twice"),
+        ("status j --wait", 10, "--wait", "unknown flag '--wait' for 'status'; valid: "),
+        ("logs j --follow=yes", 17, "yes", "flag --follow takes no value"),
+        ("logs j --tail", 8, "--tail", "flag --tail needs a value: an integer >= 0"),
+        ("logs j --tail --follow", 8, "--tail", "flag --tail needs a value"),
+        ("logs j --tail x7", 15, "x7", "--tail: expected an integer >= 0, got 'x7'"),
+        ("logs j --tail=1.5", 15, "1.5", "--tail: expected an integer >= 0, got '1.5'"),
+        ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1, got '0'"),
+        ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0, got '-1'"),
+        ("observe e ٣", 11, "٣", "expected an integer >= 0"),
+        ("promote g v1 Staging", 11, "v1", "VERSION: expected an integer >= 1"),
+        ("promote g 1 prod", 13, "prod", "STAGE: expected one of None, Staging, Production, Archived, got 'prod'"),
+        ("wait j --timeout soon", 18, "soon", "--timeout: expected a number of seconds >= 0"),
+        ("wait j --timeout inf", 18, "inf", "--timeout: expected a number of seconds >= 0"),
+        ("submit m:f --args '[1,'", 19, "[1,", "--args: expected a JSON list, got invalid JSON ("),
+        ("submit m:f --args '{}'", 19, "{}", "--args: expected a JSON list, got a JSON object"),
+        ("submit m:f --kwargs=[1]", 21, "[1]", "--kwargs: expected a JSON object, got a JSON list"),
+        ("submit m:f --kwargs null", 21, "null", "--kwargs: expected a JSON object, got a JSON null"),
+        ("invoke e m {x}", 12, "{x}", "JSON: expected a JSON value, got invalid JSON"),
+        ("invoke e m NaN", 12, "NaN", "expected a JSON value, got invalid JSON (NaN is not JSON)"),
+        ("invoke e m " + "[" * 100_000, 12, "[" * 100_000, "nested too deeply"),
+        ("submit m --args []", 8, "m", "MODULE:FUNC: expected MODULE:NAME such as pkg.module:func, got 'm'"),
+        ("submit 1m:f", 8, "1m:f", "expected MODULE:NAME"),
+        ("pool add p --accelerator h200 --nodes 1", 26, "h200", "--accelerator: invalid accelerator 'h200'"),
+        ("train t --hp lr", 14, "lr", "--hp: expected K=V with K a name such as learning_rate, got 'lr'"),
+        ("train t --hp =1", 14, "=1", "--hp: expected K=V"),
+        ("train t --hp a=1 --hp a=2", 23, "a=2", "--hp: key 'a' given twice"),
+        ("pipeline run p --param x=abc", 24, "x=abc", "--param: expected a JSON value for 'x', got invalid JSON"),
+        ("tune s --space lr= --strategy grid --max-trials 1", 16, "lr=", "--space: expected K=V1,V2 with no empty"),
+        ("tune s --space lr=1,,2 --strategy grid --max-trials 1", 16, "lr=1,,2", "no empty value"),
+        (
+            "tune s --space lr=1 --strategy sa --max-trials 1",
+            32,
+            "sa",
+            "--strategy: expected one of grid, random, bayesian, got 'sa'",
+        ),
+        ("jobs --status done", 15, "done", "expected one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED"),
+        ("show thing x", 6, "thing", "KIND: expected one of job, training, study, model, endpoint, pipeline, pool"),
+        ("help pool adx", 6, "pool adx", "unknown verb 'pool adx' (did you mean 'pool add'?)"),
+        ("status 'j", 8, "'j", "unterminated single quote"),
+        ('status "j', 8, '"j', "unterminated double quote"),
+        ('status ab"j', 10, 'ab"j', "unterminated double quote"),
+        ("status j\\", 9, "j\\", "backslash at the end of the line escapes nothing"),
+        ("status ''", 8, "", "JOB: expected a non-empty name, got ''"),
+    ],
+)
 def test_errors_name_the_problem_at_the_right_column(line, column, token, fragment):
     with pytest.raises(ParseError) as info:
         parse_line(line, 4)
@@ -381,8 +507,32 @@ _WORDS = st.one_of(
     st.sampled_from(_ALL_FLAGS),
     st.sampled_from(_ALL_FLAGS).map(lambda flag: flag + "="),
     st.integers(-3, 12).map(str),
-    st.sampled_from(["cpu", "l4x2", "v5e", "Production", "grid", "m:f", "[1]", "{}", '{"a":1}', "lr=0.1",
-                     "lr=1,2", "x=", "=", "#", "'", '"', "\\", "job", "null", "1e9", "--", "-"]),
+    st.sampled_from(
+        [
+            "cpu",
+            "l4x2",
+            "v5e",
+            "Production",
+            "grid",
+            "m:f",
+            "[1]",
+            "{}",
+            '{"a":1}',
+            "lr=0.1",
+            "lr=1,2",
+            "x=",
+            "=",
+            "#",
+            "'",
+            '"',
+            "\\",
+            "job",
+            "null",
+            "1e9",
+            "--",
+            "-",
+        ]
+    ),
     st.text(alphabet=string.printable, max_size=8),
 )
 
@@ -390,8 +540,9 @@ _WORDS = st.one_of(
 @settings(max_examples=400)
 @given(st.sampled_from(SPEC_VERBS), st.lists(_WORDS, max_size=9), st.lists(st.booleans(), max_size=9))
 def test_token_sequences_from_real_verbs_and_flags_never_raise_anything_but_parse_error(verb, words, quote):
-    line = verb + " " + " ".join(
-        shlex.quote(word) if q else word for word, q in zip(words, quote + [False] * len(words)))
+    line = (
+        verb + " " + " ".join(shlex.quote(word) if q else word for word, q in zip(words, quote + [False] * len(words)))
+    )
     _never_raises_anything_but_parse_error(line)
 
 
@@ -399,10 +550,12 @@ def test_token_sequences_from_real_verbs_and_flags_never_raise_anything_but_pars
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 _KEYS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,6}", fullmatch=True)
 _BARE_WORDS = st.from_regex(r"[A-Za-z][A-Za-z ,]{0,6}", fullmatch=True).filter(
-    lambda word: word not in ("true", "false", "null"))
+    lambda word: word not in ("true", "false", "null")
+)
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]{0,5}"
 
 
@@ -412,13 +565,21 @@ def _typed(values):
 
 def _pairs(values, render):
     return st.dictionaries(_KEYS, values, min_size=1, max_size=3).map(
-        lambda pairs: [(f"{key}={render(value)}", (key, value)) for key, value in pairs.items()])
+        lambda pairs: [(f"{key}={render(value)}", (key, value)) for key, value in pairs.items()]
+    )
 
 
 _BY_METAVAR = {
     "NAME": st.text(min_size=1, max_size=10).filter(str.strip).map(lambda text: (text, text)),
-    "ACC": st.sampled_from([("cpu", "cpu"), ("gpu", "l4x1"), ("L4x2", "l4x2"), ("v5e-2x4", "v5litepod-2x4"),
-                            ("h100x8:spot", "h100x8:spot")]),
+    "ACC": st.sampled_from(
+        [
+            ("cpu", "cpu"),
+            ("gpu", "l4x1"),
+            ("L4x2", "l4x2"),
+            ("v5e-2x4", "v5litepod-2x4"),
+            ("h100x8:spot", "h100x8:spot"),
+        ]
+    ),
     "MODULE:NAME": st.from_regex(rf"{_IDENT}(\.{_IDENT}){{0,2}}:{_IDENT}", fullmatch=True).map(lambda t: (t, t)),
     "SECONDS": st.floats(0, 1e6).map(lambda seconds: (repr(seconds), seconds)),
     "VERB": st.sampled_from(SPEC_VERBS).map(lambda verb: (verb, verb)),
@@ -436,7 +597,8 @@ _BY_EXPECTED = {
 def _value(kind):
     if kind.choices:
         return st.sampled_from(kind.choices).flatmap(
-            lambda choice: st.sampled_from([(choice, choice), (choice.lower(), choice), (choice.upper(), choice)]))
+            lambda choice: st.sampled_from([(choice, choice), (choice.lower(), choice), (choice.upper(), choice)])
+        )
     if kind.expected.startswith("an integer >= "):
         minimum = int(kind.expected.rsplit(" ", 1)[1])
         return st.integers(minimum, 10**15).map(lambda number: (str(number), number))
@@ -491,35 +653,63 @@ def test_generated_valid_commands_parse_to_their_typed_values_and_round_trip(cas
 # --- completion -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("po", ["pool", "pools"]),
-    ("pool ", ["add", "remove"]),
-    ("pool r", ["remove"]),
-    ("pipeline ", ["register", "run"]),
-    ("tr", ["train"]),
-    ("train x --e", ["--epochs"]),
-    ("train x --", ["--checkpoint-every", "--detach", "--epochs", "--hp", "--interrupt-before-epoch", "--pool",
-                    "--step", "--wait"]),
-    ("train x --epochs 3 --wait --", ["--checkpoint-every", "--hp", "--interrupt-before-epoch", "--pool", "--step"]),
-    ("train x --hp a=1 --h", ["--hp"]),  # repeatable flags stay offered
-    ("train x ", ["--checkpoint-every", "--detach", "--epochs", "--hp", "--interrupt-before-epoch", "--pool",
-                  "--step", "--wait"]),
-    ("promote g 1 ", ["Archived", "None", "Production", "Staging"]),
-    ("promote g 1 pro", ["Production"]),
-    ("jobs --status ", ["CANCELLED", "FAILED", "PENDING", "RUNNING", "SUCCEEDED"]),
-    ("jobs --status r", ["RUNNING"]),
-    ("jobs --status=r", ["--status=RUNNING"]),
-    ("jobs --tail=", []),
-    ("tune s --strategy ", ["bayesian", "grid", "random"]),
-    ("show ", ["endpoint", "job", "model", "pipeline", "pool", "study", "training"]),
-    ("help pi", ["pipeline", "pipelines"]),
-    ("help endpoint ", ["create"]),
-    ("status ", []),  # free-form job id: nothing to offer
-    ("status j ", []),
-    ("bogus --", []),
-    ("status 'open", []),
-    ("status j # --", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("po", ["pool", "pools"]),
+        ("pool ", ["add", "remove"]),
+        ("pool r", ["remove"]),
+        ("pipeline ", ["register", "run"]),
+        ("tr", ["train"]),
+        ("train x --e", ["--epochs"]),
+        (
+            "train x --",
+            [
+                "--checkpoint-every",
+                "--detach",
+                "--epochs",
+                "--hp",
+                "--interrupt-before-epoch",
+                "--pool",
+                "--step",
+                "--wait",
+            ],
+        ),
+        (
+            "train x --epochs 3 --wait --",
+            ["--checkpoint-every", "--hp", "--interrupt-before-epoch", "--pool", "--step"],
+        ),
+        ("train x --hp a=1 --h", ["--hp"]),  # repeatable flags stay offered
+        (
+            "train x ",
+            [
+                "--checkpoint-every",
+                "--detach",
+                "--epochs",
+                "--hp",
+                "--interrupt-before-epoch",
+                "--pool",
+                "--step",
+                "--wait",
+            ],
+        ),
+        ("promote g 1 ", ["Archived", "None", "Production", "Staging"]),
+        ("promote g 1 pro", ["Production"]),
+        ("jobs --status ", ["CANCELLED", "FAILED", "PENDING", "RUNNING", "SUCCEEDED"]),
+        ("jobs --status r", ["RUNNING"]),
+        ("jobs --status=r", ["--status=RUNNING"]),
+        ("jobs --tail=", []),
+        ("tune s --strategy ", ["bayesian", "grid", "random"]),
+        ("show ", ["endpoint", "job", "model", "pipeline", "pool", "study", "training"]),
+        ("help pi", ["pipeline", "pipelines"]),
+        ("help endpoint ", ["create"]),
+        ("status ", []),  # free-form job id: nothing to offer
+        ("status j ", []),
+        ("bogus --", []),
+        ("status 'open", []),
+        ("status j # --", []),
+    ],
+)
 def test_completion(text, expected):
     assert complete(text) == expected
 
@@ -558,7 +748,8 @@ def test_usage_matches_the_spec_notation():
     assert VERBS["pool add"].usage() == "pool add NAME --accelerator ACC --nodes N [--spot]"
     assert VERBS["tune"].usage() == (
         "tune NAME --space K=V1,V2 ... --strategy S --max-trials N [--seed N] [--pool NAME] [--step MODULE:NAME] "
-        "[--wait | --detach]")
+        "[--wait | --detach]"
+    )
     assert VERBS["help"].usage() == "help [VERB...]"
 
 

@@ -1,4 +1,5 @@
 """The Console facade: one transaction per action, events after commits, endpoints, load, pipelines."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,21 @@ import pytest
 
 from kinetic_tui.core.console import Console, WaitTimeout
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
-from kinetic_tui.core.events import CheckpointSaved, DetachedWorkFailed, EpochCompleted, Event, JobStatusChanged, ModelInvoked, ModelRegistered, ScalingDecided, StepStatusChanged, TrainingChanged, TransitionMade
+from kinetic_tui.core.events import (
+    CheckpointSaved,
+    DetachedWorkFailed,
+    EpochCompleted,
+    Event,
+    JobStatusChanged,
+    ModelInvoked,
+    ModelRegistered,
+    ScalingDecided,
+    StepStatusChanged,
+    TrainingChanged,
+    TransitionMade,
+)
 from kinetic_tui.core.platform.registry import InvalidTransitionError
-from tests.test_console_support import NO_RUNS, seed_registry, state_dump, user_project  # noqa: F401
+from tests.test_console_support import NO_RUNS, seed_registry, state_dump, user_project
 
 
 def run(coro: Any) -> Any:
@@ -34,21 +47,28 @@ async def _endpoint(console: Console, **config: Any) -> None:
 
 # -- one action, one transaction ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("action, error", [
-    (lambda c: c.registry.promote("fraud", 1, "Production"), InvalidTransitionError),  # None -> Production is illegal
-    (lambda c: c.registry.promote("fraud", 9, "Staging"), NotFoundError),
-    (lambda c: c.registry.promote("nope", 1, "Staging"), NotFoundError),
-    (lambda c: c.endpoints.observe("scorer", 5, tick=3), ValidationError),  # backwards: the last tick is 9
-    (lambda c: c.endpoints.observe("scorer", float("nan")), ValidationError),
-    (lambda c: c.endpoints.scale("scorer", min_instances=4, max_instances=2), ValidationError),
-    (lambda c: c.endpoints.create("scorer", "fraud"), ValidationError),  # exists
-    (lambda c: c.endpoints.create("other", "nope"), NotFoundError),
-    (lambda c: c.endpoints.invoke("scorer", "fraud", {}), NotFoundError),  # no Production version yet
-    (lambda c: c.endpoints.invoke("scorer", "fraud:v7", {}), NotFoundError),
-    (lambda c: c.endpoints.invoke("scorer", "other:v1", {}), NotFoundError),
-    (lambda c: c.endpoints.load("scorer", 3, 2), NotFoundError),  # load serves the Production version
-    (lambda c: c.registry.register_from_training("fraud", "nope"), NotFoundError),
-])
+
+@pytest.mark.parametrize(
+    "action, error",
+    [
+        (
+            lambda c: c.registry.promote("fraud", 1, "Production"),
+            InvalidTransitionError,
+        ),  # None -> Production is illegal
+        (lambda c: c.registry.promote("fraud", 9, "Staging"), NotFoundError),
+        (lambda c: c.registry.promote("nope", 1, "Staging"), NotFoundError),
+        (lambda c: c.endpoints.observe("scorer", 5, tick=3), ValidationError),  # backwards: the last tick is 9
+        (lambda c: c.endpoints.observe("scorer", float("nan")), ValidationError),
+        (lambda c: c.endpoints.scale("scorer", min_instances=4, max_instances=2), ValidationError),
+        (lambda c: c.endpoints.create("scorer", "fraud"), ValidationError),  # exists
+        (lambda c: c.endpoints.create("other", "nope"), NotFoundError),
+        (lambda c: c.endpoints.invoke("scorer", "fraud", {}), NotFoundError),  # no Production version yet
+        (lambda c: c.endpoints.invoke("scorer", "fraud:v7", {}), NotFoundError),
+        (lambda c: c.endpoints.invoke("scorer", "other:v1", {}), NotFoundError),
+        (lambda c: c.endpoints.load("scorer", 3, 2), NotFoundError),  # load serves the Production version
+        (lambda c: c.registry.register_from_training("fraud", "nope"), NotFoundError),
+    ],
+)
 def test_a_failed_action_changes_nothing_and_publishes_nothing(action: Any, error: type) -> None:
     seed_registry()
 
@@ -84,6 +104,7 @@ def test_unknown_names_list_the_valid_choices() -> None:
 
 # -- registry ----------------------------------------------------------------------------------------
 
+
 def test_promote_to_production_archives_the_incumbent_in_one_action_and_announces_both() -> None:
     seed_registry()
 
@@ -95,8 +116,10 @@ def test_promote_to_production_archives_the_incumbent_in_one_action_and_announce
         subscription = console.events.subscribe()
         promoted = await console.registry.promote("fraud", 2, "production")
         assert (promoted.version, promoted.stage) == (2, "Production")
-        assert await _drain(subscription) == [TransitionMade("fraud", 1, "Production", "Archived"),
-                                              TransitionMade("fraud", 2, "Staging", "Production")]
+        assert await _drain(subscription) == [
+            TransitionMade("fraud", 1, "Production", "Archived"),
+            TransitionMade("fraud", 2, "Staging", "Production"),
+        ]
         group = await Console().registry.models("fraud")  # a fresh console reads what was committed
         assert group.production == 2
         assert [v.stage for v in group.versions] == ["Archived", "Production"]
@@ -109,8 +132,9 @@ def test_register_from_training_needs_a_completed_run_and_records_hash_metric_an
     async def scenario() -> None:
         console = Console()
         subscription = console.events.subscribe()
-        stopped = await console.training.start("base", {"learning_rate": 0.5}, epochs=3, checkpoint_every=1,
-                                               interrupt_before_epoch=3)
+        stopped = await console.training.start(
+            "base", {"learning_rate": 0.5}, epochs=3, checkpoint_every=1, interrupt_before_epoch=3
+        )
         assert (stopped.status, stopped.checkpoint_epoch, stopped.interruptions) == ("Stopped", 2, 1)
         before = state_dump()
         with pytest.raises(ValidationError, match="'base' is Stopped; only a Completed training job"):
@@ -119,7 +143,12 @@ def test_register_from_training_needs_a_completed_run_and_records_hash_metric_an
         done = await console.training.resume("base")
         model = await console.registry.register_from_training("fraud", "base")
         assert (model.version, model.artifact_hash, model.metrics, model.source, model.stage) == (
-            1, done.artifact_hash, {"metric": done.metric}, "base", "None")
+            1,
+            done.artifact_hash,
+            {"metric": done.metric},
+            "base",
+            "None",
+        )
         events = await _drain(subscription)
         assert [e.epoch for e in events if isinstance(e, EpochCompleted)] == [1, 2, 3]
         assert [e.epoch for e in events if isinstance(e, CheckpointSaved)][-1] == 3
@@ -130,6 +159,7 @@ def test_register_from_training_needs_a_completed_run_and_records_hash_metric_an
 
 
 # -- endpoints ---------------------------------------------------------------------------------------
+
 
 def test_observe_uses_the_endpoint_clock_and_persists_across_consoles() -> None:
     seed_registry()
@@ -153,8 +183,10 @@ def test_the_spec_worked_example_through_the_console() -> None:
     async def scenario() -> None:
         console = Console()
         await _endpoint(console)
-        counts = [(await console.endpoints.observe("scorer", c, tick=t)).instance_count
-                  for c, t in ((45, 0), (5, 1), (5, 9), (9999, 20))]
+        counts = [
+            (await console.endpoints.observe("scorer", c, tick=t)).instance_count
+            for c, t in ((45, 0), (5, 1), (5, 9), (9999, 20))
+        ]
         assert counts == [5, 5, 1, 5]
         scaled = await console.endpoints.scale("scorer", max_instances=3)
         assert (scaled.instance_count, scaled.history[-1].action) == (3, "reconfigure")
@@ -185,7 +217,11 @@ def test_invoke_routes_to_production_or_a_version_and_keeps_the_lru_across_conso
         assert snapshot.evict_events == ("fraud:v2",)
         assert snapshot.load_events == ("fraud:v2", "fraud:v1", "fraud:v3")
         assert [e.model for e in await _drain(subscription) if isinstance(e, ModelInvoked)] == [
-            "fraud:v2", "fraud:v1", "fraud:v3", "fraud:v1"]
+            "fraud:v2",
+            "fraud:v1",
+            "fraud:v3",
+            "fraud:v1",
+        ]
 
     run(scenario())
 
@@ -202,7 +238,10 @@ def test_load_drives_real_concurrency_and_the_history_shows_scale_out() -> None:
         result = await console.endpoints.load("scorer", 30, 3)
         assert result.status == "completed" and result.requests == 90
         assert [(e.tick, e.concurrency, e.action, e.instance_count) for e in result.events] == [
-            (0, 30, "scale_out", 3), (1, 30, "none", 3), (2, 30, "none", 3)]
+            (0, 30, "scale_out", 3),
+            (1, 30, "none", 3),
+            (2, 30, "none", 3),
+        ]
         endpoint = await Console().endpoints.get("scorer")
         assert endpoint.hits + endpoint.misses == 90
         decided = [e for e in await _drain(subscription) if isinstance(e, ScalingDecided)]
@@ -231,6 +270,7 @@ def test_detached_load_finishes_before_the_console_closes() -> None:
 
 # -- pipelines ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.usefixtures("user_project")
 def test_pipeline_runs_record_steps_and_rerun_merges_the_last_params() -> None:
     async def scenario() -> None:
@@ -241,8 +281,11 @@ def test_pipeline_runs_record_steps_and_rerun_merges_the_last_params() -> None:
         first = await console.pipelines.run("tiny", {"x": 6})
         assert (first.run, first.status, first.branch_taken) == (1, "Succeeded", {"big": True})
         steps = [e for e in await _drain(subscription) if isinstance(e, StepStatusChanged)]
-        assert [(e.step, e.status) for e in steps] == [("double", "Executed"), ("big", "Executed"),
-                                                       ("plus_one", "Executed")]
+        assert [(e.step, e.status) for e in steps] == [
+            ("double", "Executed"),
+            ("big", "Executed"),
+            ("plus_one", "Executed"),
+        ]
         second = await console.pipelines.rerun("tiny")
         assert second.params == {"x": 6} and second.executed == ()
         third = await console.pipelines.rerun("tiny", {"x": 2})
@@ -287,13 +330,15 @@ def test_a_rerun_in_a_new_process_executes_nothing(user_project: Path) -> None:
         "print(json.dumps({'executed': list(run.executed), 'statuses': [s.status for s in run.steps]}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([sys.executable, "-c", child], cwd=user_project, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", child], cwd=user_project, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '{"executed": [], "statuses": ["Cached", "Cached", "Cached"]}'
 
 
 # -- jobs ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.usefixtures("user_project")
 def test_jobs_announce_status_changes_and_wait_times_out_without_killing() -> None:

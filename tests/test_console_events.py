@@ -1,4 +1,5 @@
 """The event bus: fan-out in order, bounded buffers that drop (and count) instead of blocking, thread-safe."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,11 @@ def test_every_subscriber_gets_every_event_in_order_with_its_kind() -> None:
     async def scenario() -> None:
         bus = EventBus()
         first, second = bus.subscribe(), bus.subscribe()
-        events = [JobStatusChanged("job-1", "RUNNING"), LogBatch("job-1", ("a", "b")),
-                  ScalingDecided("ep", 0, 45, 5, 5, "scale_out")]
+        events = [
+            JobStatusChanged("job-1", "RUNNING"),
+            LogBatch("job-1", ("a", "b")),
+            ScalingDecided("ep", 0, 45, 5, 5, "scale_out"),
+        ]
         for event in events:
             bus.publish(event)
         for subscription in (first, second):

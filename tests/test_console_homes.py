@@ -1,5 +1,6 @@
 """A console works on the home it is given: its jobs, pools and queue watcher live there, the process
 environment is never changed, and two consoles on two homes in one process keep their state apart."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,14 +12,14 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+
 from kinetic_tui.core import paths
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.paths import using_home
-
 from tests.helpers import projects
 
-HOMES_MODULE = '''
+HOMES_MODULE = """
 import os
 import threading
 import time
@@ -27,7 +28,7 @@ import time
 def where(pause=0.0):
     time.sleep(pause)
     return os.environ["KINETIC_HOME"]
-'''
+"""
 TIMEOUT = 30.0
 
 
@@ -43,7 +44,8 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
 
 
 def test_a_console_leaves_the_environment_alone_and_its_job_lands_in_its_home(
-        homes: tuple[Path, Path], kinetic_home: Path) -> None:
+    homes: tuple[Path, Path], kinetic_home: Path
+) -> None:
     other, _ = homes
     environment = dict(os.environ)
 
@@ -71,8 +73,12 @@ def test_two_consoles_on_two_homes_in_one_process_do_not_mix_their_state(homes: 
         first, second = Console(home=homes[0]), Console(home=homes[1])
         await asyncio.gather(first.pools.add("only-a", "l4", 1), second.pools.add("only-b", "v5e-4", 1))
         # concurrent submissions: each console's calls run in worker threads at the same time
-        jobs = await asyncio.gather(*[console.jobs.submit("homes_user:where", args=[0.2], wait=True)
-                                      for console in (first, second, first, second)])
+        jobs = await asyncio.gather(
+            *[
+                console.jobs.submit("homes_user:where", args=[0.2], wait=True)
+                for console in (first, second, first, second)
+            ]
+        )
         assert [job.result for job in jobs] == [str(homes[0]), str(homes[1])] * 2
         for console, mine, theirs in ((first, jobs[0::2], jobs[1::2]), (second, jobs[1::2], jobs[0::2])):
             listed = {job.job_id for job in await console.jobs.list()}

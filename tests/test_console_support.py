@@ -1,5 +1,6 @@
 """Shared set-up for the console and script tests: a user project on disk (the cwd), with job functions
 and a small pipeline that `submit` / `pipeline register` import by reference, as a user's would be."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 
 from tests.helpers import projects
 
-USER_MODULE = '''
+USER_MODULE = """
 import time
 
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
@@ -48,7 +49,7 @@ def tiny():
                              ConditionStep("big", is_big, {"value": "double.value"}),
                              Step("plus_one", plus_one, {"value": "double.value"}, when=("big", True))],
                     {"x": 3})
-'''
+"""
 
 
 NO_RUNS = "pipeline 'tiny' has no runs to rerun; start one with: pipeline run tiny"
@@ -89,8 +90,10 @@ def normalise(value: Any, home: str, ids: dict[str, str] | None = None) -> Any:
     """Replace what differs between runs (job ids, times, the home path) so output can be golden."""
     ids = {} if ids is None else ids
     if isinstance(value, dict):
-        return {key: (0 if key in _TIME_KEYS and isinstance(item, (int, float)) else normalise(item, home, ids))
-                for key, item in value.items()}
+        return {
+            key: (0 if key in _TIME_KEYS and isinstance(item, (int, float)) else normalise(item, home, ids))
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [normalise(item, home, ids) for item in value]
     if isinstance(value, str):

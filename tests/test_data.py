@@ -1,4 +1,5 @@
 """Data: content hashing, the once-only upload to the bucket cache, and ref replacement in arguments."""
+
 from __future__ import annotations
 
 import hashlib
@@ -48,10 +49,13 @@ def write_tree(root: Path, files: dict[str, bytes]) -> Path:
 
 # ------------------------------------------------------------------------------------------- hashing
 
+
 def test_hash_follows_the_documented_formula(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "d", {"a.txt": b"alpha", "sub/b.bin": b"\x00\x01"})
-    digests = sorted(hashlib.sha256(rel.encode() + b"\0" + data).hexdigest()
-                     for rel, data in [("a.txt", b"alpha"), ("sub/b.bin", b"\x00\x01")])
+    digests = sorted(
+        hashlib.sha256(rel.encode() + b"\0" + data).hexdigest()
+        for rel, data in [("a.txt", b"alpha"), ("sub/b.bin", b"\x00\x01")]
+    )
     assert Data(root).content_hash() == hashlib.sha256(b"dir:" + "\n".join(digests).encode()).hexdigest()
     single = hashlib.sha256(b"a.txt\0alpha").hexdigest()
     assert Data(root / "a.txt").content_hash() == hashlib.sha256(b"file:" + single.encode()).hexdigest()
@@ -64,9 +68,12 @@ def test_file_and_directory_with_same_content_hash_differently(tmp_path: Path) -
 
 
 @settings(max_examples=25)
-@given(files=st.dictionaries(st.sampled_from(["a", "b.txt", "sub/c", "sub/deep/d.bin"]),
-                             st.binary(max_size=64), min_size=1),
-       flip=st.integers(min_value=0))
+@given(
+    files=st.dictionaries(
+        st.sampled_from(["a", "b.txt", "sub/c", "sub/deep/d.bin"]), st.binary(max_size=64), min_size=1
+    ),
+    flip=st.integers(min_value=0),
+)
 def test_hash_is_stable_across_locations_and_sensitive_to_any_change(tmp_path_factory, files, flip) -> None:
     first = write_tree(tmp_path_factory.mktemp("one"), files)
     second = write_tree(tmp_path_factory.mktemp("two"), dict(reversed(list(files.items()))))
@@ -82,6 +89,7 @@ def test_hash_is_stable_across_locations_and_sensitive_to_any_change(tmp_path_fa
 
 # ------------------------------------------------------------------------------------------ construction
 
+
 def test_missing_local_path_is_a_value_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="nope.csv"):
         Data(tmp_path / "nope.csv")
@@ -96,13 +104,18 @@ def test_malformed_paths_are_rejected(bad) -> None:
 def test_gcs_data_is_referenced_in_place(storage: CountingStorage) -> None:
     directory, file = Data("gs://bkt/datasets/imgs/"), Data("gs://bkt/datasets/labels.csv")
     assert (directory.is_dir, directory.name, file.is_dir, file.name) == (True, "imgs", False, "labels.csv")
-    assert directory.to_ref(storage) == {DATA_REF_KEY: 1, "uri": "gs://bkt/datasets/imgs/", "is_dir": True,
-                                         "name": "imgs"}
+    assert directory.to_ref(storage) == {
+        DATA_REF_KEY: 1,
+        "uri": "gs://bkt/datasets/imgs/",
+        "is_dir": True,
+        "name": "imgs",
+    }
     assert file.to_ref(storage)["uri"] == "gs://bkt/datasets/labels.csv"
     assert storage.writes == []
 
 
 # ------------------------------------------------------------------------------------------ upload
+
 
 def test_directory_uploads_once_with_marker_last(tmp_path: Path, storage: CountingStorage) -> None:
     root = write_tree(tmp_path / "dataset", {"a.txt": b"alpha", "sub/b.txt": b"beta"})
@@ -110,10 +123,8 @@ def test_directory_uploads_once_with_marker_last(tmp_path: Path, storage: Counti
     digest = data.content_hash()
     ref = data.to_ref(storage)
 
-    assert storage.writes == [f"data-cache/{digest}/a.txt", f"data-cache/{digest}/sub/b.txt",
-                              f"data-markers/{digest}"]
-    assert ref == {DATA_REF_KEY: 1, "uri": storage.uri(f"data-cache/{digest}/"), "is_dir": True,
-                   "name": "dataset"}
+    assert storage.writes == [f"data-cache/{digest}/a.txt", f"data-cache/{digest}/sub/b.txt", f"data-markers/{digest}"]
+    assert ref == {DATA_REF_KEY: 1, "uri": storage.uri(f"data-cache/{digest}/"), "is_dir": True, "name": "dataset"}
     assert ref["uri"].endswith("/")
     assert (Path(ref["uri"]) / "sub" / "b.txt").read_bytes() == b"beta"
 
@@ -141,6 +152,7 @@ def test_changed_content_uploads_again(tmp_path: Path, storage: CountingStorage)
 
 
 # ------------------------------------------------------------------------------------------ refs
+
 
 def test_nested_data_is_replaced_and_collected_once(tmp_path: Path, storage: CountingStorage) -> None:
     Pair = namedtuple("Pair", "left right")
@@ -172,14 +184,18 @@ def test_self_referencing_list_does_not_recurse_forever(tmp_path: Path, storage:
     assert new is loop and found == []
 
 
-@pytest.mark.parametrize("where, make", [
-    ("dict key", lambda d: {d: 1}),
-    ("dict key", lambda d: [{("t", d): 1}]),
-    ("set", lambda d: {"outer": {d}}),
-    ("set", lambda d: (frozenset({("t", d)}),)),
-])
-def test_data_as_key_or_set_member_is_refused_before_any_upload(tmp_path: Path, storage: CountingStorage,
-                                                                where, make) -> None:
+@pytest.mark.parametrize(
+    "where, make",
+    [
+        ("dict key", lambda d: {d: 1}),
+        ("dict key", lambda d: [{("t", d): 1}]),
+        ("set", lambda d: {"outer": {d}}),
+        ("set", lambda d: (frozenset({("t", d)}),)),
+    ],
+)
+def test_data_as_key_or_set_member_is_refused_before_any_upload(
+    tmp_path: Path, storage: CountingStorage, where, make
+) -> None:
     fine = Data(write_tree(tmp_path, {"ok.txt": b"ok"}) / "ok.txt")
     bad = Data(write_tree(tmp_path, {"bad.txt": b"bad"}) / "bad.txt")
     with pytest.raises(ValueError, match=where):

@@ -4,6 +4,7 @@ User code lives in temp projects whose packages are installed nowhere. Client co
 subprocess started like a user would (`python -m pkg.main` from the project) or, where the test needs
 to look at live objects (exception types, a pending job), in this process with the project on sys.path.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,11 +16,11 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import ResultSerializationError
-from kinetic_tui.core.submission.packaging import PayloadError
 from kinetic_tui.core.storage.local import LocalStorage
-from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.core.submission.packaging import PayloadError
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
     client_result,
@@ -27,11 +28,13 @@ from tests.lifecycle.run_projects import (
     load_module,
     make_project,
     run_client,
-    stop_jobs,  # noqa: F401  (autouse fixture)
+    stop_jobs,
     wait_until,
 )
 
-TASKS = TASKS_PRELUDE + '''
+TASKS = (
+    TASKS_PRELUDE
+    + """
 import threading
 
 
@@ -80,7 +83,8 @@ def round_trip(data_file):
     out = Path(os.environ["KINETIC_OUTPUT_DIR"])
     (out / "note.txt").write_text("written remotely")
     return {"pid": os.getpid(), "data": Path(data_file).read_text()}
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -100,7 +104,7 @@ def bucket_files(home: Path, prefix: str) -> list[Path]:
 
 # -- helpers travel by value; output outlives the job --------------------------------------------------
 
-TRAVEL_MAIN = '''
+TRAVEL_MAIN = """
 import json, os
 from pathlib import Path
 
@@ -122,17 +126,19 @@ if __name__ == "__main__":
     later = handle.result(timeout=60)
     print("RESULT " + json.dumps({"blocking": blocking, "async": later, "client_pid": os.getpid(),
                                   "output_dir": handle.output_dir, "status": handle.status().value}))
-'''
+"""
 
 
-def test_a_function_whose_helpers_are_installed_nowhere_returns_its_value_from_another_process(
-        tmp_path: Path) -> None:
-    project = make_project(tmp_path / "travel", {
-        ".kineticignore": "# the helpers travel inside the pickle, not in the archive\nhelpers.py\n",
-        "pkg/__init__.py": "",
-        "pkg/helpers.py": "def double(x):\n    return 2 * x\n",
-        "pkg/main.py": TRAVEL_MAIN,
-    })
+def test_a_function_whose_helpers_are_installed_nowhere_returns_its_value_from_another_process(tmp_path: Path) -> None:
+    project = make_project(
+        tmp_path / "travel",
+        {
+            ".kineticignore": "# the helpers travel inside the pickle, not in the archive\nhelpers.py\n",
+            "pkg/__init__.py": "",
+            "pkg/helpers.py": "def double(x):\n    return 2 * x\n",
+            "pkg/main.py": TRAVEL_MAIN,
+        },
+    )
     done = run_client(project, "-m", "pkg.main")
     report = client_result(done)
     assert report["blocking"]["value"] == 42 and report["async"]["value"] == 4
@@ -145,9 +151,11 @@ def test_a_function_whose_helpers_are_installed_nowhere_returns_its_value_from_a
 
 # -- remote exceptions -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("kind", "error"), [("key", KeyError), ("value", ValueError), ("zero", ZeroDivisionError)])
 def test_a_remote_exception_keeps_its_builtin_type_with_the_remote_traceback_and_phase(
-        tasks: ModuleType, kind: str, error: type[Exception]) -> None:
+    tasks: ModuleType, kind: str, error: type[Exception]
+) -> None:
     with pytest.raises(error) as info:
         tasks.fail(kind)
     assert type(info.value) is error
@@ -167,9 +175,11 @@ def test_the_remote_traceback_names_the_users_file_and_line(tasks: ModuleType) -
 
 # -- tampering -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("artifact", ["payload.pkl", "context.zip"])
 def test_a_byte_flipped_after_upload_is_refused_in_verify_before_the_function_runs(
-        tasks: ModuleType, tmp_path: Path, artifact: str) -> None:
+    tasks: ModuleType, tmp_path: Path, artifact: str
+) -> None:
     local_backend().add_pool("solo", "l4", 1)
     release, side_effect = tmp_path / "release", tmp_path / "side-effect"
     blocker = tasks.hold.run_async(str(release))
@@ -188,10 +198,13 @@ def test_a_byte_flipped_after_upload_is_refused_in_verify_before_the_function_ru
 
 # -- results that cannot come back ----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("kind", "shown"), [("generator", "<generator object"),
-                                             ("closure", "<function unpicklable.<locals>.<lambda>")])
+
+@pytest.mark.parametrize(
+    ("kind", "shown"), [("generator", "<generator object"), ("closure", "<function unpicklable.<locals>.<lambda>")]
+)
 def test_an_unpicklable_return_value_is_a_result_serialization_error_showing_its_repr(
-        tasks: ModuleType, kind: str, shown: str) -> None:
+    tasks: ModuleType, kind: str, shown: str
+) -> None:
     with pytest.raises(ResultSerializationError) as info:
         tasks.unpicklable(kind)
     assert info.value.result_repr.startswith(shown)
@@ -200,8 +213,10 @@ def test_an_unpicklable_return_value_is_a_result_serialization_error_showing_its
 
 # -- Data ------------------------------------------------------------------------------------------------
 
+
 def test_data_directory_and_file_travel_and_identical_content_is_uploaded_once(
-        tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path) -> None:
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path
+) -> None:
     uploads: list[str] = []
     real_put_file = LocalStorage.put_file
 
@@ -218,8 +233,7 @@ def test_data_directory_and_file_travel_and_identical_content_is_uploaded_once(
     single.write_text("x,y\n")
 
     first = tasks.read_data(kinetic.Data(dataset), kinetic.Data(single))
-    assert first == {"files": {"a.txt": "alpha", "sub/b.txt": "beta"}, "single": "x,y\n",
-                     "single_name": "labels.csv"}
+    assert first == {"files": {"a.txt": "alpha", "sub/b.txt": "beta"}, "single": "x,y\n", "single_name": "labels.csv"}
     cached = [key for key in uploads if key.startswith("data-cache/")]
     assert len(cached) == 3
     markers = bucket_files(kinetic_home, "data-markers")
@@ -236,7 +250,8 @@ def test_data_directory_and_file_travel_and_identical_content_is_uploaded_once(
 
 
 def test_data_as_a_dict_key_is_a_value_error_at_call_time_with_nothing_submitted(
-        tasks: ModuleType, tmp_path: Path, kinetic_home: Path) -> None:
+    tasks: ModuleType, tmp_path: Path, kinetic_home: Path
+) -> None:
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(ValueError, match="dict key"):
         tasks.identity({kinetic.Data(tmp_path / "f.txt"): 1})
@@ -245,7 +260,8 @@ def test_data_as_a_dict_key_is_a_value_error_at_call_time_with_nothing_submitted
 
 
 def test_an_unpicklable_argument_is_named_and_nothing_is_submitted(
-        tasks: ModuleType, tmp_path: Path, kinetic_home: Path) -> None:
+    tasks: ModuleType, tmp_path: Path, kinetic_home: Path
+) -> None:
     import threading
 
     (tmp_path / "f.txt").write_text("x")
@@ -258,7 +274,7 @@ def test_an_unpicklable_argument_is_named_and_nothing_is_submitted(
 
 # -- packaging through a real run ------------------------------------------------------------------------
 
-LISTING_MAIN = '''
+LISTING_MAIN = """
 import json
 from pathlib import Path
 
@@ -272,20 +288,23 @@ def listing():
 
 if __name__ == "__main__":
     print("RESULT " + json.dumps(listing()))
-'''
+"""
 
 
 def test_kineticignore_and_default_exclusions_shape_what_the_job_sees(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "shaped", {
-        ".kineticignore": "# comment lines are ignored\n*.secret\nscratch/\n",
-        "pkg/__init__.py": "",
-        "pkg/main.py": LISTING_MAIN,
-        ".venv/lib/site.py": "",
-        "node_modules/dep/index.js": "",
-        "keys.secret": "hunter2",
-        "scratch/tmp.txt": "",
-        "docs/scratch": "a file named like an ignored directory",
-    })
+    project = make_project(
+        tmp_path / "shaped",
+        {
+            ".kineticignore": "# comment lines are ignored\n*.secret\nscratch/\n",
+            "pkg/__init__.py": "",
+            "pkg/main.py": LISTING_MAIN,
+            ".venv/lib/site.py": "",
+            "node_modules/dep/index.js": "",
+            "keys.secret": "hunter2",
+            "scratch/tmp.txt": "",
+            "docs/scratch": "a file named like an ignored directory",
+        },
+    )
     shipped = set(client_result(run_client(project, "-m", "pkg.main")))
     assert {"pkg/main.py", "pkg/__init__.py", "docs/scratch", ".kinetic/plan.json", "pyproject.toml"} <= shipped
     assert not any(p.startswith((".venv/", "node_modules/", "scratch/")) or "__pycache__" in p for p in shipped)
@@ -296,7 +315,7 @@ def test_kineticignore_and_default_exclusions_shape_what_the_job_sees(tmp_path: 
     assert "keys.secret" not in everything and not any("__pycache__" in p for p in everything)
 
 
-SHARED_MAIN = '''
+SHARED_MAIN = """
 import json
 from pathlib import Path
 
@@ -313,7 +332,7 @@ if __name__ == "__main__":
         print("RESULT " + json.dumps({"value": read_shared()}))
     except FileNotFoundError as exc:
         print("RESULT " + json.dumps({"error": type(exc).__name__}))
-'''
+"""
 
 
 def test_kinetic_package_root_widens_what_ships(tmp_path: Path) -> None:
@@ -325,7 +344,7 @@ def test_kinetic_package_root_widens_what_ships(tmp_path: Path) -> None:
     assert client_result(widened) == {"value": "shared asset"}
 
 
-PLAN_MAIN = '''
+PLAN_MAIN = """
 import importlib, json
 from pathlib import Path
 
@@ -341,19 +360,24 @@ def configured():
 
 if __name__ == "__main__":
     print("RESULT " + json.dumps(configured()))
-'''
+"""
 
 
 def test_plan_json_restores_the_clients_cwd_and_sys_path(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "planned", {
-        "pkg/__init__.py": "", "pkg/main.py": PLAN_MAIN, "pkg/lazy.py": "VALUE = 'lazy module'\n",
-        "configs/settings.json": '{"lr": 0.1}',
-    })
+    project = make_project(
+        tmp_path / "planned",
+        {
+            "pkg/__init__.py": "",
+            "pkg/main.py": PLAN_MAIN,
+            "pkg/lazy.py": "VALUE = 'lazy module'\n",
+            "configs/settings.json": '{"lr": 0.1}',
+        },
+    )
     done = run_client(project / "configs", "-m", "pkg.main", env={"PYTHONPATH": str(project)})
     assert client_result(done) == {"settings": {"lr": 0.1}, "lazy": "lazy module", "cwd": "configs"}
 
 
-ENV_MAIN = '''
+ENV_MAIN = """
 import json, os
 
 import cloudpickle
@@ -373,17 +397,29 @@ if __name__ == "__main__":
     remote = handle.result(timeout=60, cleanup=False)
     payload = cloudpickle.loads(handle.storage().get_bytes(handle.job_id + "/payload.pkl"))
     print("RESULT " + json.dumps({"remote": remote, "captured": sorted(payload["env_vars"])}))
-'''
+"""
 
 
 def test_capture_env_vars_exact_names_wildcards_blocklist_and_secret_warning(tmp_path: Path) -> None:
     project = make_project(tmp_path / "envs", {"pkg/__init__.py": "", "pkg/main.py": ENV_MAIN})
-    env = {"MY_SETTING": "exact", "PFX_A": "a", "PFX_B": "b", "PYTHONPATH": "/nonexistent-kinetic-dir",
-           "API_TOKEN": "tok", "NOT_ASKED": "no"}
+    env = {
+        "MY_SETTING": "exact",
+        "PFX_A": "a",
+        "PFX_B": "b",
+        "PYTHONPATH": "/nonexistent-kinetic-dir",
+        "API_TOKEN": "tok",
+        "NOT_ASKED": "no",
+    }
     done = run_client(project, "-m", "pkg.main", env=env)
     report = client_result(done)
-    assert report["remote"] == {"MY_SETTING": "exact", "PFX_A": "a", "PFX_B": "b", "PYTHONPATH": None,
-                                "API_TOKEN": "tok", "NOT_ASKED": None}
+    assert report["remote"] == {
+        "MY_SETTING": "exact",
+        "PFX_A": "a",
+        "PFX_B": "b",
+        "PYTHONPATH": None,
+        "API_TOKEN": "tok",
+        "NOT_ASKED": None,
+    }
     assert {"MY_SETTING", "PFX_A", "PFX_B", "API_TOKEN"} <= set(report["captured"])
     assert not {"PATH", "PYTHONPATH", "HOME"} & set(report["captured"])  # wildcards never take these
     assert "SensitiveEnvWarning" in done.stderr and "'API_TOKEN'" in done.stderr
@@ -392,14 +428,24 @@ def test_capture_env_vars_exact_names_wildcards_blocklist_and_secret_warning(tmp
 
 # -- decoration-time errors ------------------------------------------------------------------------------
 
+
 def _plain(x: int) -> int:
     return x
 
 
-@pytest.mark.parametrize("target", [
-    42, "not a function", classmethod(_plain), staticmethod(_plain), functools.cache(_plain),
-    functools.lru_cache(maxsize=4)(_plain), int,
-], ids=["int", "str", "classmethod", "staticmethod", "cache", "lru_cache", "class"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        42,
+        "not a function",
+        classmethod(_plain),
+        staticmethod(_plain),
+        functools.cache(_plain),
+        functools.lru_cache(maxsize=4)(_plain),
+        int,
+    ],
+    ids=["int", "str", "classmethod", "staticmethod", "cache", "lru_cache", "class"],
+)
 def test_decorating_what_cannot_ship_is_a_type_error(target: object) -> None:
     with pytest.raises(TypeError, match="@run"):
         kinetic.run()(target)
@@ -418,8 +464,9 @@ def test_bad_settings_fail_at_decoration_naming_the_choices(tmp_path: Path, kine
     assert kinetic.list_jobs() == []
 
 
-def test_an_explicit_output_dir_receives_the_outputs(tasks: ModuleType, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_explicit_output_dir_receives_the_outputs(
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.txt").write_text("input")
     handle = kinetic.run(output_dir="outs")(tasks.round_trip).run_async(kinetic.Data(tmp_path / "in.txt"))
@@ -430,9 +477,10 @@ def test_an_explicit_output_dir_receives_the_outputs(tasks: ModuleType, tmp_path
 
 # -- GCS as the jobs bucket -------------------------------------------------------------------------------
 
+
 def test_a_job_round_trips_through_gcs_when_the_local_backend_uses_a_gcs_bucket(
-        tasks: ModuleType, gcs_emulator: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        kinetic_home: Path) -> None:
+    tasks: ModuleType, gcs_emulator: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path
+) -> None:
     from kinetic_tui.core.storage.gcs import GcsStorage
     from tests.gcs_emulator import create_bucket
 
@@ -461,7 +509,8 @@ def test_a_job_round_trips_through_gcs_when_the_local_backend_uses_a_gcs_bucket(
 
 
 def test_an_unknown_jobs_storage_setting_is_a_value_error_naming_the_choices(
-        tasks: ModuleType, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path) -> None:
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path
+) -> None:
     monkeypatch.setenv("KINETIC_LOCAL_STORAGE", "s3")
     with pytest.raises(ValueError, match="KINETIC_LOCAL_STORAGE='s3' is not one of: local, gcs"):
         tasks.identity(1)

@@ -1,4 +1,5 @@
 """The `--demo` workspace: `fill` really runs the whole scenario through the Console, on a marked demo home only."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +11,20 @@ import pytest
 
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.console import Console, RemoteJobFailed
-from kinetic_tui.core.demo import DemoProgress, demo_home, fill
-from kinetic_tui.core.demo import workload
-from kinetic_tui.core.demo.fill import CHANGED_PARAMS, ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, MARKER, MULTI_HOST_JOB, PIPELINE, PREEMPTIBLE, SHORT_JOBS, STUDY
+from kinetic_tui.core.demo import DemoProgress, demo_home, fill, workload
+from kinetic_tui.core.demo.fill import (
+    CHANGED_PARAMS,
+    ENDPOINT,
+    FAILING_JOB,
+    GROUP,
+    LONG_JOB,
+    MARKER,
+    MULTI_HOST_JOB,
+    PIPELINE,
+    PREEMPTIBLE,
+    SHORT_JOBS,
+    STUDY,
+)
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import using_home
 
@@ -27,6 +39,7 @@ def demo_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # -- the whole scenario ---------------------------------------------------------------------------------
+
 
 async def _check_pools_and_jobs(console: Console) -> None:
     pools = {pool.name: pool for pool in await console.pools.list()}
@@ -94,7 +107,8 @@ async def _check_endpoint_and_pipeline(console: Console) -> None:
     assert fresh.executed and {step.status for step in fresh.steps} <= {"Executed", "Skipped"}
     assert cached.executed == ()  # every step that ran in run 1 is Cached; the branch not taken stays Skipped
     assert [step.status for step in cached.steps] == [
-        "Cached" if step.status == "Executed" else step.status for step in fresh.steps]
+        "Cached" if step.status == "Executed" else step.status for step in fresh.steps
+    ]
     assert changed.params["raw_rows"] == CHANGED_PARAMS["raw_rows"]
     assert "preprocess" in changed.executed
     assert fresh.branch_taken["accuracy_gate"] and not changed.branch_taken["accuracy_gate"]
@@ -135,6 +149,7 @@ def test_fill_runs_the_whole_scenario_through_the_console(demo_dir: Path, kineti
 
 # -- safety and failure ---------------------------------------------------------------------------------
 
+
 def test_demo_home_starts_over_in_a_private_marked_directory(demo_dir: Path) -> None:
     first = demo_home()
     assert first == demo_dir.resolve() and (first / MARKER).is_file()
@@ -144,8 +159,9 @@ def test_demo_home_starts_over_in_a_private_marked_directory(demo_dir: Path) -> 
     assert demo_home() == first and sorted(os.listdir(first)) == [MARKER]
 
 
-def test_demo_home_refuses_to_wipe_what_is_not_a_demo(demo_dir: Path, kinetic_home: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_home_refuses_to_wipe_what_is_not_a_demo(
+    demo_dir: Path, kinetic_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     demo_dir.mkdir()
     (demo_dir / "notes.txt").write_text("precious")
     with pytest.raises(ValidationError, match=r"not empty and not a demo workspace"):
@@ -184,8 +200,10 @@ def test_a_failing_step_is_announced_then_raised(demo_dir: Path) -> None:
 
 # -- the workload functions, in-process -----------------------------------------------------------------
 
-def test_workload_functions_log_fail_and_stop_as_documented(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+
+def test_workload_functions_log_fail_and_stop_as_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert workload.crunch("x", steps=3, delay=0) == workload.crunch("x", steps=3, delay=0)
     assert capsys.readouterr().out.count("[x] step 3/3 loss=") == 2
     with pytest.raises(ValueError, match="steps must be >= 1"):

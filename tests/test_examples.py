@@ -1,4 +1,5 @@
 """The README's tour must keep working: run it as a user would, through the installed entry point."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -7,8 +8,12 @@ TOUR = Path(__file__).resolve().parents[1] / "examples" / "tour.kn"
 
 
 def test_the_tour_script_runs_clean_on_a_fresh_workspace(kinetic_home):
-    done = subprocess.run([sys.executable, "-m", "kinetic_tui", "--script", str(TOUR), "--output", "json"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "kinetic_tui", "--script", str(TOUR), "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     import json
 

@@ -1,4 +1,5 @@
 """The warm fork server: isolation between jobs, one server per home, stale sockets, retirement."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ import pytest
 
 from kinetic_tui.core.backends.local import forkserver
 from kinetic_tui.core.backends.local.launcher import server_status, shutdown_server, wait_exit, work_dir
-from tests.test_launcher import REPO, Jobs, jobs, runner_file, server_processes  # noqa: F401  (fixtures)
+from tests.test_launcher import REPO, Jobs, jobs, runner_file, server_processes
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:
@@ -84,8 +85,10 @@ print(server_status()["pid"], flush=True)
 def test_concurrent_starters_end_with_exactly_one_server(jobs: Jobs, tmp_path: Path) -> None:
     go = tmp_path / "go"
     dirs = [jobs.new_dir() for _ in range(4)]
-    clients = [subprocess.Popen([sys.executable, "-c", CLIENT, str(go), str(d)], stdout=subprocess.PIPE,
-                                text=True, cwd=REPO) for d in dirs]
+    clients = [
+        subprocess.Popen([sys.executable, "-c", CLIENT, str(go), str(d)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+        for d in dirs
+    ]
     for client in clients:
         assert client.stdout.readline() == "ready\n"
     go.touch()
@@ -137,9 +140,7 @@ def test_shutdown_lets_running_jobs_finish_and_record_their_exit(jobs: Jobs) -> 
     assert shutdown_server() is None
 
 
-def test_a_runner_that_cannot_be_imported_still_yields_a_log_and_an_exit_file(
-    jobs: Jobs, runner_file: Path
-) -> None:
+def test_a_runner_that_cannot_be_imported_still_yields_a_log_and_an_exit_file(jobs: Jobs, runner_file: Path) -> None:
     runner_file.write_text("raise ImportError('broken runner')\n")
     job_dir, _ = jobs.launch("hello")  # the server cannot warm up, so the job starts cold
     assert wait_exit(job_dir, 1, timeout=20) == [1]
@@ -162,5 +163,7 @@ def test_the_server_script_imports_only_the_stdlib_and_starts_isolated(tmp_path:
             assert node.level == 0, f"relative import in {script.name}"
             imported.add((node.module or "").split(".")[0])
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    usage = subprocess.run([sys.executable, "-I", str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+    usage = subprocess.run(
+        [sys.executable, "-I", str(script)], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     assert usage.returncode == 1 and "usage:" in usage.stderr and "Traceback" not in usage.stderr

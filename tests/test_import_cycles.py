@@ -1,5 +1,6 @@
 """No import cycles between the modules of `kinetic_tui` (module-level, in-function and TYPE_CHECKING imports
 all count): a cycle makes import order matter and hides which layer depends on which."""
+
 from __future__ import annotations
 
 import ast
@@ -7,8 +8,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # repository folder -> the import name it installs as
-FOLDERS = {"kinetic_tui": "kinetic_tui", "core": "kinetic_tui.core", "infra": "kinetic_tui.infra",
-           "runner": "kinetic_tui.runner"}
+FOLDERS = {
+    "kinetic_tui": "kinetic_tui",
+    "core": "kinetic_tui.core",
+    "infra": "kinetic_tui.infra",
+    "runner": "kinetic_tui.runner",
+}
 
 
 def modules() -> dict[str, Path]:

@@ -1,9 +1,10 @@
 """Functions from installed packages travel by reference and never ship site-packages as their root."""
+
 import importlib
 import sys
 
-from kinetic_tui.core.submission.packaging import root as package_root
 from kinetic_tui.core.submission.pack import package_root_for
+from kinetic_tui.core.submission.packaging import root as package_root
 
 
 def test_a_function_from_an_installed_package_ships_an_empty_root(tmp_path, monkeypatch, kinetic_home):

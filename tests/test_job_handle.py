@@ -1,4 +1,5 @@
 """JobHandle, attach and list_jobs against real local jobs (issue 3, SPEC 2.6)."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,17 @@ import time
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.submission.pack import CONTEXT, HANDLE, PAYLOAD, RESULT
-from kinetic_tui.core.backends.local.workspace import local_backend
-from tests.lifecycle.backend_projects import (  # noqa: F401 - fixtures
-    client_json, jobs, reap_jobs, user_project, wait_for,
+from tests.lifecycle.backend_projects import (
+    client_json,
+    jobs,
+    reap_jobs,
+    user_project,
+    wait_for,
 )
 
 TIMEOUT = 30.0
@@ -147,12 +152,15 @@ def test_cleanup_refuses_a_running_job_and_removes_nothing(jobs):
 def test_attach_from_another_process(jobs, user_project):
     handle = kinetic.run()(jobs.hold).run_async(0.3)
     project, _ = user_project
-    seen = client_json(project, f"""
+    seen = client_json(
+        project,
+        f"""
         import json
         import kinetic_tui as kinetic
         handle = kinetic.attach({handle.job_id!r})
         print(json.dumps([handle.to_record(), handle.result(timeout=30)["job"], handle.status()]))
-    """)
+    """,
+    )
     assert seen == [handle.to_record(), handle.job_id, "SUCCEEDED"]
 
 

@@ -3,6 +3,7 @@
 Jobs run a stand-in runner (FAKE_RUNNER) whose first argument picks a behaviour. Every test that starts
 processes uses the `jobs` fixture, which kills leftover process groups and stops the fork server.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinetic_tui.core.backends.local import forkserver
-from kinetic_tui.core.backends.local.launcher import HostProcess, exit_code, is_alive, launch, log_path, server_status, shutdown_server, terminate, wait_exit, work_dir
+from kinetic_tui.core.backends.local.launcher import (
+    HostProcess,
+    exit_code,
+    is_alive,
+    launch,
+    log_path,
+    server_status,
+    shutdown_server,
+    terminate,
+    wait_exit,
+    work_dir,
+)
 from kinetic_tui.core.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 
-FAKE_RUNNER = '''
+FAKE_RUNNER = """
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 
@@ -83,7 +95,7 @@ def main(argv):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 
 def server_processes(run_dir: Path) -> list[int]:
@@ -197,8 +209,11 @@ def run_both_paths(jobs: Jobs, monkeypatch: pytest.MonkeyPatch, *argv: str) -> l
 
 @pytest.mark.parametrize(
     ("argv", "codes", "last_line"),
-    [(("hello", "5"), [5, 5], "out 1"), (("raise",), [1, 1], "RuntimeError: boom"),
-     (("exit", "bad input"), [1, 1], "bad input")],
+    [
+        (("hello", "5"), [5, 5], "out 1"),
+        (("raise",), [1, 1], "RuntimeError: boom"),
+        (("exit", "bad input"), [1, 1], "bad input"),
+    ],
 )
 def test_fork_server_and_cold_path_produce_the_same_files(
     jobs: Jobs, monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...], codes: list[int], last_line: str
@@ -216,8 +231,9 @@ def test_a_job_survives_the_client_that_launched_it(jobs: Jobs, path_mode: str) 
         "hosts = launch(Path(sys.argv[1]), ['sleep', '0.5'], {'PATH': os.environ['PATH']})\n"
         "print(json.dumps([h.to_dict() for h in hosts]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", client, str(job_dir)], capture_output=True, text=True,
-                         check=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", client, str(job_dir)], capture_output=True, text=True, check=True, cwd=REPO, timeout=60
+    )
     [host] = [HostProcess.from_dict(d) for d in json.loads(out.stdout)]
     jobs.started.append(host)
     assert exit_code(job_dir, 0) is None and host.is_alive()  # the client is gone, the job is not
@@ -292,11 +308,13 @@ def test_wait_exit_times_out_and_leaves_the_job_running(jobs: Jobs) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"hosts": 0}, "hosts must be an integer >= 1"),
-     ({"env": {"A=B": "x"}}, "env key 'A=B'"),
-     ({"env": {"A": 1}}, r"env\['A'\] must be a string"),
-     ({"argv": ["ok", None]}, "argv must be a list of strings"),
-     ({"runner": Path("/nonexistent/runner.py")}, "runner file '/nonexistent/runner.py' does not exist")],
+    [
+        ({"hosts": 0}, "hosts must be an integer >= 1"),
+        ({"env": {"A=B": "x"}}, "env key 'A=B'"),
+        ({"env": {"A": 1}}, r"env\['A'\] must be a string"),
+        ({"argv": ["ok", None]}, "argv must be a list of strings"),
+        ({"runner": Path("/nonexistent/runner.py")}, "runner file '/nonexistent/runner.py' does not exist"),
+    ],
 )
 def test_bad_arguments_are_refused_before_anything_changes(jobs: Jobs, kwargs: dict, message: str) -> None:
     job_dir = jobs.new_dir()

@@ -1,4 +1,5 @@
 """The core and the runner must stay importable headless: neither may pull in textual."""
+
 import subprocess
 import sys
 

@@ -1,5 +1,6 @@
 """The local backend with real job processes (issue 3, SPEC 2.5): pools, FIFO queue, placement, cancel,
 jobs outliving their client, reconciliation, multi-host slices, volumes, concurrent schedulers, logs."""
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,19 @@ import pytest
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.backends.local.backend import SubmitError
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
-from kinetic_tui.core.backends.local.workspace import local_backend
-from tests.lifecycle.backend_projects import (  # noqa: F401 - fixtures
-    client_json, finish_client, jobs, reap_jobs, recorded_hosts, start_client, user_project, wait_for,
+from tests.lifecycle.backend_projects import (
+    client_json,
+    finish_client,
+    jobs,
+    reap_jobs,
+    recorded_hosts,
+    start_client,
+    user_project,
+    wait_for,
 )
 
 TIMEOUT = 30.0
@@ -81,17 +89,20 @@ def test_pool_add_list_remove():
     assert [p.name for p in backend.pools()] == ["cpu", "spots"]
 
 
-@pytest.mark.parametrize(("name", "accelerator", "nodes", "message"), [
-    ("bad name!", "cpu", 1, "pool name"),
-    ("", "cpu", 1, "pool name"),
-    ("ok", "cpu", 0, "--nodes"),
-    ("ok", "cpu", -2, "--nodes"),
-    ("ok", "cpu", True, "--nodes"),
-    ("ok", "cpu", "2", "--nodes"),
-    ("ok", "v99-2x2", 1, "v99"),
-    ("ok", "v4-2x2x2", 1, "needs 2 nodes"),
-    ("cpu", "cpu", 1, "already exists"),
-])
+@pytest.mark.parametrize(
+    ("name", "accelerator", "nodes", "message"),
+    [
+        ("bad name!", "cpu", 1, "pool name"),
+        ("", "cpu", 1, "pool name"),
+        ("ok", "cpu", 0, "--nodes"),
+        ("ok", "cpu", -2, "--nodes"),
+        ("ok", "cpu", True, "--nodes"),
+        ("ok", "cpu", "2", "--nodes"),
+        ("ok", "v99-2x2", 1, "v99"),
+        ("ok", "v4-2x2x2", 1, "needs 2 nodes"),
+        ("cpu", "cpu", 1, "already exists"),
+    ],
+)
 def test_bad_pool_is_refused_and_nothing_changes(name, accelerator, nodes, message):
     before = _pool_snapshot()
     with pytest.raises(ValueError, match=message) as info:
@@ -168,8 +179,16 @@ def test_emulated_accelerator_pool_runs_the_job_on_the_cpu(jobs):
 
 
 def _armed(marker: Path) -> int:
-    return int(wait_for(lambda: marker.with_name(marker.name + ".ready").exists()
-                        and marker.with_name(marker.name + ".ready").read_text(), TIMEOUT, "the job to arm"))
+    return int(
+        wait_for(
+            lambda: (
+                marker.with_name(marker.name + ".ready").exists()
+                and marker.with_name(marker.name + ".ready").read_text()
+            ),
+            TIMEOUT,
+            "the job to arm",
+        )
+    )
 
 
 def test_cancel_running_job_sends_sigterm(jobs, tmp_path):
@@ -217,6 +236,7 @@ def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
 
 # -- outliving the client, reconciliation --------------------------------------------------------------
 
+
 def test_job_queued_by_a_client_that_exited_still_starts(user_project):
     backend = local_backend()
     _resize_cpu_pool(1)
@@ -243,14 +263,17 @@ def test_new_process_reconciles_finished_jobs_from_their_result_files(user_proje
         wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, f"{job_id} to exit")
         assert _raw_status(job_id) is JobStatus.RUNNING  # nobody has looked since it ended
     project, _ = user_project
-    seen = client_json(project, """
+    seen = client_json(
+        project,
+        """
         import json
         import kinetic_tui as kinetic
         from kinetic_tui.core.backends.local.workspace import local_backend
         jobs = kinetic.list_jobs()
         rows = {h.job_id: local_backend().job(h.job_id) for h in jobs}
         print(json.dumps({i: [r.status, r.phase, r.detail] for i, r in rows.items()}))
-    """)
+    """,
+    )
     assert seen[ok] == ["SUCCEEDED", None, None]
     assert seen[bad] == ["FAILED", "execute", "ValueError: bad input 7"]
 
@@ -264,14 +287,17 @@ def test_new_process_marks_a_vanished_job_lost(user_project):
     wait_for(exit_file.exists, TIMEOUT, "the reaper's exit file")
     exit_file.unlink()  # the reaper is lost: no exit status, no result
     project, _ = user_project
-    seen = client_json(project, f"""
+    seen = client_json(
+        project,
+        f"""
         import json
         import kinetic_tui as kinetic
         from kinetic_tui.core.backends.local.workspace import local_backend
         status = kinetic.attach({job_id!r}).status()
         row = local_backend().job({job_id!r})
         print(json.dumps([status, row.phase, row.detail]))
-    """)
+    """,
+    )
     assert seen == ["FAILED", "lost", "host 0 vanished without an exit status or result"]
     with pytest.raises(RemoteJobError, match="FAILED in phase lost"):
         kinetic.attach(job_id).result(timeout=TIMEOUT)
@@ -401,6 +427,6 @@ def test_runner_lines_and_function_prints_share_the_job_log(jobs):
     assert lines[0].startswith("[kinetic] runner start: host 0")
     order = [lines.index(x) for x in ("[kinetic] phase execute: calling two_lines", "hello", "world")]
     assert order == sorted(order)
-    assert any(x.startswith("[kinetic] phase execute ok") for x in lines[order[-1]:])
+    assert any(x.startswith("[kinetic] phase execute ok") for x in lines[order[-1] :])
     assert lines[-1] == "[kinetic] job succeeded"
     assert not recorded_hosts()[0].is_alive()

@@ -1,5 +1,6 @@
 """`map` and batches with real job processes (SPEC 2.6, issue 3 part B): dispatch, concurrency limits,
 retries, fail-fast, partial failures, completion order and reattaching from another process."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
 from kinetic_tui.core.submission.packaging import PayloadError
-from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
     client_result,
@@ -22,12 +23,14 @@ from tests.lifecycle.run_projects import (
     load_module,
     make_project,
     run_client,
-    stop_jobs,  # noqa: F401  (autouse fixture)
+    stop_jobs,
 )
 
 TIMEOUT = 60
 
-TASKS = TASKS_PRELUDE + '''
+TASKS = (
+    TASKS_PRELUDE
+    + """
 
 @kinetic.run()
 def echo(*args, **kwargs):
@@ -65,7 +68,9 @@ def step(action, marker_dir):
 
 def square(x):
     return x * x
-''' + flaky_task()
+"""
+    + flaky_task()
+)
 
 
 @pytest.fixture
@@ -81,18 +86,21 @@ def nothing_submitted(home: Path) -> bool:
 
 # -- argument dispatch -----------------------------------------------------------------------------------
 
-def test_auto_dispatch_unpacks_dicts_as_kwargs_tuples_as_args_and_passes_anything_else_whole(
-        tasks: ModuleType) -> None:
+
+def test_auto_dispatch_unpacks_dicts_as_kwargs_tuples_as_args_and_passes_anything_else_whole(tasks: ModuleType) -> None:
     batch = tasks.echo.map([{"a": 1}, (1, 2), 5, [3, 4]])
     assert batch.results(timeout=TIMEOUT) == [[[], {"a": 1}], [[1, 2], {}], [[5], {}], [[[3, 4]], {}]]
     assert len(batch) == 4
 
 
-@pytest.mark.parametrize(("dispatch", "inputs", "expected"), [
-    ("args", [(1, 2), [3, 4]], [[[1, 2], {}], [[3, 4], {}]]),
-    ("kwargs", [{"b": 2}], [[[], {"b": 2}]]),
-    ("single", [(1, 2), {"a": 1}], [[[(1, 2)], {}], [[{"a": 1}], {}]]),
-])
+@pytest.mark.parametrize(
+    ("dispatch", "inputs", "expected"),
+    [
+        ("args", [(1, 2), [3, 4]], [[[1, 2], {}], [[3, 4], {}]]),
+        ("kwargs", [{"b": 2}], [[[], {"b": 2}]]),
+        ("single", [(1, 2), {"a": 1}], [[[(1, 2)], {}], [[{"a": 1}], {}]]),
+    ],
+)
 def test_explicit_dispatch(tasks: ModuleType, dispatch: str, inputs: list, expected: list) -> None:
     assert tasks.echo.map(inputs, dispatch=dispatch).results(timeout=TIMEOUT) == expected
 
@@ -122,6 +130,7 @@ def test_kinetic_map_runs_a_plain_function_with_run_options(tasks: ModuleType) -
 
 # -- max_concurrent ----------------------------------------------------------------------------------------
 
+
 def _max_overlap(out_dir: Path) -> int:
     spans = [json.loads(p.read_text()) for p in out_dir.glob("*.json")]
     return max(sum(1 for start, end in spans if start <= t < end) for t, _ in spans)
@@ -132,13 +141,15 @@ def test_max_concurrent_caps_how_many_inputs_run_at_once(tasks: ModuleType, tmp_
     limited, free = tmp_path / "limited", tmp_path / "free"
     limited.mkdir(), free.mkdir()
     assert tasks.timed.map([(i, str(limited), 0.4) for i in range(5)], max_concurrent=2).results(
-        timeout=TIMEOUT) == list(range(5))
+        timeout=TIMEOUT
+    ) == list(range(5))
     assert _max_overlap(limited) <= 2
     assert tasks.timed.map([(i, str(free), 1.0) for i in range(4)]).results(timeout=TIMEOUT) == list(range(4))
     assert _max_overlap(free) >= 3  # control: the measurement does see overlap when nothing limits it
 
 
 # -- retries, fail-fast, partial failures --------------------------------------------------------------------
+
 
 def test_retries_rerun_a_failed_input_until_it_succeeds(tasks: ModuleType, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
@@ -165,8 +176,7 @@ def test_without_retries_the_first_failure_is_final(tasks: ModuleType, tmp_path:
 def test_fail_fast_cancels_the_inputs_still_running_or_queued(tasks: ModuleType, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
-    batch = tasks.step.map([("fail", str(markers)), ("wait", str(markers)), ("wait", str(markers))],
-                           fail_fast=True)
+    batch = tasks.step.map([("fail", str(markers)), ("wait", str(markers)), ("wait", str(markers))], fail_fast=True)
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.CANCELLED]
     failures = batch.failures()
     assert isinstance(failures[0], RuntimeError) and "fails fast" in str(failures[0])
@@ -190,6 +200,7 @@ def test_a_failing_input_raises_batch_error_with_the_failures_and_partial_result
 
 # -- completion order ----------------------------------------------------------------------------------------
 
+
 def test_as_completed_and_unordered_results_follow_completion_order(tasks: ModuleType, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -203,7 +214,7 @@ def test_as_completed_and_unordered_results_follow_completion_order(tasks: Modul
 
 # -- reattaching ---------------------------------------------------------------------------------------------
 
-SUBMIT_MAIN = '''
+SUBMIT_MAIN = """
 import json, sys
 
 import kinetic_tui as kinetic
@@ -220,7 +231,7 @@ if __name__ == "__main__":
         print("RESULT " + json.dumps(batch.group_id))  # and exit at once: the jobs run on without us
     else:
         print("RESULT " + json.dumps(kinetic.attach_batch(sys.argv[2]).results(timeout=60)))
-'''
+"""
 
 
 def test_attach_batch_in_other_processes_returns_the_same_results(tmp_path: Path) -> None:
@@ -238,7 +249,8 @@ def test_attach_batch_of_an_unknown_group_is_a_lookup_error() -> None:
 
 
 def test_a_batch_captures_the_environment_once_and_warns_once_about_secrets(
-        tasks: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import warnings
 
     from kinetic_tui.core.submission.packaging import SensitiveEnvWarning

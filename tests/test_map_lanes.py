@@ -1,6 +1,7 @@
 """Map lanes (core/backends/local/lanes.py) with real runner processes: each input of a map stays its own durable
 job (row, log range, output dir, result) while a few lane processes run them; cancelling, crashing,
 tampering and a lane that cannot start each affect only what they should."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ import pytest
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.local import lanes
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
-from kinetic_tui.core.backends.local.workspace import local_backend
 from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
@@ -22,12 +23,14 @@ from tests.lifecycle.run_projects import (
     load_module,
     make_project,
     run_client,
-    stop_jobs,  # noqa: F401  (autouse fixture)
+    stop_jobs,
 )
 
 TIMEOUT = 60
 
-TASKS = TASKS_PRELUDE + '''
+TASKS = (
+    TASKS_PRELUDE
+    + """
 
 @kinetic.run()
 def shout(x):
@@ -82,7 +85,8 @@ def crash(x):
     if x == 1:
         os._exit(3)
     return x
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -107,20 +111,25 @@ def all_lanes_closed() -> bool:
 
 # -- chunking (pure) -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("waiting", "parallel", "free", "mean", "expected"), [
-    (500, 2, 2, None, 125),    # guided: 1/(2P) of what waits
-    (3, 2, 2, None, 1),        # small batches keep every node busy
-    (4, 6, 6, None, 1),
-    (500, 2, 2, 0.0002, 250),  # timed trivial inputs: big lanes, but each free node still gets half
-    (281, 2, 1, 0.0002, 281),  # one node free, the other busy: take what ~0.1 s of work allows
-    (100, 2, 1, 2.0, 25),      # slow inputs: the guided size wins
-    (5000, 1, 1, 0.00001, lanes.MAX_CHUNK),
-])
+
+@pytest.mark.parametrize(
+    ("waiting", "parallel", "free", "mean", "expected"),
+    [
+        (500, 2, 2, None, 125),  # guided: 1/(2P) of what waits
+        (3, 2, 2, None, 1),  # small batches keep every node busy
+        (4, 6, 6, None, 1),
+        (500, 2, 2, 0.0002, 250),  # timed trivial inputs: big lanes, but each free node still gets half
+        (281, 2, 1, 0.0002, 281),  # one node free, the other busy: take what ~0.1 s of work allows
+        (100, 2, 1, 2.0, 25),  # slow inputs: the guided size wins
+        (5000, 1, 1, 0.00001, lanes.MAX_CHUNK),
+    ],
+)
 def test_chunk_size(waiting: int, parallel: int, free: int, mean: float | None, expected: int) -> None:
     assert lanes.chunk_size(waiting, parallel, free, mean) == expected
 
 
 # -- each input is a job -------------------------------------------------------------------------------------
+
 
 def test_every_input_keeps_its_own_id_log_output_dir_and_result(tasks: ModuleType) -> None:
     batch = tasks.shout.map([1, 2, 3])
@@ -149,7 +158,8 @@ def test_data_arguments_reach_each_input_and_shared_content_uploads_once(tasks: 
 
 
 def test_following_a_running_input_yields_its_lines_and_none_of_the_next_inputs(
-        tasks: ModuleType, markers: Path) -> None:
+    tasks: ModuleType, markers: Path
+) -> None:
     batch = tasks.chatty.map([(name, str(markers)) for name in "ABC"], max_concurrent=1)  # lane 1: A, B
     first, second, _ = batch.handles()
     lines = first.logs(follow=True)
@@ -163,7 +173,8 @@ def test_following_a_running_input_yields_its_lines_and_none_of_the_next_inputs(
 
 
 def test_attach_finds_a_lane_input_by_its_batch_handles_file_when_the_store_does_not(
-        tasks: ModuleType, kinetic_home: Path) -> None:
+    tasks: ModuleType, kinetic_home: Path
+) -> None:
     batch = tasks.shout.map([7])
     (handle,) = batch.handles()
     batch.wait(timeout=TIMEOUT)
@@ -182,6 +193,7 @@ def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) ->
 
 # -- cancelling ------------------------------------------------------------------------------------------
 
+
 def test_cancelling_a_queued_input_makes_its_lane_skip_it(tasks: ModuleType, markers: Path) -> None:
     batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
     held, queued, _ = batch.handles()
@@ -198,7 +210,8 @@ def test_cancelling_a_queued_input_makes_its_lane_skip_it(tasks: ModuleType, mar
 
 
 def test_cancelling_a_running_input_stops_its_lane_and_the_rest_run_in_another(
-        tasks: ModuleType, markers: Path) -> None:
+    tasks: ModuleType, markers: Path
+) -> None:
     batch = tasks.hold.map([("hold", str(markers)), ("a", str(markers)), ("b", str(markers))], max_concurrent=1)
     held = batch.handles()[0]
     wait_for(lambda: (markers / "holding").exists(), TIMEOUT, "the held input to start")
@@ -218,6 +231,7 @@ def test_fail_fast_on_a_big_batch_stops_its_lane_without_starting_another(tasks:
 
 
 # -- failures --------------------------------------------------------------------------------------------
+
 
 def test_an_input_that_kills_its_lane_fails_alone(tasks: ModuleType) -> None:
     batch = tasks.crash.map([0, 1, 2, 3], max_concurrent=1)
@@ -245,9 +259,12 @@ def test_a_tampered_batch_artifact_is_refused_before_any_input_runs(tasks: Modul
 
 
 def test_a_lane_that_dies_before_its_first_input_fails_its_inputs_instead_of_looping(
-        tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     broken = tmp_path / "broken_runner.py"
-    broken.write_text("import sys\n\ndef main(argv=None):\n    return 3\n\nif __name__ == '__main__':\n    sys.exit(main())\n")
+    broken.write_text(
+        "import sys\n\ndef main(argv=None):\n    return 3\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
+    )
     monkeypatch.setenv("KINETIC_RUNNER_FILE", str(broken))
     batch = tasks.shout.map([1, 2])
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED, JobStatus.FAILED]
@@ -258,7 +275,7 @@ def test_a_lane_that_dies_before_its_first_input_fails_its_inputs_instead_of_loo
 
 # -- another process -------------------------------------------------------------------------------------
 
-LANE_MAIN = '''
+LANE_MAIN = """
 import json, sys
 
 import kinetic_tui as kinetic
@@ -273,7 +290,7 @@ def twice(x):
 if __name__ == "__main__":
     batch = twice.map(range(6))
     print("RESULT " + json.dumps([batch.group_id, [h.job_id for h in batch.handles()]]))
-'''
+"""
 
 
 def test_lanes_finish_after_the_submitting_client_exits(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
 """Packaging: package root discovery, context.zip contents and cache, payload pickling, env capture."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +17,18 @@ import pytest
 
 import kinetic_tui.core.submission.packaging.archive as context_archive
 from kinetic_tui.core.data import Data
-from kinetic_tui.core.submission.packaging import DEFAULT_EXCLUDED, PLAN_ARCNAME, ROOT_MARKERS, PayloadError, SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, make_plan
+from kinetic_tui.core.submission.packaging import (
+    DEFAULT_EXCLUDED,
+    PLAN_ARCNAME,
+    ROOT_MARKERS,
+    PayloadError,
+    SensitiveEnvWarning,
+    build_context_zip,
+    build_payload,
+    capture_env,
+    find_package_root,
+    make_plan,
+)
 
 
 def touch(root: Path, *rels: str, content: bytes = b"x") -> Path:
@@ -35,9 +47,15 @@ def zip_names(root: Path, dest: Path, **kwargs) -> set[str]:
 
 # ----------------------------------------------------------------------------------------- package root
 
+
 def test_walks_out_of_nested_packages_up_to_the_marker(tmp_path: Path) -> None:
-    touch(tmp_path, "home/proj/pyproject.toml", "home/proj/src/app/__init__.py",
-          "home/proj/src/app/models/__init__.py", "home/proj/src/app/models/net.py")
+    touch(
+        tmp_path,
+        "home/proj/pyproject.toml",
+        "home/proj/src/app/__init__.py",
+        "home/proj/src/app/models/__init__.py",
+        "home/proj/src/app/models/net.py",
+    )
     module = tmp_path / "home/proj/src/app/models/net.py"
     assert find_package_root(module, home=tmp_path / "home") == (tmp_path / "home/proj").resolve()
 
@@ -45,23 +63,28 @@ def test_walks_out_of_nested_packages_up_to_the_marker(tmp_path: Path) -> None:
 @pytest.mark.parametrize("marker", ROOT_MARKERS)
 def test_each_marker_stops_the_walk(tmp_path: Path, marker: str) -> None:
     touch(tmp_path, f"home/proj/{marker}", "home/proj/a/b/script.py", "home/pyproject.toml")
-    assert find_package_root(tmp_path / "home/proj/a/b/script.py", home=tmp_path / "home") == \
-        (tmp_path / "home/proj").resolve()
+    assert (
+        find_package_root(tmp_path / "home/proj/a/b/script.py", home=tmp_path / "home")
+        == (tmp_path / "home/proj").resolve()
+    )
 
 
 def test_without_a_marker_the_directory_after_the_packages_is_the_root(tmp_path: Path) -> None:
     touch(tmp_path, "home/work/lib/pkg/__init__.py", "home/work/lib/pkg/mod.py")
-    assert find_package_root(tmp_path / "home/work/lib/pkg/mod.py", home=tmp_path / "home") == \
-        (tmp_path / "home/work/lib").resolve()
+    assert (
+        find_package_root(tmp_path / "home/work/lib/pkg/mod.py", home=tmp_path / "home")
+        == (tmp_path / "home/work/lib").resolve()
+    )
 
 
 def test_never_walks_above_home(tmp_path: Path) -> None:
     touch(tmp_path, "pyproject.toml", "home/code/script.py")
-    assert find_package_root(tmp_path / "home/code/script.py", home=tmp_path / "home") == \
-        (tmp_path / "home/code").resolve()
+    assert (
+        find_package_root(tmp_path / "home/code/script.py", home=tmp_path / "home")
+        == (tmp_path / "home/code").resolve()
+    )
     touch(tmp_path, "home/setup.cfg")
-    assert find_package_root(tmp_path / "home/code/script.py", home=tmp_path / "home") == \
-        (tmp_path / "home").resolve()
+    assert find_package_root(tmp_path / "home/code/script.py", home=tmp_path / "home") == (tmp_path / "home").resolve()
 
 
 def test_package_directly_under_home_stops_at_home(tmp_path: Path) -> None:
@@ -80,12 +103,21 @@ def test_env_override_wins_and_is_validated(tmp_path: Path, monkeypatch) -> None
 
 # ------------------------------------------------------------------------------------------- plan
 
+
 def test_plan_paths_are_relative_to_the_root(tmp_path: Path) -> None:
     root = touch(tmp_path / "proj", "src/app/main.py")
-    plan = make_plan(root, root / "src/app/main.py", cwd=str(root / "src"),
-                     sys_path=[str(root / "src"), "/usr/lib/python3.11", str(root), "", str(root / "src")])
-    assert plan == {"package_root": str(root.resolve()), "entry_rel": "src/app/main.py",
-                    "client_cwd_rel": "src", "sys_path_rel": ["src", "."]}
+    plan = make_plan(
+        root,
+        root / "src/app/main.py",
+        cwd=str(root / "src"),
+        sys_path=[str(root / "src"), "/usr/lib/python3.11", str(root), "", str(root / "src")],
+    )
+    assert plan == {
+        "package_root": str(root.resolve()),
+        "entry_rel": "src/app/main.py",
+        "client_cwd_rel": "src",
+        "sys_path_rel": ["src", "."],
+    }
     outside = make_plan(root, root / "src/app/main.py", cwd=str(tmp_path), sys_path=[])
     assert outside["client_cwd_rel"] is None and outside["sys_path_rel"] == []
 
@@ -102,6 +134,7 @@ def test_plan_json_is_in_the_archive(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- exclusions
 
+
 @pytest.mark.parametrize("name", sorted(DEFAULT_EXCLUDED))
 def test_default_exclusions_and_their_opt_out(tmp_path: Path, monkeypatch, name: str) -> None:
     entry = name if name == ".DS_Store" else f"{name}/inner.py"  # .DS_Store is a file, the rest dirs
@@ -116,11 +149,28 @@ def test_default_exclusions_and_their_opt_out(tmp_path: Path, monkeypatch, name:
 
 
 def test_kineticignore_comments_dir_only_and_anchoring(tmp_path: Path) -> None:
-    root = touch(tmp_path / "proj", "keep.py", "data.log", "sub/deep.log", "build/out.o", "sub/build",
-                 "notes/a.md", "sub/notes/b.md", "top.tmp", "sub/top.tmp", "#literal")
+    root = touch(
+        tmp_path / "proj",
+        "keep.py",
+        "data.log",
+        "sub/deep.log",
+        "build/out.o",
+        "sub/build",
+        "notes/a.md",
+        "sub/notes/b.md",
+        "top.tmp",
+        "sub/top.tmp",
+        "#literal",
+    )
     (root / ".kineticignore").write_text("# a comment line\n*.log\n\nbuild/\n/top.tmp\nnotes/*.md\n  \n")
-    assert zip_names(root, tmp_path / "c.zip") == {"keep.py", "sub/build", "sub/notes/b.md", "sub/top.tmp",
-                                                    "#literal", ".kineticignore"}
+    assert zip_names(root, tmp_path / "c.zip") == {
+        "keep.py",
+        "sub/build",
+        "sub/notes/b.md",
+        "sub/top.tmp",
+        "#literal",
+        ".kineticignore",
+    }
 
 
 def test_data_paths_and_a_workspace_inside_the_root_are_excluded(tmp_path: Path, monkeypatch) -> None:
@@ -163,6 +213,7 @@ def test_root_must_be_a_directory(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- cache
+
 
 def test_unchanged_tree_reuses_the_cached_zip_and_a_touch_rebuilds(tmp_path: Path, monkeypatch) -> None:
     root = touch(tmp_path / "proj", "a.py", "b/c.py")
@@ -225,6 +276,7 @@ def test_same_tree_gives_identical_bytes_in_a_fresh_workspace(tmp_path: Path, mo
 
 # ------------------------------------------------------------------------------------------- payload
 
+
 @pytest.fixture
 def temp_project(tmp_path: Path, monkeypatch):
     """A project whose modules are importable here but not in a fresh interpreter."""
@@ -232,8 +284,9 @@ def temp_project(tmp_path: Path, monkeypatch):
     (root / "kn_helperpkg").mkdir()
     (root / "kn_helperpkg/__init__.py").write_text("")
     (root / "kn_helperpkg/helper.py").write_text("FACTOR = 3\ndef scale(x):\n    return x * FACTOR\n")
-    (root / "kn_entry.py").write_text("from kn_helperpkg import helper\n\n"
-                                      "def job(x, offset=0):\n    return helper.scale(x) + offset\n")
+    (root / "kn_entry.py").write_text(
+        "from kn_helperpkg import helper\n\ndef job(x, offset=0):\n    return helper.scale(x) + offset\n"
+    )
     monkeypatch.syspath_prepend(str(root))
     yield root
     for name in ("kn_entry", "kn_helperpkg", "kn_helperpkg.helper"):
@@ -247,15 +300,23 @@ def test_payload_runs_where_the_project_is_not_importable(temp_project: Path, tm
     payload = build_payload(kn_entry.job, (2,), {"offset": 1}, {"A": "1"}, {"/mnt/x": {"ref": 1}}, temp_project)
     assert cloudpickle.list_registry_pickle_by_value() == before
     (tmp_path / "payload.pkl").write_bytes(payload)
-    script = ("import sys, cloudpickle\n"
-              "try:\n    import kn_helperpkg\n    sys.exit('project importable: test proves nothing')\n"
-              "except ImportError:\n    pass\n"
-              "p = cloudpickle.load(open(sys.argv[1], 'rb'))\n"
-              "print(p['func'](*p['args'], **p['kwargs']), p['env_vars'], p['volumes'],\n"
-              "      sorted(p['client_fingerprint']))\n")
+    script = (
+        "import sys, cloudpickle\n"
+        "try:\n    import kn_helperpkg\n    sys.exit('project importable: test proves nothing')\n"
+        "except ImportError:\n    pass\n"
+        "p = cloudpickle.load(open(sys.argv[1], 'rb'))\n"
+        "print(p['func'](*p['args'], **p['kwargs']), p['env_vars'], p['volumes'],\n"
+        "      sorted(p['client_fingerprint']))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "payload.pkl")], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "payload.pkl")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "7 {'A': '1'} {'/mnt/x': {'ref': 1}} ['cloudpickle', 'kinetic', 'python']"
 
@@ -276,13 +337,26 @@ def test_unpicklable_arguments_are_named(temp_project: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- env
 
+
 @pytest.fixture
 def env(monkeypatch):
     for name in list(os.environ):
         monkeypatch.delenv(name)
-    values = {"PATH": "/bin", "HOME": "/root", "PYTHONPATH": "/p", "LD_LIBRARY_PATH": "/l", "TMPDIR": "/t",
-              "USER": "me", "VIRTUAL_ENV": "/v", "CONDA_PREFIX": "/c", "SHELL": "/bin/sh",
-              "SSH_AUTH_SOCK": "/s", "WANDB_MODE": "offline", "WANDB_PROJECT": "p1", "HF_HOME": "/hf"}
+    values = {
+        "PATH": "/bin",
+        "HOME": "/root",
+        "PYTHONPATH": "/p",
+        "LD_LIBRARY_PATH": "/l",
+        "TMPDIR": "/t",
+        "USER": "me",
+        "VIRTUAL_ENV": "/v",
+        "CONDA_PREFIX": "/c",
+        "SHELL": "/bin/sh",
+        "SSH_AUTH_SOCK": "/s",
+        "WANDB_MODE": "offline",
+        "WANDB_PROJECT": "p1",
+        "HF_HOME": "/hf",
+    }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return values

@@ -1,4 +1,5 @@
 """profiles.json and resolve_infra: precedence per field and level, atomic writes, refusal of bad input."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,22 @@ import pytest
 
 from kinetic_tui.core import profiles
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.profiles import INFRA_FIELDS, PROFILE_NAME_RULE, Profile, ProfilesFileError, active_profile, create_profile, current_profile_name, list_profiles, profiles_path, remove_profile, resolve_infra, show_profile, unset_profile, use_profile
+from kinetic_tui.core.profiles import (
+    INFRA_FIELDS,
+    PROFILE_NAME_RULE,
+    Profile,
+    ProfilesFileError,
+    active_profile,
+    create_profile,
+    current_profile_name,
+    list_profiles,
+    profiles_path,
+    remove_profile,
+    resolve_infra,
+    show_profile,
+    unset_profile,
+    use_profile,
+)
 
 LOCAL = Profile("local", "local", "local")
 
@@ -35,10 +51,17 @@ def test_fresh_home_has_local_current_and_writes_nothing(kinetic_home):
     assert active_profile() == LOCAL
     infra = resolve_infra()
     assert (infra.backend, infra.project, infra.zone, infra.cluster, infra.namespace) == (
-        "local", "local", "us-central1-a", "kinetic-cluster", "default",
+        "local",
+        "local",
+        "us-central1-a",
+        "kinetic-cluster",
+        "default",
     )
     assert infra.sources == {
-        "backend": "profile local", "project": "profile local", "zone": "default", "cluster": "default",
+        "backend": "profile local",
+        "project": "profile local",
+        "zone": "default",
+        "cluster": "default",
         "namespace": "default",
     }
     assert (infra.profile, infra.profile_source) == ("local", "current")
@@ -87,7 +110,11 @@ def test_unset_profile_field_falls_through_to_default():
     assert (infra.backend, infra.project) == ("gke", "acme")
     assert (infra.zone, infra.sources["zone"]) == ("us-central1-a", "default")
     assert json.loads(file_text())["profiles"]["prod"] == {
-        "backend": "gke", "project": "acme", "zone": None, "cluster": None, "namespace": None,
+        "backend": "gke",
+        "project": "acme",
+        "zone": None,
+        "cluster": None,
+        "namespace": None,
     }
 
 
@@ -144,7 +171,7 @@ def test_gke_needs_a_project():
     assert resolve_infra(backend="gke", project="acme").project == "acme"
     with pytest.raises(ValidationError, match="needs a project"):
         create_profile("g", backend="gke")
-    assert not profiles_path().exists() or "\"g\"" not in file_text()
+    assert not profiles_path().exists() or '"g"' not in file_text()
 
 
 def test_bucket_and_stack_names():

@@ -1,4 +1,5 @@
 """`import kinetic_tui as kinetic` is the whole Python API, and it never pulls in the console (textual)."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,20 @@ from pathlib import Path
 import pytest
 
 import kinetic_tui
-from tests.lifecycle.run_projects import stop_jobs  # noqa: F401  (autouse fixture)
+from tests.lifecycle.run_projects import stop_jobs
 
-PUBLIC = ("run", "Data", "JobHandle", "JobStatus", "attach", "list_jobs", "map", "BatchHandle", "BatchError",
-          "attach_batch")
+PUBLIC = (
+    "run",
+    "Data",
+    "JobHandle",
+    "JobStatus",
+    "attach",
+    "list_jobs",
+    "map",
+    "BatchHandle",
+    "BatchError",
+    "attach_batch",
+)
 
 PROBE = f"""
 import json, sys
@@ -39,9 +50,18 @@ def test_public_names_are_the_core_objects_and_listed_in_all() -> None:
     from kinetic_tui.core.job_status import JobStatus
     from kinetic_tui.core.jobs import JobHandle, attach, list_jobs
 
-    expected = {"run": run, "Data": Data, "JobHandle": JobHandle, "JobStatus": JobStatus, "attach": attach,
-                "list_jobs": list_jobs, "map": map, "BatchHandle": BatchHandle, "BatchError": BatchError,
-                "attach_batch": attach_batch}
+    expected = {
+        "run": run,
+        "Data": Data,
+        "JobHandle": JobHandle,
+        "JobStatus": JobStatus,
+        "attach": attach,
+        "list_jobs": list_jobs,
+        "map": map,
+        "BatchHandle": BatchHandle,
+        "BatchError": BatchError,
+        "attach_batch": attach_batch,
+    }
     for name, obj in expected.items():
         assert getattr(kinetic_tui, name) is obj, name
         assert name in kinetic_tui.__all__

@@ -1,4 +1,5 @@
 """The runner end to end: real runner processes (and in-process `main` calls where that is faster)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +26,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 # --- job functions (run inside the runner) --------------------------------------------------------
+
 
 class RemoteError(Exception):
     pass
@@ -98,14 +100,20 @@ def loaded_modules() -> list[str]:
 
 # --- building jobs --------------------------------------------------------------------------------
 
+
 def data_ref(uri: str, is_dir: bool, name: str) -> dict[str, Any]:
     return {"__kinetic_data_ref__": 1, "uri": uri, "is_dir": is_dir, "name": name}
 
 
-def build_zip(files: dict[str, bytes], plan: dict[str, Any] | None = None,
-              symlinks: dict[str, str] | None = None) -> bytes:
-    plan = plan or {"package_root": "/client/project", "entry_rel": "main.py", "client_cwd_rel": None,
-                    "sys_path_rel": [""]}
+def build_zip(
+    files: dict[str, bytes], plan: dict[str, Any] | None = None, symlinks: dict[str, str] | None = None
+) -> bytes:
+    plan = plan or {
+        "package_root": "/client/project",
+        "entry_rel": "main.py",
+        "client_cwd_rel": None,
+        "sys_path_rel": [""],
+    }
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr(".kinetic/plan.json", json.dumps(plan))
@@ -129,30 +137,56 @@ class Job:
     @property
     def argv(self) -> list[str]:
         sha = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (self.payload, self.context)}
-        return ["--payload", str(self.payload), "--context", str(self.context), "--result", str(self.result),
-                "--payload-sha256", sha[self.payload], "--context-sha256", sha[self.context],
-                "--workdir", str(self.workdir), *self.extra]
+        return [
+            "--payload",
+            str(self.payload),
+            "--context",
+            str(self.context),
+            "--result",
+            str(self.result),
+            "--payload-sha256",
+            sha[self.payload],
+            "--context-sha256",
+            sha[self.context],
+            "--workdir",
+            str(self.workdir),
+            *self.extra,
+        ]
 
     def outcome(self, path: Path | None = None) -> dict[str, Any]:
         return cloudpickle.loads((path or self.result).read_bytes())
 
 
-def make_job(tmp_path: Path, func: Any, *args: Any, kwargs: dict | None = None, env_vars: dict | None = None,
-             volumes: dict | None = None, context: bytes | None = None, extra: Any = None) -> Job:
+def make_job(
+    tmp_path: Path,
+    func: Any,
+    *args: Any,
+    kwargs: dict | None = None,
+    env_vars: dict | None = None,
+    volumes: dict | None = None,
+    context: bytes | None = None,
+    extra: Any = None,
+) -> Job:
     store = tmp_path / "bucket" / "job-1"
     store.mkdir(parents=True)
-    payload = {"func": func, "args": args, "kwargs": kwargs or {}, "env_vars": env_vars or {},
-               "volumes": volumes or {}, "extra": extra,
-               "client_fingerprint": {"python": sys.version, "cloudpickle": cloudpickle.__version__,
-                                      "kinetic": "test"}}
+    payload = {
+        "func": func,
+        "args": args,
+        "kwargs": kwargs or {},
+        "env_vars": env_vars or {},
+        "volumes": volumes or {},
+        "extra": extra,
+        "client_fingerprint": {"python": sys.version, "cloudpickle": cloudpickle.__version__, "kinetic": "test"},
+    }
     (store / "payload.pkl").write_bytes(cloudpickle.dumps(payload))
     (store / "context.zip").write_bytes(context if context is not None else build_zip({}))
     return Job(store / "payload.pkl", store / "context.zip", store / "result.pkl", tmp_path / "work", [])
 
 
 def run_process(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(RUNNER), *argv], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *argv], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
 
 
 def flip_byte(path: Path, offset: int) -> None:
@@ -163,13 +197,20 @@ def flip_byte(path: Path, offset: int) -> None:
 
 # --- tests ----------------------------------------------------------------------------------------
 
+
 def test_success_round_trip_in_a_real_process(tmp_path: Path) -> None:
     job = make_job(tmp_path, add, 2, kwargs={"b": 40})
     done = run_process(job.argv)
     assert done.returncode == 0, done.stderr
     outcome = job.outcome()
-    assert outcome == {"success": True, "result": 42, "exception": None, "traceback": "", "phase": "upload",
-                       "host_index": 0}
+    assert outcome == {
+        "success": True,
+        "result": 42,
+        "exception": None,
+        "traceback": "",
+        "phase": "upload",
+        "host_index": 0,
+    }
     assert "adding on the remote side" in done.stdout
     for phase in ("download", "verify", "extract", "unpickle", "environment", "data", "execute"):
         assert f"[kinetic] phase {phase} ok" in done.stderr
@@ -236,8 +277,10 @@ def test_archive_members_that_escape_are_rejected(tmp_path: Path, name: str) -> 
 
 
 def test_symlinks_inside_the_archive_are_kept(tmp_path: Path) -> None:
-    context = build_zip({"pkg/real.txt": b"hello", "kinetic_test_helper_mod.py": b"VALUE = 'v'\n",
-                         "input.txt": b"in"}, symlinks={"alias": "pkg/real.txt", "pkg/self": "../pkg"})
+    context = build_zip(
+        {"pkg/real.txt": b"hello", "kinetic_test_helper_mod.py": b"VALUE = 'v'\n", "input.txt": b"in"},
+        symlinks={"alias": "pkg/real.txt", "pkg/self": "../pkg"},
+    )
     job = make_job(tmp_path, use_archive_code, context=context)
     assert remote_runner.main(job.argv) == 0
     code = job.workdir / "code"
@@ -276,10 +319,16 @@ def test_unpicklable_exception_becomes_a_runtime_error_naming_it(tmp_path: Path)
 
 
 def test_plan_restores_sys_path_and_cwd(tmp_path: Path) -> None:
-    plan = {"package_root": "/client/proj", "entry_rel": "src/main.py", "client_cwd_rel": "data",
-            "sys_path_rel": ["src"]}
-    context = build_zip({"src/kinetic_test_helper_mod.py": b"VALUE = 'from the archive'\n",
-                         "data/input.txt": b"relative read"}, plan=plan)
+    plan = {
+        "package_root": "/client/proj",
+        "entry_rel": "src/main.py",
+        "client_cwd_rel": "data",
+        "sys_path_rel": ["src"],
+    }
+    context = build_zip(
+        {"src/kinetic_test_helper_mod.py": b"VALUE = 'from the archive'\n", "data/input.txt": b"relative read"},
+        plan=plan,
+    )
     job = make_job(tmp_path, use_archive_code, context=context)
     done = run_process(job.argv)
     assert done.returncode == 0, done.stderr
@@ -322,8 +371,13 @@ def test_in_process_main_leaves_the_process_as_it_found_it(tmp_path: Path) -> No
     assert (os.getcwd(), list(sys.path), dict(os.environ)) == before
 
 
-EXPECTED_DATA = {"types": ["str", "str"], "file": "file content", "dir": ["a.txt", "sub/b.txt"],
-                 "dir_content": "b", "volume": "file content"}
+EXPECTED_DATA = {
+    "types": ["str", "str"],
+    "file": "file content",
+    "dir": ["a.txt", "sub/b.txt"],
+    "dir_content": "b",
+    "volume": "file content",
+}
 
 
 def test_data_refs_become_local_paths(tmp_path: Path) -> None:
@@ -336,8 +390,13 @@ def test_data_refs_become_local_paths(tmp_path: Path) -> None:
     file_ref = data_ref(f"{tmp_path}/cache/file-hash/notes.txt", False, "notes.txt")
     volume = tmp_path / "mnt" / "vol"
     nested = {"dirs": (dir_ref,), "volume": str(volume / "notes.txt")}
-    job = make_job(tmp_path, read_data, file_ref, kwargs={"nested": nested},
-                   volumes={str(volume): data_ref(f"{tmp_path}/cache/file-hash/", True, "vol")})
+    job = make_job(
+        tmp_path,
+        read_data,
+        file_ref,
+        kwargs={"nested": nested},
+        volumes={str(volume): data_ref(f"{tmp_path}/cache/file-hash/", True, "vol")},
+    )
     assert remote_runner.main(job.argv) == 0, job.outcome()["traceback"]
     result = job.outcome()["result"]
     assert result == EXPECTED_DATA
@@ -367,8 +426,9 @@ def test_missing_payload_fails_in_the_download_phase(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("func, args, writes", [(fail, (), True), (add, (1, 2), False)])
-def test_workers_write_a_result_only_when_they_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    func: Any, args: tuple, writes: bool) -> None:
+def test_workers_write_a_result_only_when_they_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, func: Any, args: tuple, writes: bool
+) -> None:
     monkeypatch.setenv("TPU_WORKER_ID", "2")
     job = make_job(tmp_path, func, *args)
     assert remote_runner.main(job.argv) == (1 if writes else 0)
@@ -429,8 +489,13 @@ def test_gs_round_trip_on_the_emulator(tmp_path: Path, gcs_bucket: str) -> None:
     dir_ref = data_ref(bucket.uri("data-cache/h1/"), True, "dataset")
     volume = tmp_path / "mnt" / "vol"
     nested = {"dirs": [dir_ref], "volume": str(volume / "notes.txt")}
-    job = make_job(tmp_path, read_data, file_ref, kwargs={"nested": nested},
-                   volumes={str(volume): data_ref(bucket.uri("data-cache/h2/"), True, "vol")})
+    job = make_job(
+        tmp_path,
+        read_data,
+        file_ref,
+        kwargs={"nested": nested},
+        volumes={str(volume): data_ref(bucket.uri("data-cache/h2/"), True, "vol")},
+    )
     bucket.put_file("job-1/payload.pkl", job.payload)
     bucket.put_file("job-1/context.zip", job.context)
     argv = job.argv

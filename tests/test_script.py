@@ -1,4 +1,5 @@
 """`--script`: every verb against golden JSON, exit codes 0/1/2, stop-on-failure and --keep-going."""
+
 from __future__ import annotations
 
 import io
@@ -13,8 +14,13 @@ from kinetic_tui.core.commands.execute import render_text
 from kinetic_tui.core.commands.verbs import VERBS
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.script import read_script, run_script
-from tests.test_console_support import (  # noqa: F401 (user_project is a fixture)
-    NO_RUNS, json_lines, normalise, seed_registry, state_dump, user_project,
+from tests.test_console_support import (
+    NO_RUNS,
+    json_lines,
+    normalise,
+    seed_registry,
+    state_dump,
+    user_project,
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "script_every_verb.jsonl"
@@ -121,7 +127,8 @@ def _run_in_chunks(script: str) -> list[dict]:
 def test_every_verb_matches_the_golden_output() -> None:
     records = _run_in_chunks(EVERY_VERB)
     ran = {" ".join(record["command"].split()[:2]) for record in records} | {
-        record["command"].split()[0] for record in records}
+        record["command"].split()[0] for record in records
+    }
     assert VERBS.keys() <= ran
     failed = [record["command"].split()[0] for record in records if not record["ok"]]
     assert failed == EXPECTED_FAILURES, failed
@@ -157,8 +164,10 @@ def test_a_parse_error_runs_nothing_and_exits_two() -> None:
 
 
 def test_a_failing_command_stops_the_script_and_keeps_earlier_effects() -> None:
-    code, out, err = _run("pool add a --accelerator cpu --nodes 1\npool remove nope\npool add b --accelerator cpu "
-                          "--nodes 1\n", output="text")
+    code, out, err = _run(
+        "pool add a --accelerator cpu --nodes 1\npool remove nope\npool add b --accelerator cpu --nodes 1\n",
+        output="text",
+    )
     assert code == 1
     assert "line 2: pool remove nope: NotFoundError: unknown pool 'nope'" in err
     assert "Traceback" not in err
@@ -167,8 +176,7 @@ def test_a_failing_command_stops_the_script_and_keeps_earlier_effects() -> None:
 
 
 def test_keep_going_runs_the_rest_and_still_exits_one() -> None:
-    code, out, err = _run("pool remove nope\npool add b --accelerator cpu --nodes 1\n", output="json",
-                          keep_going=True)
+    code, out, err = _run("pool remove nope\npool add b --accelerator cpu --nodes 1\n", output="json", keep_going=True)
     assert code == 1
     assert [r["ok"] for r in json_lines(out)] == [False, True]
 
@@ -210,12 +218,17 @@ def test_render_text_formats_records_tables_and_logs() -> None:
 
 @pytest.mark.usefixtures("user_project")
 def test_detached_work_settles_before_the_script_ends_and_its_failure_counts() -> None:
-    code, out, _ = _run("pipeline register console_user:tiny\nrerun tiny --detach\npipeline run tiny --detach\n",
-                        output="json")
+    code, out, _ = _run(
+        "pipeline register console_user:tiny\nrerun tiny --detach\npipeline run tiny --detach\n", output="json"
+    )
     assert code == 1
     records = json_lines(out)
     assert [r["ok"] for r in records] == [True, True, True, False]
-    assert records[-1] == {"line": 0, "command": "rerun tiny", "ok": False,
-                           "error": {"type": "ValidationError", "message": NO_RUNS}}
+    assert records[-1] == {
+        "line": 0,
+        "command": "rerun tiny",
+        "ok": False,
+        "error": {"type": "ValidationError", "message": NO_RUNS},
+    }
     code, out, _ = _run("pipelines\n", output="json")
     assert [run["status"] for run in json_lines(out)[0]["result"][0]["runs"]] == ["Succeeded"]

@@ -1,5 +1,6 @@
 """All SQL lives in `core/store/`: no other module of the package holds a string literal that is an SQL
 statement, so every statement (and every schema assumption) has one home, next to the migrations."""
+
 from __future__ import annotations
 
 import ast
@@ -11,8 +12,10 @@ PACKAGE_FOLDERS = ("kinetic_tui", "core", "infra", "runner")
 STORE = ROOT / "core" / "store"
 # A literal is SQL when it starts with a statement keyword (upper case, as the project writes SQL) and goes on:
 # "DELETE" alone is an HTTP verb, "DELETE FROM jobs" is a statement.
-SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|"
-                 r"RELEASE|PRAGMA|WITH|WHERE)\s+\S")
+SQL = re.compile(
+    r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|"
+    r"RELEASE|PRAGMA|WITH|WHERE)\s+\S"
+)
 # Modules other branches of the same restructure move into the store; each entry must still hold SQL (a
 # stale entry fails), so the list only shrinks.
 NOT_MOVED_YET: set[str] = set()
@@ -52,13 +55,13 @@ def offenders() -> dict[str, list[tuple[int, str]]]:
 
 
 def test_the_checker_finds_planted_statements() -> None:
-    planted = '''
+    planted = """
 def load(store, name, table):
     store.query("SELECT record FROM training_jobs WHERE name = ?", (name,))
     store.write(f"DELETE FROM {table} WHERE name = ?", (name,))
     conn.execute("BEGIN IMMEDIATE")
     where = "WHERE r.pool = ?"
-'''
+"""
     assert [line for line, _ in sql_literals(planted)] == [3, 4, 5, 6]
 
 
@@ -75,7 +78,8 @@ label = "Selected"
 def test_no_sql_outside_the_store() -> None:
     found = offenders()
     moved = {path: hits for path, hits in found.items() if path not in NOT_MOVED_YET}
-    assert not moved, "SQL outside core/store: " + "; ".join(f"{path}:{line} {text!r}"
-                                                            for path, hits in moved.items() for line, text in hits)
+    assert not moved, "SQL outside core/store: " + "; ".join(
+        f"{path}:{line} {text!r}" for path, hits in moved.items() for line, text in hits
+    )
     stale = NOT_MOVED_YET - set(found)
     assert not stale, f"no SQL left in {sorted(stale)}: remove them from NOT_MOVED_YET"

@@ -1,4 +1,5 @@
 """One contract for every Storage backend: LocalStorage and GcsStorage on fake-gcs-server."""
+
 from __future__ import annotations
 
 import itertools
@@ -56,8 +57,9 @@ def test_list_is_sorted_and_filtered_by_string_prefix(storage: Storage) -> None:
         storage.put_bytes(key, key.encode())
     assert storage.list("job-1/") == ["job-1/a/b.txt", "job-1/payload.pkl"]
     assert storage.list("job-1") == ["job-1/a/b.txt", "job-1/payload.pkl", "job-10/payload.pkl"]
-    assert storage.list("") == sorted(["job-2/result.pkl", "job-1/payload.pkl", "job-10/payload.pkl",
-                                       "job-1/a/b.txt", "top"])
+    assert storage.list("") == sorted(
+        ["job-2/result.pkl", "job-1/payload.pkl", "job-10/payload.pkl", "job-1/a/b.txt", "top"]
+    )
     assert storage.list("nothing/") == []
 
 
@@ -111,9 +113,13 @@ def test_uri_shapes(storage: Storage) -> None:
 
 
 @settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(objects=st.dictionaries(
-    st.lists(st.sampled_from(["a", "b", "c.txt", "d-1", "é"]), min_size=1, max_size=3).map("/".join),
-    st.binary(max_size=64), max_size=6))
+@given(
+    objects=st.dictionaries(
+        st.lists(st.sampled_from(["a", "b", "c.txt", "d-1", "é"]), min_size=1, max_size=3).map("/".join),
+        st.binary(max_size=64),
+        max_size=6,
+    )
+)
 def test_whatever_is_put_is_listed_and_read_back(storage: Storage, objects: dict[str, bytes]) -> None:
     # The fixture outlives each example, so every example writes under a fresh prefix.
     prefix = f"example-{next(_examples)}/"
@@ -127,6 +133,7 @@ def test_whatever_is_put_is_listed_and_read_back(storage: Storage, objects: dict
 
 # --- local specifics -------------------------------------------------------------------------------
 
+
 def test_local_objects_live_at_root_bucket_key(tmp_path: Path) -> None:
     store = LocalStorage(tmp_path, "jobs-bucket")
     store.put_bytes("job-1/handle.json", b"{}")
@@ -139,8 +146,9 @@ def test_local_in_home_uses_kinetic_home(kinetic_home: Path) -> None:
     assert (kinetic_home / "local" / "buckets" / "local-kn-kinetic-cluster-jobs" / "k").read_bytes() == b"v"
 
 
-def test_local_write_is_atomic_a_failed_rename_keeps_the_old_object(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_write_is_atomic_a_failed_rename_keeps_the_old_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = LocalStorage(tmp_path, "jobs-bucket")
     store.put_bytes("job-1/result.pkl", b"old")
     target = tmp_path / "jobs-bucket" / "job-1" / "result.pkl"
@@ -186,6 +194,7 @@ def test_invalid_bucket_names_are_rejected(tmp_path: Path, bucket: str) -> None:
 
 
 # --- gcs specifics ---------------------------------------------------------------------------------
+
 
 def test_gcs_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "google.cloud.storage", None)

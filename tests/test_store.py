@@ -1,5 +1,6 @@
 """kinetic_tui.core.store: the SQLite layer (pragmas, migrations, transactions, refusal of bad files) and the
 repositories, with restarts done by real separate processes (tests/helpers/store_worker.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +25,13 @@ from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.pipelines import StepStatus
 from kinetic_tui.core.platform.registry import InvalidTransitionError, ModelRegistry, Stage
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
-from kinetic_tui.core.platform.training import CapacityError, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    ManagedTrainingRunner,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStatus,
+)
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.store import Store, StoreError
 from tests.helpers.store_worker import PIPELINE_REF, drive_registry
@@ -36,8 +43,9 @@ WORKER = ROOT / "tests" / "helpers" / "store_worker.py"
 def run_worker(scenario: str, step: str) -> dict:
     """One restart step in a fresh interpreter: nothing survives but state.db."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(WORKER), scenario, step], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(WORKER), scenario, step], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -173,7 +181,7 @@ def test_damaged_pages_fail_quick_check_and_are_left_as_is(store):
     store.close()
     data = bytearray(path.read_bytes())
     page = 4096
-    data[3 * page: 5 * page] = b"\xff" * (2 * page)  # clobber two b-tree pages, keep the header
+    data[3 * page : 5 * page] = b"\xff" * (2 * page)  # clobber two b-tree pages, keep the header
     path.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="not a usable kinetic state database"):
         Store(path)
@@ -195,9 +203,8 @@ def test_lock_outlasting_the_timeout_is_a_store_error(store):
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("INSERT INTO step_cache VALUES ('held', '{}')")
     waiting = Store(store.path, timeout=0.2)
-    with pytest.raises(StoreError, match=r"is locked by another process for more than 0.2s"):
-        with waiting.transaction():
-            waiting.pipelines.cache["mine"] = {}
+    with pytest.raises(StoreError, match=r"is locked by another process for more than 0.2s"), waiting.transaction():
+        waiting.pipelines.cache["mine"] = {}
     holder.execute("ROLLBACK")
     holder.close()
     with waiting.transaction():
@@ -258,8 +265,9 @@ def test_stopped_training_resumed_after_restart_matches_the_straight_run():
 def test_endpoint_after_restart_keeps_cooldown_and_tick_order():
     first = run_worker("endpoint", "first")
     second = run_worker("endpoint", "second")
-    original = Endpoint("api", min_instances=1, max_instances=5, target_per_instance=10,
-                        scale_out_cooldown=3, scale_in_cooldown=5)
+    original = Endpoint(
+        "api", min_instances=1, max_instances=5, target_per_instance=10, scale_out_cooldown=3, scale_in_cooldown=5
+    )
     original.observe(45, 0)
     original.observe(5, 1)  # within scale-in cooldown: hold
     assert first["instance_count"] == 5
@@ -313,8 +321,9 @@ def test_failing_action_leaves_nothing_behind(store):
 
 
 @settings(max_examples=30)
-@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6), st.sampled_from(list(Stage)), st.booleans()),
-                max_size=25))
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6), st.sampled_from(list(Stage)), st.booleans()), max_size=25)
+)
 def test_any_registry_history_survives_a_reopen(tmp_path_factory, actions):
     path = tmp_path_factory.mktemp("prop") / "state.db"
     with Store(path) as store:
@@ -362,8 +371,9 @@ def test_training_load_adopts_holders_and_refuses_a_too_small_cluster(store):
 
 
 def test_tuning_study_round_trips(store):
-    tuner = HyperparameterTuner({"learning_rate": [0.1, 0.3, 0.5], "depth": [1, 2]}, strategy="bayesian",
-                                max_trials=4, max_epochs=3)
+    tuner = HyperparameterTuner(
+        {"learning_rate": [0.1, 0.3, 0.5], "depth": [1, 2]}, strategy="bayesian", max_trials=4, max_epochs=3
+    )
     result = tuner.run()
     store.tuning.save("lr-sweep", tuner)
     store.tuning.save("lr-sweep", tuner)  # replacing a study keeps one copy of each trial

@@ -4,6 +4,7 @@ After every kill the file must pass `PRAGMA integrity_check`, hold every acknowl
 half action: each action wrote a marker row in its own transaction, so every effect must have its marker
 and every marker its effects (tests/helpers/store_crash_worker.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,14 @@ ROUNDS = 20
 
 def run_and_kill(seed: int, delay: float) -> list[int]:
     """Start the worker, let it act for `delay` seconds after it is ready, SIGKILL it; the acked ids."""
-    worker = subprocess.Popen([sys.executable, str(WORKER), str(seed)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     ready = worker.stdout.readline()
     assert ready == "ready\n", worker.stderr.read()
     time.sleep(delay)
@@ -41,8 +47,10 @@ def run_and_kill(seed: int, delay: float) -> list[int]:
 def check_consistent(store: Store, acked: list[int]) -> int:
     """Every acknowledged action is there, and every stored effect belongs to a committed action."""
     assert store.query("PRAGMA integrity_check") == [("ok",)]
-    markers = {marker_id: (kind, json.loads(detail))
-               for marker_id, kind, detail in store.query("SELECT id, kind, detail FROM crash_markers")}
+    markers = {
+        marker_id: (kind, json.loads(detail))
+        for marker_id, kind, detail in store.query("SELECT id, kind, detail FROM crash_markers")
+    }
     assert set(acked) <= set(markers)
     kinds = Counter(kind for kind, _ in markers.values())
 

@@ -6,6 +6,7 @@ The fixture is the state.db of a home that ran examples/tour.kn with version 0.1
 model, trainings, a study and their jobs). The end-to-end check runs in a process whose cwd is outside the
 checkout, as a user's would be: there, an old `core.…` path cannot resolve by accident.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -64,9 +65,14 @@ def test_opening_the_store_rewrites_every_old_module_path(tmp_path: Path) -> Non
         assert db.query("SELECT ref FROM pipelines") == [("kinetic_tui.core.demo.canonical:canonical_pipeline",)]
         ((blob,),) = db.query("SELECT model FROM multimodel_models")
         ((group, version, artifact, metrics),) = db.query(
-            "SELECT group_name, version, artifact_hash, metrics FROM model_versions")
-        dumped = db.query("SELECT * FROM jobs") + db.query("SELECT * FROM training_runs") + \
-            db.query("SELECT * FROM tuning_runs") + db.query("SELECT * FROM pipeline_runs")
+            "SELECT group_name, version, artifact_hash, metrics FROM model_versions"
+        )
+        dumped = (
+            db.query("SELECT * FROM jobs")
+            + db.query("SELECT * FROM training_runs")
+            + db.query("SELECT * FROM tuning_runs")
+            + db.query("SELECT * FROM pipeline_runs")
+        )
     assert "kinetic_tui.core.console.served_model" in modules_named(blob)
     assert not modules_named(blob) & module_moves.MOVED.keys()
     assert pickle.loads(blob) == VersionModel(group, version, artifact, json.loads(metrics)["metric"])
@@ -108,11 +114,12 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
     outside.mkdir()
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
     env["KINETIC_HOME"] = str(home)
-    done = subprocess.run([sys.executable, "-c", script], cwd=outside, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=outside, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     assert result["groups"] == ["tour-group"] and result["pipelines"] == ["canonical"]
     assert result["executed"] == [] and set(result["statuses"]) <= {"Cached", "Skipped"}
     assert result["prediction"] == expected
@@ -120,17 +127,20 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
     assert result["trainings"] == ["tour-model", "tour-study.trial-1", "tour-study.trial-2", "tour-study.trial-3"]
 
 
-@pytest.mark.parametrize(("ref", "moved"), [
-    ("core.platform.canonical:canonical_pipeline", "kinetic_tui.core.demo.canonical:canonical_pipeline"),
-    ("core.platform.training:default_train_step", "kinetic_tui.core.platform.training:default_train_step"),
-    ("core.training_runs:x.y", "kinetic_tui.core.training.service:x.y"),
-    ("runner.remote_runner:main", "kinetic_tui.runner.remote_runner:main"),
-    # a user's own packages named like ours keep their references: only modules of the old layout move
-    ("core.steps:train_step", "core.steps:train_step"),
-    ("runner.jobs:go", "runner.jobs:go"),
-    ("mypkg.steps:train_step", "mypkg.steps:train_step"),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("ref", "moved"),
+    [
+        ("core.platform.canonical:canonical_pipeline", "kinetic_tui.core.demo.canonical:canonical_pipeline"),
+        ("core.platform.training:default_train_step", "kinetic_tui.core.platform.training:default_train_step"),
+        ("core.training_runs:x.y", "kinetic_tui.core.training.service:x.y"),
+        ("runner.remote_runner:main", "kinetic_tui.runner.remote_runner:main"),
+        # a user's own packages named like ours keep their references: only modules of the old layout move
+        ("core.steps:train_step", "core.steps:train_step"),
+        ("runner.jobs:go", "runner.jobs:go"),
+        ("mypkg.steps:train_step", "mypkg.steps:train_step"),
+        (None, None),
+    ],
+)
 def test_references_move_only_for_modules_of_the_old_layout(ref: str | None, moved: str | None) -> None:
     assert module_moves.moved_reference(ref) == moved
 

@@ -3,6 +3,7 @@
 The user steps below are imported INSIDE the job process as `tests.test_training_runs:FUNC`, which is how
 a user's `MODULE:FUNC` step reaches the job (the project is on the job's sys.path via context.zip).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.platform.training import CapacityError, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStateError, default_train_step
-from kinetic_tui.core.training.service import SUBMIT_WINDOW, TrainingService
 from kinetic_tui.core.backends.local.workspace import local_backend, store
 from kinetic_tui.core.backends.registry import workspace_backend
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    ManagedTrainingRunner,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStateError,
+    default_train_step,
+)
+from kinetic_tui.core.training.service import SUBMIT_WINDOW, TrainingService
 
 HP = {"learning_rate": 0.2}
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +50,9 @@ def exploding_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
     return default_train_step(hyperparameters, epoch, state)
 
 
-def in_memory(epochs: int, checkpoint_every: int, step=default_train_step, interrupt: int | None = None,
-              hp: dict = HP) -> TrainingJob:
+def in_memory(
+    epochs: int, checkpoint_every: int, step=default_train_step, interrupt: int | None = None, hp: dict = HP
+) -> TrainingJob:
     """The mechanism's own run: what the console must agree with."""
     job = TrainingJob("reference", hp, epochs, checkpoint_every)
     ManagedTrainingRunner(TrainingCluster(1), step).start(job, interrupt)
@@ -96,8 +105,11 @@ def test_interrupt_then_resume_ends_with_the_straight_run_hash(service, interrup
     service.start("t", HP, 4, checkpoint_every, None, interrupt_before_epoch=interrupt)
     stopped = service.wait("t")
     assert (stopped.status, stopped.current_epoch, stopped.interruptions, stopped.checkpoint_epoch) == (
-        reference.status.value, reference.current_epoch, reference.interruptions,
-        reference.checkpoint.epoch if reference.checkpoint else None)
+        reference.status.value,
+        reference.current_epoch,
+        reference.interruptions,
+        reference.checkpoint.epoch if reference.checkpoint else None,
+    )
     assert stopped.artifact_hash is None
 
     service.resume("t")
@@ -116,13 +128,34 @@ def test_straight_run_matches_the_in_memory_runner_and_reports_every_epoch(servi
     done = service.wait(service.start("s", HP, 3, 2, None).name)
     straight = in_memory(3, 2)
     assert (done.status, done.metric, done.artifact_hash, done.checkpoint_epoch) == (
-        "Completed", straight.metric, straight.artifact_hash, 2)
+        "Completed",
+        straight.metric,
+        straight.artifact_hash,
+        2,
+    )
     assert events(service, done.job_ids[0]) == [
-        ("epoch", 1), ("epoch", 2), ("checkpoint", 2), ("epoch", 3), ("completed", 3)]
+        ("epoch", 1),
+        ("epoch", 2),
+        ("checkpoint", 2),
+        ("epoch", 3),
+        ("completed", 3),
+    ]
     snapshot = service.get("s").to_dict()
     assert json.loads(json.dumps(snapshot)) == snapshot
-    assert {"name", "status", "current_epoch", "checkpoint_epoch", "interruptions", "metric", "artifact_hash",
-            "max_epochs", "hyperparameters", "pool", "job_ids", "error"} <= set(snapshot)
+    assert {
+        "name",
+        "status",
+        "current_epoch",
+        "checkpoint_epoch",
+        "interruptions",
+        "metric",
+        "artifact_hash",
+        "max_epochs",
+        "hyperparameters",
+        "pool",
+        "job_ids",
+        "error",
+    } <= set(snapshot)
 
 
 def test_checkpoints_are_durable_objects_under_the_first_attempts_output_dir(service):
@@ -134,8 +167,10 @@ def test_checkpoints_are_durable_objects_under_the_first_attempts_output_dir(ser
     output = Path(local_backend().job(first).handle["output_dir"])
     saved = sorted(p.name for p in (output / "training" / "d").iterdir())
     assert saved == ["checkpoint-000002.json", "checkpoint-000004.json"]
-    assert json.loads((output / "training" / "d" / "checkpoint-000004.json").read_text())["state"] == \
-        in_memory(4, 2).checkpoint.state
+    assert (
+        json.loads((output / "training" / "d" / "checkpoint-000004.json").read_text())["state"]
+        == in_memory(4, 2).checkpoint.state
+    )
     assert done.job_ids[0] == first
 
 
@@ -195,20 +230,31 @@ def test_pool_none_picks_a_pool_with_a_free_instance(service, one_node):
 def test_resume_from_a_new_process_gives_the_straight_hash(service):
     service.start("p", HP, 4, 1, None, interrupt_before_epoch=3)
     assert service.wait("p").status == "Stopped"
-    script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
-              "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
-              "s = TrainingService(store(), workspace_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))")
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    script = (
+        "import json; from kinetic_tui.core.training.service import TrainingService; "
+        "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "s = TrainingService(store(), workspace_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert json.loads(out.splitlines()[-1])["artifact_hash"] == in_memory(4, 1).artifact_hash
     assert service.get("p").status == "Completed"
 
 
 def die_while_submitting(call: str) -> None:
     """Run `TrainingService.<call>` in a process that dies inside the submission, after the reservation."""
-    script = ("import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
-              "tr.submit_call = lambda *a, **k: os._exit(3); "
-              f"tr.TrainingService(store(), workspace_backend()).{call}")
+    script = (
+        "import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "tr.submit_call = lambda *a, **k: os._exit(3); "
+        f"tr.TrainingService(store(), workspace_backend()).{call}"
+    )
     assert subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), timeout=60).returncode == 3
 
 
@@ -270,16 +316,19 @@ def test_an_unimportable_step_fails_with_the_import_error(service):
 # -- bad input changes nothing ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"epochs": 0}, ValidationError, "max_epochs must be an integer >= 1, got 0"),
-    ({"epochs": True}, ValidationError, "max_epochs"),
-    ({"checkpoint_every": -1}, ValidationError, "checkpoint_every"),
-    ({"interrupt_before_epoch": 5}, ValidationError, r"interrupt_before_epoch must be an integer in 1\.\.4"),
-    ({"step": "not a ref"}, ValidationError, "step must be MODULE:FUNC"),
-    ({"pool": "nope"}, NotFoundError, "unknown pool 'nope'; pools: cpu"),
-    ({"name": "../escape"}, ValidationError, "training job name '../escape' is invalid"),
-    ({"hyperparameters": {"lr": object()}}, ValidationError, "JSON-serialisable"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"epochs": 0}, ValidationError, "max_epochs must be an integer >= 1, got 0"),
+        ({"epochs": True}, ValidationError, "max_epochs"),
+        ({"checkpoint_every": -1}, ValidationError, "checkpoint_every"),
+        ({"interrupt_before_epoch": 5}, ValidationError, r"interrupt_before_epoch must be an integer in 1\.\.4"),
+        ({"step": "not a ref"}, ValidationError, "step must be MODULE:FUNC"),
+        ({"pool": "nope"}, NotFoundError, "unknown pool 'nope'; pools: cpu"),
+        ({"name": "../escape"}, ValidationError, "training job name '../escape' is invalid"),
+        ({"hyperparameters": {"lr": object()}}, ValidationError, "JSON-serialisable"),
+    ],
+)
 def test_bad_start_arguments_change_nothing(service, kwargs, error, match):
     args = {"name": "t", "hyperparameters": HP, "epochs": 4, "checkpoint_every": 1, "pool": None, **kwargs}
     before = state_of(service)
@@ -294,8 +343,9 @@ def test_unknown_trainings_and_wrong_states_are_refused_without_changes(service)
     for action in (service.get, service.resume, service.interrupt, service.wait):
         with pytest.raises(NotFoundError, match="training job: unknown 'ghost'; known: done"):
             action("ghost")
-    with pytest.raises(TrainingStateError, match="cannot resume training job 'done': it is Completed; "
-                                                 "resume requires Stopped"):
+    with pytest.raises(
+        TrainingStateError, match="cannot resume training job 'done': it is Completed; resume requires Stopped"
+    ):
         service.resume("done")
     with pytest.raises(ValidationError, match="'done' already exists"):
         service.start("done", HP, 1, 1, None)

@@ -1,5 +1,6 @@
 """`train ... --step MODULE:FUNC` and `tune ... --step MODULE:FUNC`: a user's own step, imported from the
 user's package in the cwd, trains in the job; a bad step is one line and changes nothing."""
+
 from __future__ import annotations
 
 import io
@@ -58,8 +59,10 @@ def test_train_with_a_user_step_trains_with_that_step() -> None:
 
 @pytest.mark.usefixtures("user_package")
 def test_tune_with_a_user_step_runs_every_trial_with_it() -> None:
-    code, records = _run(f"tune s --space learning_rate=0.1,0.3 --strategy grid --max-trials 2 --step {STEP}\n"
-                         "tune d --space learning_rate=0.1,0.3 --strategy grid --max-trials 2\n")
+    code, records = _run(
+        f"tune s --space learning_rate=0.1,0.3 --strategy grid --max-trials 2 --step {STEP}\n"
+        "tune d --space learning_rate=0.1,0.3 --strategy grid --max-trials 2\n"
+    )
     assert code == 0, records
     own, default = (record["result"] for record in records)
     assert [trial["metric"] for trial in own["trials"]] == pytest.approx([-0.25, -0.25])  # 5 epochs, lr ignored
@@ -68,8 +71,7 @@ def test_tune_with_a_user_step_runs_every_trial_with_it() -> None:
 
 @pytest.mark.usefixtures("user_package")
 def test_the_cli_train_command_passes_the_step() -> None:
-    result = CliRunner().invoke(main, ["train", "c", "--epochs", "1", "--step", STEP, "--json"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(main, ["train", "c", "--epochs", "1", "--step", STEP, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     assert record["command"] == f"train c --epochs 1 --step {STEP}"
@@ -84,8 +86,9 @@ BAD_STEPS = [
 
 
 @pytest.mark.usefixtures("user_package")
-@pytest.mark.parametrize("verb", ["train b --epochs 2",
-                                  "tune b --space learning_rate=0.1 --strategy grid --max-trials 1"])
+@pytest.mark.parametrize(
+    "verb", ["train b --epochs 2", "tune b --space learning_rate=0.1 --strategy grid --max-trials 1"]
+)
 @pytest.mark.parametrize("step, message", BAD_STEPS, ids=["no-module", "no-attribute", "not-callable"])
 def test_a_bad_step_is_one_line_and_changes_nothing(verb: str, step: str, message: str) -> None:
     assert _run("pools\n")[0] == 0  # the workspace exists before the state is taken

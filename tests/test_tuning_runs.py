@@ -1,4 +1,5 @@
 """Console tuning studies (SPEC 3.2 console paragraph): trials are training jobs on a pool, within capacity."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from kinetic_tui.core.backends.local.workspace import store
+from kinetic_tui.core.backends.registry import workspace_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.training import CapacityError, default_train_step
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.training.service import TrainingService
-from kinetic_tui.core.backends.local.workspace import store
-from kinetic_tui.core.backends.registry import workspace_backend
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,18 +38,25 @@ def service() -> TrainingService:
 def expected(strategy: str, max_trials: int, seed: int = 0, epochs: int = 2) -> dict:
     """The in-memory tuner's study, in the console's snapshot shape."""
     result = HyperparameterTuner(SPACE, strategy, max_trials, seed=seed, max_epochs=epochs).run()
-    return {"trials": [(t.trial_id, t.hyperparameters, t.metric, t.artifact_hash) for t in result.trials],
-            "best": result.best.trial_id}
+    return {
+        "trials": [(t.trial_id, t.hyperparameters, t.metric, t.artifact_hash) for t in result.trials],
+        "best": result.best.trial_id,
+    }
 
 
 def observed(snapshot) -> dict:
-    return {"trials": [(t.trial_id, t.hyperparameters, t.metric, t.artifact_hash) for t in snapshot.trials],
-            "best": snapshot.best}
+    return {
+        "trials": [(t.trial_id, t.hyperparameters, t.metric, t.artifact_hash) for t in snapshot.trials],
+        "best": snapshot.best,
+    }
 
 
 def state_of(service: TrainingService) -> tuple:
-    return ([s.to_dict() for s in service.studies()], [s.name for s in service.list()],
-            [row.job_id for row in service.backend.jobs()])
+    return (
+        [s.to_dict() for s in service.studies()],
+        [s.name for s in service.list()],
+        [row.job_id for row in service.backend.jobs()],
+    )
 
 
 @pytest.mark.parametrize("strategy, max_trials, seed", [("grid", 4, 0), ("random", 3, 7), ("bayesian", 4, 0)])
@@ -81,11 +89,20 @@ def test_detached_study_keeps_at_most_the_pools_instances_in_flight(service):
 
 def test_trials_and_best_survive_a_new_process(service):
     study = service.tune("kept", SPACE, "random", 3, seed=3, pool="two", epochs=2)
-    script = ("import json; from kinetic_tui.core.training.service import TrainingService; "
-              "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
-              "print(json.dumps(TrainingService(store(), workspace_backend()).study('kept').to_dict()))")
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    script = (
+        "import json; from kinetic_tui.core.training.service import TrainingService; "
+        "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "print(json.dumps(TrainingService(store(), workspace_backend()).study('kept').to_dict()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert json.loads(out.splitlines()[-1]) == study.to_dict()
     assert study.best == expected("random", 3, seed=3)["best"]
 
@@ -101,8 +118,9 @@ def test_a_study_on_a_full_pool_is_refused_and_changes_nothing(service):
 
 
 def test_a_stopped_trial_holds_the_study_until_it_is_resumed(service):
-    study = service.tune("h", SPACE, "bayesian", 2, pool="two", epochs=3, wait=False,
-                         step="tests.test_tuning_runs:slow_step")
+    study = service.tune(
+        "h", SPACE, "bayesian", 2, pool="two", epochs=3, wait=False, step="tests.test_tuning_runs:slow_step"
+    )
     assert service.interrupt(study.trials[0].training).status == "Stopped"
     service.refresh()
     assert service.study("h").status == "Stopped"
@@ -115,14 +133,17 @@ def test_a_stopped_trial_holds_the_study_until_it_is_resumed(service):
     assert observed(service.study("h")) == expected("bayesian", 2, epochs=3)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"strategy": "annealing"}, ValidationError, "strategy must be one of grid, random, bayesian"),
-    ({"max_trials": 0}, ValidationError, "max_trials must be an integer >= 1"),
-    ({"space": {}}, ValidationError, "search_space must be a non-empty dict"),
-    ({"epochs": 0}, ValidationError, "max_epochs"),
-    ({"pool": "nope"}, NotFoundError, "unknown pool 'nope'"),
-    ({"name": "a b"}, ValidationError, "study name 'a b' is invalid"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"strategy": "annealing"}, ValidationError, "strategy must be one of grid, random, bayesian"),
+        ({"max_trials": 0}, ValidationError, "max_trials must be an integer >= 1"),
+        ({"space": {}}, ValidationError, "search_space must be a non-empty dict"),
+        ({"epochs": 0}, ValidationError, "max_epochs"),
+        ({"pool": "nope"}, NotFoundError, "unknown pool 'nope'"),
+        ({"name": "a b"}, ValidationError, "study name 'a b' is invalid"),
+    ],
+)
 def test_bad_tune_arguments_change_nothing(service, kwargs, error, match):
     args = {"name": "s", "space": SPACE, "strategy": "grid", "max_trials": 2, "pool": "two", "epochs": 1, **kwargs}
     before = state_of(service)

@@ -4,6 +4,7 @@ A user's own `core`, `infra` or `runner` package must never meet ours in site-pa
 folders of those names ship inside `kinetic_tui/`. The wheel is built from a copy of the working tree:
 setuptools never prunes its `build/` directory, so a wheel built in place can carry modules deleted since.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -15,11 +16,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_SHIPPED = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis",
-                                     ".pytest_cache", ".ruff_cache", ".mypy_cache", "tests", "benchmarks",
-                                     "examples")
-REQUIRED = ["kinetic_tui/core/__init__.py", "kinetic_tui/runner/remote_runner.py",
-            "kinetic_tui/infra/Dockerfile.template", "kinetic_tui/app.tcss", "kinetic_tui/py.typed"]
+NOT_SHIPPED = shutil.ignore_patterns(
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".hypothesis",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    "tests",
+    "benchmarks",
+    "examples",
+)
+REQUIRED = [
+    "kinetic_tui/core/__init__.py",
+    "kinetic_tui/runner/remote_runner.py",
+    "kinetic_tui/infra/Dockerfile.template",
+    "kinetic_tui/app.tcss",
+    "kinetic_tui/py.typed",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +45,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     source = tmp / "src"
     shutil.copytree(ROOT, source, ignore=NOT_SHIPPED)
     # without build isolation (the test extra brings setuptools): installing it in a fresh env costs ~8 s
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(tmp / "out"), str(source)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp / "out"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (built,) = (tmp / "out").glob("kinetic_tui-*.whl")
     with zipfile.ZipFile(built) as archive:

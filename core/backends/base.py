@@ -6,6 +6,7 @@ written once against these protocols; the registry (`core/backends/registry.py`)
 A backend returns plain records (the `handle.json` dict of a job), never the handle or batch classes built
 on it, so the backends sit below everything that uses them.
 """
+
 from __future__ import annotations
 
 import json
@@ -156,8 +157,7 @@ class Backend(Protocol):
         """Check, pack, upload and queue one call; its handle record. Bad input raises before any write."""
         ...
 
-    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call],
-                   manifest: dict[str, Any]) -> Submitted:
+    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call], manifest: dict[str, Any]) -> Submitted:
         """One job per call; the manifest is written before the first input is queued."""
         ...
 
@@ -183,11 +183,11 @@ class Backend(Protocol):
         """The job's state after one step of progress (settle it if done, start it if it fits)."""
         ...
 
-    def wait(self, job_id: str, timeout: float | None = None,
-             on_poll: Callable[[], None] | None = None) -> JobInfo: ...
+    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobInfo: ...
 
-    def read_logs(self, job_id: str, follow: bool = False,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]: ...
+    def read_logs(
+        self, job_id: str, follow: bool = False, stop: threading.Event | None = None
+    ) -> Iterator[list[str]]: ...
 
     def log_reader(self, job_id: str) -> LogReader: ...
 

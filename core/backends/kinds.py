@@ -6,6 +6,7 @@ profile of this kind need a project, does it own a cloud stack, where do a job's
 registry (`core/backends/registry.py`) for the backend itself. This module imports nothing of ours but the
 errors, so the profile model and the job context can depend on it without pulling in any backend.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ _LOCAL = "kinetic_tui.core.backends.local.interface:workspace_backend"
 _GKE = "kinetic_tui.core.backends.gke.cluster:cluster_backend"
 KINDS: dict[str, Kind] = {
     "local": Kind("local", _LOCAL, "local", default_project="local", on_this_machine=True, has_stack=False),
-    "gke": Kind("gke", _GKE, "gke", default_project=None, on_this_machine=False, has_stack=True,
-                multi_host_kind="pathways"),
+    "gke": Kind(
+        "gke", _GKE, "gke", default_project=None, on_this_machine=False, has_stack=True, multi_host_kind="pathways"
+    ),
     "pathways": Kind("pathways", _GKE, "gke", default_project=None, on_this_machine=False, has_stack=True),
 }
 PROFILE_KINDS = tuple(name for name, kind in KINDS.items() if kind.profile_kind == name)

@@ -6,6 +6,7 @@ the extra's one-line error when its backend is first needed. A factory takes a f
 resolved infrastructure (called only by backends that need it: resolving reads profiles.json, which a local
 handle's every status poll should not pay for) and the jobs bucket; each implementation caches its instances.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -44,8 +45,14 @@ def backend_for_context(ctx: JobContext) -> Backend:
 def backend_for_handle(record: Mapping[str, Any]) -> Backend:
     """The backend that runs the job a stored handle record (`handle.json`) describes."""
     chosen = kind(record["backend"], "job handle: ")
-    infra = partial(resolve_infra, project=record["project"], zone=record["zone"], cluster=record["cluster"],
-                    namespace=record["namespace"], backend=chosen.profile_kind)
+    infra = partial(
+        resolve_infra,
+        project=record["project"],
+        zone=record["zone"],
+        cluster=record["cluster"],
+        namespace=record["namespace"],
+        backend=chosen.profile_kind,
+    )
     return _factory(chosen.implementation)(infra, record["bucket"])
 
 

@@ -4,6 +4,7 @@ This is the one code path from a parsed line to an action: `--script`, the CLI's
 command bar all call `execute`. A command without --wait/--detach passes `wait=None`, so the Console's
 `default_wait` decides (scripts wait, the command bar detaches).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ def _cell(value: Any, key: str = "") -> str:
         return f"{value:g}"
     if isinstance(value, (dict, list)):
         text = json.dumps(value, separators=(",", ":"))
-        return text if len(text) <= _CELL else text[:_CELL - 3] + "..."
+        return text if len(text) <= _CELL else text[: _CELL - 3] + "..."
     return str(value)
 
 

@@ -9,6 +9,7 @@ what was expected; the parser adds the flag name, line and column.
 Argument keys in `Command.args` are the positional's name or the flag's name in snake_case
 (`--checkpoint-every` -> `checkpoint_every`, `--no-archive-existing` -> `no_archive_existing`).
 """
+
 from __future__ import annotations
 
 import json
@@ -150,7 +151,8 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _IDENT_PATH = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"
 _REFERENCE = re.compile(rf"{_IDENT_PATH}:{_IDENT_PATH}")
 _JSON_KINDS: Mapping[type, str] = MappingProxyType(
-    {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"})
+    {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+)
 
 
 def integer(minimum: int, metavar: str = "N") -> ValueType:

@@ -2,6 +2,7 @@
 
 `flag_notes` is shared with the click CLI, so `kinetic-tui VERB --help` and `help VERB` say the same.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -50,8 +51,10 @@ def verb_help(verb: Verb) -> str:
     lines = [f"usage: {verb.usage()}", verb.help]
     if verb.positionals:
         lines += ["", "arguments:"]
-        lines += [_row(pos.metavar, f"{pos.help}; {pos.type.expected}" + ("" if pos.required else "; optional"))
-                  for pos in verb.positionals]
+        lines += [
+            _row(pos.metavar, f"{pos.help}; {pos.type.expected}" + ("" if pos.required else "; optional"))
+            for pos in verb.positionals
+        ]
     flags = [_flag_row(flag) for flag in verb.flags]
     if verb.starts_work:
         flags += [_row(name, verb.flag_table[name].help) for name in WAIT_FLAGS]

@@ -8,6 +8,7 @@ A token is a flag when its raw text starts with `--`; quoting it (`'--x'`) makes
 is how a name that begins with dashes is passed. Lines without quotes, backslashes or `#` are split
 with `str.split` (a fast path: scripts are mostly such lines).
 """
+
 from __future__ import annotations
 
 import re
@@ -121,7 +122,7 @@ def _tokenize_quoted(line: str) -> tuple[list[Token], int]:
                 close = line.find("'", index + 1)
                 if close < 0:
                     raise ParseError("unterminated single quote", index + 1, line[start:])
-                parts.append(line[index + 1:close])
+                parts.append(line[index + 1 : close])
                 index = close + 1
             elif char == '"':
                 index = _double_quoted(line, index, parts, start)
@@ -200,13 +201,16 @@ def _resolve_verb(tokens: list[Token]) -> tuple[Verb, int]:
     sub, sub_start, _ = tokens[1]
     verb = VERBS.get(f"{word} {sub}")
     if verb is None:
-        raise ParseError(f"unknown subcommand {echo(sub)} for {echo(word)}; valid: {choices}",
-                         sub_start + 1, sub)
+        raise ParseError(f"unknown subcommand {echo(sub)} for {echo(word)}; valid: {choices}", sub_start + 1, sub)
     return verb, 2
 
 
-def _walk(verb: Verb, line: str, tokens: list[Token], index: int,
-          ) -> Iterator[tuple[Token, str | None, Flag | None, str | None, int]]:
+def _walk(
+    verb: Verb,
+    line: str,
+    tokens: list[Token],
+    index: int,
+) -> Iterator[tuple[Token, str | None, Flag | None, str | None, int]]:
     """Classify argument tokens: yields (token, flag name or None for a positional, flag, value, value start).
 
     A valued flag takes its value from `--flag=value` or from the next token unless that one is a flag;
@@ -235,8 +239,13 @@ def _bad_value(exc: ValidationError, label: str, text: str, start: int) -> Parse
     return ParseError(f"{label}: {exc}", start + 1, text)
 
 
-def _bind(verb: Verb, line: str, end: int, tokens: list[Token], index: int,
-          ) -> tuple[dict[str, Any], bool | None]:
+def _bind(
+    verb: Verb,
+    line: str,
+    end: int,
+    tokens: list[Token],
+    index: int,
+) -> tuple[dict[str, Any], bool | None]:
     """Typed arguments of `verb` with defaults filled in, and the --wait/--detach choice.
 
     Values are converted left to right, so the error reported is the leftmost one.
@@ -259,12 +268,16 @@ def _bind(verb: Verb, line: str, end: int, tokens: list[Token], index: int,
             else:
                 raise ParseError(
                     f"unexpected argument {echo(token[0])} for {verb.name!r}; usage: {verb.usage()}",
-                    token[1] + 1, token[0])
+                    token[1] + 1,
+                    token[0],
+                )
             continue
         if flag is None:
             raise ParseError(
                 f"unknown flag {echo(name)} for {verb.name!r}; valid: {', '.join(verb.flag_names())}",
-                token[1] + 1, name)
+                token[1] + 1,
+                name,
+            )
         kind = flag.type
         if kind is None and value is not None:
             raise ParseError(f"flag {name} takes no value", at + 1, value)
@@ -312,8 +325,9 @@ def _fill_defaults(verb: Verb, args: dict[str, Any], end_column: int) -> None:
     for flag in verb.flags:
         if flag.key not in args:
             if flag.required:
-                raise ParseError(f"missing required flag {flag.name} for {verb.name!r}; usage: {verb.usage()}",
-                                 end_column)
+                raise ParseError(
+                    f"missing required flag {flag.name} for {verb.name!r}; usage: {verb.usage()}", end_column
+                )
             default = flag.default
             args[flag.key] = type(default)(default) if isinstance(default, (list, dict)) else default
 
@@ -337,8 +351,9 @@ def complete(prefix_text: str) -> list[str]:
         partial, start, _ = tokens.pop()
         flag_like = prefix_text.startswith("-", start)
     lowered = partial.lower()
-    return sorted(word for word in _candidates(prefix_text, tokens, partial, flag_like)
-                  if word.lower().startswith(lowered))
+    return sorted(
+        word for word in _candidates(prefix_text, tokens, partial, flag_like) if word.lower().startswith(lowered)
+    )
 
 
 def _verb_words(words: list[str]) -> tuple[str, ...] | None:
@@ -371,9 +386,12 @@ def _candidates(line: str, done: list[Token], partial: str, flag_like: bool) -> 
         name = partial.partition("=")[0]
         flag = verb.flag_table.get(name)
         return [f"{name}={choice}" for choice in flag.type.choices] if flag and flag.type else []
-    unused = [name for name in verb.flag_names()
-              if (name not in used or verb.flag_table[name].repeatable)
-              and not (name in WAIT_FLAGS and used.intersection(WAIT_FLAGS))]
+    unused = [
+        name
+        for name in verb.flag_names()
+        if (name not in used or verb.flag_table[name].repeatable)
+        and not (name in WAIT_FLAGS and used.intersection(WAIT_FLAGS))
+    ]
     if flag_like:
         return unused
     specs = verb.positionals

@@ -6,6 +6,7 @@ Everything else is generated from it: the parser, the executor's dispatch, `help
 console's bar and the shell's), the read-only console's filter, the palette's commands and the click CLI.
 The calls are plain calls on the Console, one per verb, so they read like the verbs they implement.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -14,8 +15,25 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.commands.grammar import (
-    ACCELERATOR, BY_KIND, HP, JOB_STATUSES, NAME, PARAM, REFERENCE, SECONDS, SHOW_KINDS, SPACE, STAGE, Flag,
-    Positional, ValueType, Verb, choice, echo, integer, json_of,
+    ACCELERATOR,
+    BY_KIND,
+    HP,
+    JOB_STATUSES,
+    NAME,
+    PARAM,
+    REFERENCE,
+    SECONDS,
+    SHOW_KINDS,
+    SPACE,
+    STAGE,
+    Flag,
+    Positional,
+    ValueType,
+    Verb,
+    choice,
+    echo,
+    integer,
+    json_of,
 )
 from kinetic_tui.core.commands.help import overview, verb_help
 from kinetic_tui.core.errors import NotFoundError, ValidationError
@@ -34,8 +52,9 @@ def _verb_topic(text: str) -> str:
 TOPIC = ValueType("VERB", "a verb", _verb_topic)
 
 
-def _pos(name: str, metavar: str, text: str, kind: ValueType = NAME, required: bool = True,
-         names: str = "") -> Positional:
+def _pos(
+    name: str, metavar: str, text: str, kind: ValueType = NAME, required: bool = True, names: str = ""
+) -> Positional:
     return Positional(name, kind, text, metavar, required, names=names)
 
 
@@ -49,8 +68,11 @@ def _pipeline_params() -> Flag:
 
 
 def _step() -> Flag:
-    return _flag("--step", REFERENCE, "training step MODULE:FUNC(hyperparameters, epoch, state) -> state "
-                 "(default: the built-in step)")
+    return _flag(
+        "--step",
+        REFERENCE,
+        "training step MODULE:FUNC(hyperparameters, epoch, state) -> state (default: the built-in step)",
+    )
 
 
 async def _help(topic: str | None) -> str:
@@ -66,8 +88,12 @@ async def _show(console: Console, kind: str, name: str) -> Any:
             raise ValidationError(f"model {name!r}: expected GROUP or GROUP:vN")
         return await console.registry.version(group, int(version))
     readers: dict[str, Callable[[str], Awaitable[Any]]] = {
-        "job": console.jobs.get, "training": console.training.get, "study": console.training.study,
-        "endpoint": console.endpoints.get, "pipeline": console.pipelines.get, "pool": console.pools.get,
+        "job": console.jobs.get,
+        "training": console.training.get,
+        "study": console.training.study,
+        "endpoint": console.endpoints.get,
+        "pipeline": console.pipelines.get,
+        "pool": console.pools.get,
     }
     return await readers[kind](name)
 
@@ -78,128 +104,265 @@ _TRAINING = _pos("training", "TRAINING", "training job name", names="training")
 _GROUP = _pos("group", "GROUP", "model group", names="group")
 
 _TABLE = (
-    Verb("pools", "list accelerator pools with nodes in use and queued jobs", mutates=False,
-         run=lambda c, a, w: c.pools.list()),
-    Verb("pool add", "add a pool of N nodes with one accelerator (emulated on the local backend)",
-         (_pos("name", "NAME", "pool name"),),
-         (_flag("--accelerator", ACCELERATOR, "accelerator of every node", required=True),
-          _flag("--nodes", integer(1), "number of nodes", required=True),
-          _flag("--spot", None, "spot (preemptible) nodes")),
-         run=lambda c, a, w: c.pools.add(a["name"], a["accelerator"], a["nodes"], a["spot"])),
-    Verb("pool remove", "remove a pool", (_pos("name", "NAME", "pool name", names="pool"),),
-         run=lambda c, a, w: c.pools.remove(a["name"])),
-    Verb("jobs", "list jobs, newest first",
-         flags=(_flag("--status", choice("S", JOB_STATUSES), "only jobs in this status"),), mutates=False,
-         run=lambda c, a, w: c.jobs.list(a["status"])),
-    Verb("submit", "run MODULE:FUNC as a job on a pool",
-         (_pos("ref", "MODULE:FUNC", "function to run", REFERENCE),),
-         (_flag("--accelerator", ACCELERATOR, "accelerator (default: the function's own, else cpu)"),
-          _flag("--args", json_of(list), "positional arguments", []),
-          _flag("--kwargs", json_of(dict), "keyword arguments", {}),
-          _flag("--name", NAME, "display name")), starts_work=True,
-         run=lambda c, a, w: c.jobs.submit(a["ref"], a["accelerator"], a["args"], a["kwargs"], a["name"], w)),
+    Verb(
+        "pools",
+        "list accelerator pools with nodes in use and queued jobs",
+        mutates=False,
+        run=lambda c, a, w: c.pools.list(),
+    ),
+    Verb(
+        "pool add",
+        "add a pool of N nodes with one accelerator (emulated on the local backend)",
+        (_pos("name", "NAME", "pool name"),),
+        (
+            _flag("--accelerator", ACCELERATOR, "accelerator of every node", required=True),
+            _flag("--nodes", integer(1), "number of nodes", required=True),
+            _flag("--spot", None, "spot (preemptible) nodes"),
+        ),
+        run=lambda c, a, w: c.pools.add(a["name"], a["accelerator"], a["nodes"], a["spot"]),
+    ),
+    Verb(
+        "pool remove",
+        "remove a pool",
+        (_pos("name", "NAME", "pool name", names="pool"),),
+        run=lambda c, a, w: c.pools.remove(a["name"]),
+    ),
+    Verb(
+        "jobs",
+        "list jobs, newest first",
+        flags=(_flag("--status", choice("S", JOB_STATUSES), "only jobs in this status"),),
+        mutates=False,
+        run=lambda c, a, w: c.jobs.list(a["status"]),
+    ),
+    Verb(
+        "submit",
+        "run MODULE:FUNC as a job on a pool",
+        (_pos("ref", "MODULE:FUNC", "function to run", REFERENCE),),
+        (
+            _flag("--accelerator", ACCELERATOR, "accelerator (default: the function's own, else cpu)"),
+            _flag("--args", json_of(list), "positional arguments", []),
+            _flag("--kwargs", json_of(dict), "keyword arguments", {}),
+            _flag("--name", NAME, "display name"),
+        ),
+        starts_work=True,
+        run=lambda c, a, w: c.jobs.submit(a["ref"], a["accelerator"], a["args"], a["kwargs"], a["name"], w),
+    ),
     Verb("status", "show a job's status", (_JOB,), mutates=False, run=lambda c, a, w: c.jobs.get(a["job"])),
-    Verb("logs", "print a job's log",
-         (_JOB,),
-         (_flag("--tail", integer(0), "only the last N lines"),
-          _flag("--follow", None, "keep printing new lines until the job ends")), mutates=False,
-         run=lambda c, a, w: c.jobs.logs(a["job"], a["tail"], a["follow"])),
-    Verb("wait", "wait until a job ends", (_JOB,),
-         (_flag("--timeout", SECONDS, "give up after this long (the job keeps running)"),), mutates=False,
-         run=lambda c, a, w: c.jobs.wait(a["job"], a["timeout"])),
-    Verb("result", "show a job's result or remote traceback", (_JOB,), mutates=False,
-         run=lambda c, a, w: c.jobs.result(a["job"])),
+    Verb(
+        "logs",
+        "print a job's log",
+        (_JOB,),
+        (
+            _flag("--tail", integer(0), "only the last N lines"),
+            _flag("--follow", None, "keep printing new lines until the job ends"),
+        ),
+        mutates=False,
+        run=lambda c, a, w: c.jobs.logs(a["job"], a["tail"], a["follow"]),
+    ),
+    Verb(
+        "wait",
+        "wait until a job ends",
+        (_JOB,),
+        (_flag("--timeout", SECONDS, "give up after this long (the job keeps running)"),),
+        mutates=False,
+        run=lambda c, a, w: c.jobs.wait(a["job"], a["timeout"]),
+    ),
+    Verb(
+        "result",
+        "show a job's result or remote traceback",
+        (_JOB,),
+        mutates=False,
+        run=lambda c, a, w: c.jobs.result(a["job"]),
+    ),
     Verb("cancel", "cancel a job", (_JOB,), run=lambda c, a, w: c.jobs.cancel(a["job"])),
-    Verb("train", "start a managed training job",
-         (_pos("name", "NAME", "training job name"),),
-         (_flag("--hp", HP, "hyperparameter", {}, repeatable=True),
-          _flag("--epochs", integer(1), "epochs to train", 5),
-          _flag("--checkpoint-every", integer(1, "K"), "checkpoint every K epochs", 1),
-          _flag("--pool", NAME, "pool to run on (default: any pool that fits)", names="pool"),
-          _flag("--interrupt-before-epoch", integer(1, "E"), "stop before epoch E, as a preemption would"),
-          _step()), starts_work=True,
-         run=lambda c, a, w: c.training.start(a["name"], a["hp"], a["epochs"], a["checkpoint_every"], a["pool"],
-                                     a["interrupt_before_epoch"], w, step=a["step"])),
-    Verb("interrupt", "stop a running training job (a spot preemption)", (_TRAINING,),
-         run=lambda c, a, w: c.training.interrupt(a["training"])),
-    Verb("resume", "continue a stopped training job from its checkpoint", (_TRAINING,), starts_work=True,
-         run=lambda c, a, w: c.training.resume(a["training"], wait=w)),
-    Verb("tune", "run a hyperparameter study",
-         (_pos("name", "NAME", "study name"),),
-         (_flag("--space", SPACE, "values to search for one hyperparameter", {}, repeatable=True,
-                required=True),
-          _flag("--strategy", choice("S", STRATEGIES), "search strategy", required=True),
-          _flag("--max-trials", integer(1), "trial budget", required=True),
-          _flag("--seed", integer(0), "seed of the random strategy", 0),
-          _flag("--pool", NAME, "pool the trials run on (default: any pool that fits)", names="pool"),
-          _step()), starts_work=True,
-         run=lambda c, a, w: c.training.tune(a["name"], a["space"], a["strategy"], a["max_trials"], a["seed"],
-                                    pool=a["pool"], wait=w, step=a["step"])),
-    Verb("register", "register a training job's artifact as a new model version",
-         (_pos("group", "GROUP", "model group", names="group"),),
-         (_flag("--from-training", NAME, "completed training job", required=True, names="training"),),
-         run=lambda c, a, w: c.registry.register_from_training(a["group"], a["from_training"])),
-    Verb("promote", "move a model version to another stage",
-         (_GROUP, _pos("version", "VERSION", "version number", integer(1)),
-          _pos("stage", "STAGE", "target stage", STAGE)),
-         (_flag("--no-archive-existing", None, "refuse instead of archiving the current Production"),),
-         run=lambda c, a, w: c.registry.promote(a["group"], a["version"], a["stage"], not a["no_archive_existing"])),
-    Verb("models", "list model groups, or one group's versions",
-         (_pos("group", "GROUP", "model group", required=False, names="group"),), mutates=False,
-         run=lambda c, a, w: c.registry.models(a["group"])),
-    Verb("endpoint create", "create a serving endpoint for a model group",
-         (_pos("name", "NAME", "endpoint name"),),
-         (_flag("--model", NAME, "model group to serve", required=True, names="group"),
-          _flag("--min", integer(1), "minimum instances", 1),
-          _flag("--max", integer(1), "maximum instances", 5),
-          _flag("--target", integer(1), "target concurrency per instance", 10),
-          _flag("--scale-out-cooldown", integer(0, "T"), "ticks between scale-outs", 3),
-          _flag("--scale-in-cooldown", integer(0, "T"), "ticks between scale-ins", 5),
-          _flag("--max-loaded-models", integer(1), "models kept loaded (LRU)", 3)),
-         run=lambda c, a, w: c.endpoints.create(a["name"], a["model"], a["min"], a["max"], a["target"],
-                                               a["scale_out_cooldown"], a["scale_in_cooldown"],
-                                               a["max_loaded_models"])),
-    Verb("scale", "change an endpoint's scaling bounds", (_ENDPOINT,),
-         (_flag("--min", integer(1), "minimum instances"),
-          _flag("--max", integer(1), "maximum instances"),
-          _flag("--target", integer(1), "target concurrency per instance")),
-         run=lambda c, a, w: c.endpoints.scale(a["endpoint"], a["min"], a["max"], a["target"])),
-    Verb("observe", "feed one concurrency observation to the autoscaler",
-         (_ENDPOINT, _pos("concurrency", "CONCURRENCY", "requests in flight", integer(0))),
-         (_flag("--tick", integer(0, "T"), "tick of the observation (default: the endpoint's clock)"),),
-         run=lambda c, a, w: c.endpoints.observe(a["endpoint"], a["concurrency"], a["tick"])),
-    Verb("load", "drive an endpoint with a load pattern", (_ENDPOINT,),
-         (_flag("--concurrency", integer(0), "requests in flight per tick", required=True),
-          _flag("--ticks", integer(1, "T"), "number of ticks", required=True)), starts_work=True,
-         run=lambda c, a, w: c.endpoints.load(a["endpoint"], a["concurrency"], a["ticks"], w)),
-    Verb("invoke", "send one record to a model of an endpoint",
-         (_ENDPOINT, _pos("model", "MODEL", "model name"), _pos("record", "JSON", "the record", json_of(None))),
-         run=lambda c, a, w: c.endpoints.invoke(a["endpoint"], a["model"], a["record"])),
-    Verb("pipeline register", "register the pipeline defined at MODULE:ATTR",
-         (_pos("ref", "MODULE:ATTR", "pipeline object", REFERENCE),),
-         run=lambda c, a, w: c.pipelines.register(a["ref"])),
-    Verb("pipeline run", "run a pipeline", (_pos("name", "NAME", "pipeline name", names="pipeline"),),
-         (_pipeline_params(),), starts_work=True,
-         run=lambda c, a, w: c.pipelines.run(a["name"], a["param"], w)),
-    Verb("rerun", "run a pipeline again with its last parameters, plus overrides",
-         (_pos("pipeline", "PIPELINE", "pipeline name", names="pipeline"),), (_pipeline_params(),),
-         starts_work=True, run=lambda c, a, w: c.pipelines.rerun(a["pipeline"], a["param"], w)),
+    Verb(
+        "train",
+        "start a managed training job",
+        (_pos("name", "NAME", "training job name"),),
+        (
+            _flag("--hp", HP, "hyperparameter", {}, repeatable=True),
+            _flag("--epochs", integer(1), "epochs to train", 5),
+            _flag("--checkpoint-every", integer(1, "K"), "checkpoint every K epochs", 1),
+            _flag("--pool", NAME, "pool to run on (default: any pool that fits)", names="pool"),
+            _flag("--interrupt-before-epoch", integer(1, "E"), "stop before epoch E, as a preemption would"),
+            _step(),
+        ),
+        starts_work=True,
+        run=lambda c, a, w: c.training.start(
+            a["name"],
+            a["hp"],
+            a["epochs"],
+            a["checkpoint_every"],
+            a["pool"],
+            a["interrupt_before_epoch"],
+            w,
+            step=a["step"],
+        ),
+    ),
+    Verb(
+        "interrupt",
+        "stop a running training job (a spot preemption)",
+        (_TRAINING,),
+        run=lambda c, a, w: c.training.interrupt(a["training"]),
+    ),
+    Verb(
+        "resume",
+        "continue a stopped training job from its checkpoint",
+        (_TRAINING,),
+        starts_work=True,
+        run=lambda c, a, w: c.training.resume(a["training"], wait=w),
+    ),
+    Verb(
+        "tune",
+        "run a hyperparameter study",
+        (_pos("name", "NAME", "study name"),),
+        (
+            _flag("--space", SPACE, "values to search for one hyperparameter", {}, repeatable=True, required=True),
+            _flag("--strategy", choice("S", STRATEGIES), "search strategy", required=True),
+            _flag("--max-trials", integer(1), "trial budget", required=True),
+            _flag("--seed", integer(0), "seed of the random strategy", 0),
+            _flag("--pool", NAME, "pool the trials run on (default: any pool that fits)", names="pool"),
+            _step(),
+        ),
+        starts_work=True,
+        run=lambda c, a, w: c.training.tune(
+            a["name"], a["space"], a["strategy"], a["max_trials"], a["seed"], pool=a["pool"], wait=w, step=a["step"]
+        ),
+    ),
+    Verb(
+        "register",
+        "register a training job's artifact as a new model version",
+        (_pos("group", "GROUP", "model group", names="group"),),
+        (_flag("--from-training", NAME, "completed training job", required=True, names="training"),),
+        run=lambda c, a, w: c.registry.register_from_training(a["group"], a["from_training"]),
+    ),
+    Verb(
+        "promote",
+        "move a model version to another stage",
+        (
+            _GROUP,
+            _pos("version", "VERSION", "version number", integer(1)),
+            _pos("stage", "STAGE", "target stage", STAGE),
+        ),
+        (_flag("--no-archive-existing", None, "refuse instead of archiving the current Production"),),
+        run=lambda c, a, w: c.registry.promote(a["group"], a["version"], a["stage"], not a["no_archive_existing"]),
+    ),
+    Verb(
+        "models",
+        "list model groups, or one group's versions",
+        (_pos("group", "GROUP", "model group", required=False, names="group"),),
+        mutates=False,
+        run=lambda c, a, w: c.registry.models(a["group"]),
+    ),
+    Verb(
+        "endpoint create",
+        "create a serving endpoint for a model group",
+        (_pos("name", "NAME", "endpoint name"),),
+        (
+            _flag("--model", NAME, "model group to serve", required=True, names="group"),
+            _flag("--min", integer(1), "minimum instances", 1),
+            _flag("--max", integer(1), "maximum instances", 5),
+            _flag("--target", integer(1), "target concurrency per instance", 10),
+            _flag("--scale-out-cooldown", integer(0, "T"), "ticks between scale-outs", 3),
+            _flag("--scale-in-cooldown", integer(0, "T"), "ticks between scale-ins", 5),
+            _flag("--max-loaded-models", integer(1), "models kept loaded (LRU)", 3),
+        ),
+        run=lambda c, a, w: c.endpoints.create(
+            a["name"],
+            a["model"],
+            a["min"],
+            a["max"],
+            a["target"],
+            a["scale_out_cooldown"],
+            a["scale_in_cooldown"],
+            a["max_loaded_models"],
+        ),
+    ),
+    Verb(
+        "scale",
+        "change an endpoint's scaling bounds",
+        (_ENDPOINT,),
+        (
+            _flag("--min", integer(1), "minimum instances"),
+            _flag("--max", integer(1), "maximum instances"),
+            _flag("--target", integer(1), "target concurrency per instance"),
+        ),
+        run=lambda c, a, w: c.endpoints.scale(a["endpoint"], a["min"], a["max"], a["target"]),
+    ),
+    Verb(
+        "observe",
+        "feed one concurrency observation to the autoscaler",
+        (_ENDPOINT, _pos("concurrency", "CONCURRENCY", "requests in flight", integer(0))),
+        (_flag("--tick", integer(0, "T"), "tick of the observation (default: the endpoint's clock)"),),
+        run=lambda c, a, w: c.endpoints.observe(a["endpoint"], a["concurrency"], a["tick"]),
+    ),
+    Verb(
+        "load",
+        "drive an endpoint with a load pattern",
+        (_ENDPOINT,),
+        (
+            _flag("--concurrency", integer(0), "requests in flight per tick", required=True),
+            _flag("--ticks", integer(1, "T"), "number of ticks", required=True),
+        ),
+        starts_work=True,
+        run=lambda c, a, w: c.endpoints.load(a["endpoint"], a["concurrency"], a["ticks"], w),
+    ),
+    Verb(
+        "invoke",
+        "send one record to a model of an endpoint",
+        (_ENDPOINT, _pos("model", "MODEL", "model name"), _pos("record", "JSON", "the record", json_of(None))),
+        run=lambda c, a, w: c.endpoints.invoke(a["endpoint"], a["model"], a["record"]),
+    ),
+    Verb(
+        "pipeline register",
+        "register the pipeline defined at MODULE:ATTR",
+        (_pos("ref", "MODULE:ATTR", "pipeline object", REFERENCE),),
+        run=lambda c, a, w: c.pipelines.register(a["ref"]),
+    ),
+    Verb(
+        "pipeline run",
+        "run a pipeline",
+        (_pos("name", "NAME", "pipeline name", names="pipeline"),),
+        (_pipeline_params(),),
+        starts_work=True,
+        run=lambda c, a, w: c.pipelines.run(a["name"], a["param"], w),
+    ),
+    Verb(
+        "rerun",
+        "run a pipeline again with its last parameters, plus overrides",
+        (_pos("pipeline", "PIPELINE", "pipeline name", names="pipeline"),),
+        (_pipeline_params(),),
+        starts_work=True,
+        run=lambda c, a, w: c.pipelines.rerun(a["pipeline"], a["param"], w),
+    ),
     Verb("pipelines", "list pipelines and their runs", mutates=False, run=lambda c, a, w: c.pipelines.list()),
-    Verb("show", "show one object in detail",
-         (_pos("kind", "KIND", "what to show", choice("KIND", SHOW_KINDS)),
-          _pos("name", "NAME", "its name or id", names=BY_KIND)), mutates=False,
-         run=lambda c, a, w: _show(c, a["kind"], a["name"])),
-    Verb("help", "list the verbs, or explain one",
-         (Positional("verb", TOPIC, "verb to explain", "VERB", required=False, rest=True),), mutates=False,
-         run=lambda c, a, w: _help(a["verb"])),
+    Verb(
+        "show",
+        "show one object in detail",
+        (
+            _pos("kind", "KIND", "what to show", choice("KIND", SHOW_KINDS)),
+            _pos("name", "NAME", "its name or id", names=BY_KIND),
+        ),
+        mutates=False,
+        run=lambda c, a, w: _show(c, a["kind"], a["name"]),
+    ),
+    Verb(
+        "help",
+        "list the verbs, or explain one",
+        (Positional("verb", TOPIC, "verb to explain", "VERB", required=False, rest=True),),
+        mutates=False,
+        run=lambda c, a, w: _help(a["verb"]),
+    ),
 )
 
 VERBS: Mapping[str, Verb] = MappingProxyType({verb.name: verb for verb in _TABLE})
 # first word of a multi-word verb -> its second words
-FAMILIES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    first: tuple(name.split(" ", 1)[1] for name in VERBS if name.startswith(first + " "))
-    for first in {name.split(" ", 1)[0] for name in VERBS if " " in name}
-})
+FAMILIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        first: tuple(name.split(" ", 1)[1] for name in VERBS if name.startswith(first + " "))
+        for first in {name.split(" ", 1)[0] for name in VERBS if " " in name}
+    }
+)
 FIRST_WORDS = tuple(sorted({name.split(" ", 1)[0] for name in VERBS}))
 READ_ONLY_VERBS = frozenset(name for name, verb in VERBS.items() if not verb.mutates)
 _KIND_OF_SHOWN = {"model": "group"}  # `show model GROUP`; every other kind names itself

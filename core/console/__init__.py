@@ -6,13 +6,14 @@ clock, thread offload): `console.pools`, `console.jobs`, `console.training`, `co
 (`kinetic_tui.core.console.snapshots`); actions return snapshots or raise `KineticError`s with one-line
 messages; every change is announced on `console.events`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from kinetic_tui.core.console.endpoints import Endpoints
 from kinetic_tui.core.backends.registry import backend_for
+from kinetic_tui.core.console.endpoints import Endpoints
 from kinetic_tui.core.console.jobs import Jobs, RemoteJobFailed, WaitTimeout
 from kinetic_tui.core.console.pipelines import Pipelines
 from kinetic_tui.core.console.pools import Pools
@@ -24,8 +25,13 @@ from kinetic_tui.core.profiles import resolve_infra
 
 
 class Console:
-    def __init__(self, home: str | Path | None = None, clock: Callable[[], float] | None = None,
-                 default_wait: bool = True, offload: bool = True) -> None:
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        clock: Callable[[], float] | None = None,
+        default_wait: bool = True,
+        offload: bool = True,
+    ) -> None:
         """`home` is the workspace this console works on (default: `kinetic_home()`); see `Workspace` for the
         other arguments. The process environment is left as it is."""
         self.workspace = Workspace(home, clock, default_wait, offload)

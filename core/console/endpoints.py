@@ -5,6 +5,7 @@ versions of one registry group.
 saved and reuses it while the stored history still ends with the same event; anything another process
 wrote makes it re-read.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,7 @@ from kinetic_tui.core.console.snapshots import (
 )
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
-from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.registry import ModelRegistry
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.core.validation import known_names, require_int
@@ -80,8 +81,11 @@ class Endpoints:
 
     def _snapshot(self, name: str, endpoint: Endpoint | None = None) -> EndpointSnapshot:
         """Queries read the store, not the cache: an action in another thread may be mutating the cached one."""
-        return EndpointSnapshot.of(self._model_group(name), endpoint or self.store.endpoints.get(name),
-                                   self.store.endpoints.get_multimodel(name))
+        return EndpointSnapshot.of(
+            self._model_group(name),
+            endpoint or self.store.endpoints.get(name),
+            self.store.endpoints.get_multimodel(name),
+        )
 
     def _route(self, registry: ModelRegistry, name: str, route: str) -> VersionModel:
         """GROUP serves the group's Production version; GROUP:vN addresses version N."""
@@ -91,13 +95,17 @@ class Endpoints:
         if route == group:
             model = registry.get_latest_production(group)
             if model is None:
-                raise NotFoundError(f"model {route!r}: group {group!r} has no Production version; promote one or "
-                                    f"address a version as {group}:vN (N in 1..{count})")
+                raise NotFoundError(
+                    f"model {route!r}: group {group!r} has no Production version; promote one or "
+                    f"address a version as {group}:vN (N in 1..{count})"
+                )
         elif match:
             model = registry.get(group, int(match.group(1)))
         else:
-            raise NotFoundError(f"model {route!r}: endpoint {name!r} serves group {group!r}; use {group} (its "
-                                f"Production version) or {group}:vN (N in 1..{count})")
+            raise NotFoundError(
+                f"model {route!r}: endpoint {name!r} serves group {group!r}; use {group} (its "
+                f"Production version) or {group}:vN (N in 1..{count})"
+            )
         return VersionModel(group, model.version, model.artifact_hash, model.metrics.get("metric"))
 
     @staticmethod
@@ -113,30 +121,47 @@ class Endpoints:
 
     # -- actions ---------------------------------------------------------------------------------------
 
-    async def create(self, name: str, model_group: str, min_instances: int = 1, max_instances: int = 5,
-                              target_per_instance: float = 10, scale_out_cooldown: float = 3,
-                              scale_in_cooldown: float = 5, max_loaded_models: int = 3) -> EndpointSnapshot:
+    async def create(
+        self,
+        name: str,
+        model_group: str,
+        min_instances: int = 1,
+        max_instances: int = 5,
+        target_per_instance: float = 10,
+        scale_out_cooldown: float = 3,
+        scale_in_cooldown: float = 5,
+        max_loaded_models: int = 3,
+    ) -> EndpointSnapshot:
         def act() -> tuple[EndpointSnapshot, list[Event]]:
             if self.store.endpoints.model_group(name) is not None:
                 raise ValidationError(f"endpoint {name!r} already exists; scale it or pick another name")
             versions = self.registry.load().versions(model_group)
-            endpoint = Endpoint(name, min_instances, max_instances, target_per_instance, scale_out_cooldown,
-                                scale_in_cooldown)
+            endpoint = Endpoint(
+                name, min_instances, max_instances, target_per_instance, scale_out_cooldown, scale_in_cooldown
+            )
             models = MultiModelEndpoint(max_loaded_models)
             for version in versions:
-                served = VersionModel(model_group, version.version, version.artifact_hash,
-                                      version.metrics.get("metric"))
+                served = VersionModel(
+                    model_group, version.version, version.artifact_hash, version.metrics.get("metric")
+                )
                 models.register(served.name, served)
             self.store.endpoints.add_model_group(name, model_group)
             self._save_endpoint(endpoint)
             self.store.endpoints.save_multimodel(name, models)
-            return (EndpointSnapshot.of(model_group, endpoint, models),
-                    [EndpointChanged(name, "created", endpoint.instance_count)])
+            return (
+                EndpointSnapshot.of(model_group, endpoint, models),
+                [EndpointChanged(name, "created", endpoint.instance_count)],
+            )
 
         return await self.workspace.act(act)
 
-    async def scale(self, name: str, min_instances: int | None = None, max_instances: int | None = None,
-                    target_per_instance: float | None = None) -> EndpointSnapshot:
+    async def scale(
+        self,
+        name: str,
+        min_instances: int | None = None,
+        max_instances: int | None = None,
+        target_per_instance: float | None = None,
+    ) -> EndpointSnapshot:
         if min_instances is None and max_instances is None and target_per_instance is None:
             raise ValidationError("scale: give at least one of --min, --max, --target")
 
@@ -148,8 +173,7 @@ class Endpoints:
 
         return await self.workspace.act(act)
 
-    def _observe(self, name: str, concurrency: float, tick: float | None) -> tuple[ScalingEventSnapshot,
-                                                                                   list[Event]]:
+    def _observe(self, name: str, concurrency: float, tick: float | None) -> tuple[ScalingEventSnapshot, list[Event]]:
         endpoint = self._endpoint(name)
         if tick is None:
             tick = 0 if endpoint.last_tick is None else endpoint.last_tick + 1
@@ -170,8 +194,10 @@ class Endpoints:
             prediction = models.invoke(served.name, record)
             self.store.endpoints.save_multimodel(name, models)
             loaded = tuple(models.loaded)
-            return (InvocationSnapshot(name, model, served.name, prediction, loaded, models.hits, models.misses),
-                    [ModelInvoked(name, served.name, loaded, models.hits, models.misses)])
+            return (
+                InvocationSnapshot(name, model, served.name, prediction, loaded, models.hits, models.misses),
+                [ModelInvoked(name, served.name, loaded, models.hits, models.misses)],
+            )
 
         return await self.workspace.act(act)
 
@@ -197,8 +223,9 @@ class Endpoints:
                 await asyncio.sleep(0)  # let the UI breathe between ticks
         return LoadSnapshot(name, route, concurrency, ticks, "completed", concurrency * ticks, tuple(events))
 
-    def _load_tick(self, name: str, route: str, concurrency: int,
-                   pool: ThreadPoolExecutor) -> tuple[ScalingEventSnapshot, list[Event]]:
+    def _load_tick(
+        self, name: str, route: str, concurrency: int, pool: ThreadPoolExecutor
+    ) -> tuple[ScalingEventSnapshot, list[Event]]:
         served = self._route(self.registry.load(), name, route)
         models = self.store.endpoints.get_multimodel(name)
         self._serving(models, served)
@@ -215,8 +242,9 @@ class Endpoints:
         return await self.workspace.query(lambda: tuple(self._snapshot(n) for n in self.store.endpoints.names()))
 
 
-def _concurrent_invocations(models: MultiModelEndpoint, model: str, count: int, pool: ThreadPoolExecutor,
-                            tick: float) -> int:
+def _concurrent_invocations(
+    models: MultiModelEndpoint, model: str, count: int, pool: ThreadPoolExecutor, tick: float
+) -> int:
     """Send `count` requests at once and return the most that were in flight together.
 
     Each request registers as in flight, then waits at a barrier until all have, as a load generator

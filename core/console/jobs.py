@@ -5,6 +5,7 @@ or a gke profile's cluster and jobs bucket); every method below is written once 
 protocol. The local backend already makes each of its steps atomic (a claim is one transaction), so these
 actions do not wrap it in another transaction.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -56,9 +57,15 @@ class Jobs:
 
     # -- jobs ------------------------------------------------------------------------------------------
 
-    async def submit(self, ref: str, accelerator: str | None = None, args: list[Any] | tuple[Any, ...] = (),
-                     kwargs: dict[str, Any] | None = None, name: str | None = None,
-                     wait: bool | None = None) -> JobSnapshot:
+    async def submit(
+        self,
+        ref: str,
+        accelerator: str | None = None,
+        args: list[Any] | tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        name: str | None = None,
+        wait: bool | None = None,
+    ) -> JobSnapshot:
         """Import MODULE:FUNC and submit it like `run_async`; a function decorated with `@run` keeps its
         own settings (its accelerator unless one is given here)."""
         if not isinstance(args, (list, tuple)) or not isinstance(kwargs or {}, dict):
@@ -101,18 +108,18 @@ class Jobs:
     async def logs(self, job_id: str, tail: int | None = None, follow: bool = False) -> LogsSnapshot:
         """The job's log lines (the last `tail`); `follow` reads until the job settles, publishing each
         batch as a LogBatch event while it goes."""
+
         def read() -> LogsSnapshot:
             lines: list[str] = []
             for batch in self.source.read_logs(job_id, follow=follow):
                 lines.extend(batch)
                 if follow:
                     self.workspace.events.publish(LogBatch(job_id, tuple(batch)))
-            return LogsSnapshot(job_id, tuple(lines if tail is None else lines[max(len(lines) - tail, 0):]))
+            return LogsSnapshot(job_id, tuple(lines if tail is None else lines[max(len(lines) - tail, 0) :]))
 
         return await self.workspace.blocking(read)
 
-    def read_logs(self, job_id: str, follow: bool = False,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
         """Blocking, batch by batch, for a caller's own thread (the job screen's log follower): each read
         runs on this workspace's home."""
         batches = self.workspace.run(self.source.read_logs, job_id, follow, stop)
@@ -121,6 +128,7 @@ class Jobs:
 
     async def result(self, job_id: str) -> JobResultSnapshot:
         """The value of a finished job; a job whose function raised is a RemoteJobFailed."""
+
         def fetch() -> JobResultSnapshot:
             row = self.source.refresh(job_id)
             if not row.status.finished:
@@ -131,8 +139,12 @@ class Jobs:
                 raise
             except Exception as exc:  # the function's own exception, re-raised with its remote traceback
                 notes = "\n".join(getattr(exc, "__notes__", ()))
-                raise RemoteJobFailed(f"job {job_id} failed in phase {row.phase or 'execute'!r}: "
-                                      f"{type(exc).__name__}: {exc}", type(exc).__name__, row.phase, notes) from None
+                raise RemoteJobFailed(
+                    f"job {job_id} failed in phase {row.phase or 'execute'!r}: {type(exc).__name__}: {exc}",
+                    type(exc).__name__,
+                    row.phase,
+                    notes,
+                ) from None
             return JobResultSnapshot.of(job_id, row.status.value, value)
 
         return await self.workspace.blocking(fetch)
@@ -144,6 +156,7 @@ class Jobs:
 
     async def poll(self) -> list[JobStatusChanged]:
         """One pass: settle finished jobs, start queued ones, announce every status that changed."""
+
         def poll() -> list[JobStatusChanged]:
             changes = []
             for row in self.source.jobs():
@@ -177,5 +190,4 @@ class Jobs:
         """Newest first; `limit` keeps only the newest N (a console's first page)."""
         wanted = None if status is None else JobStatus.parse(status)
         # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
-        return await self.workspace.blocking(
-            lambda: tuple(self._noted(row) for row in self.source.jobs(wanted, limit)))
+        return await self.workspace.blocking(lambda: tuple(self._noted(row) for row in self.source.jobs(wanted, limit)))

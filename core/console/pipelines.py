@@ -1,6 +1,7 @@
 """`console.pipelines`: definitions by reference, runs whose step cache and history live in the store, so a
 rerun in another process with the same params executes nothing. Steps run in-process, inside the run's
 transaction: a run whose params are refused records nothing and caches nothing."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,10 @@ class Pipelines:
     def _snapshot(self, name: str) -> PipelineSnapshot:
         importable_cwd()
         ref, _ = self.store.pipelines.definition(name)
-        runs = tuple(RunSummary(stored.number, stored.run.status.value, tuple(stored.run.executed()))
-                     for stored in self.store.pipelines.runs(name))
+        runs = tuple(
+            RunSummary(stored.number, stored.run.status.value, tuple(stored.run.executed()))
+            for stored in self.store.pipelines.runs(name)
+        )
         return PipelineSnapshot.of(ref, self.store.pipelines.load(name), runs)
 
     async def get(self, name: str) -> PipelineSnapshot:
@@ -40,6 +43,7 @@ class Pipelines:
 
     async def get_run(self, name: str, number: int | None = None) -> PipelineRunSnapshot:
         """A recorded run with its per-step results (the latest without `number`)."""
+
         def read() -> PipelineRunSnapshot:
             runs = self.store.pipelines.runs(name)
             if not runs:
@@ -59,33 +63,43 @@ class Pipelines:
 
         return await self.workspace.act(act)
 
-    async def run(self, name: str, params: dict[str, Any] | None = None,
-                  wait: bool | None = None) -> PipelineRunSnapshot:
+    async def run(
+        self, name: str, params: dict[str, Any] | None = None, wait: bool | None = None
+    ) -> PipelineRunSnapshot:
         """`params` are merged over the pipeline's defaults."""
         return await self._start_run(name, params, rerun=False, wait=wait)
 
-    async def rerun(self, name: str, params: dict[str, Any] | None = None,
-                    wait: bool | None = None) -> PipelineRunSnapshot:
+    async def rerun(
+        self, name: str, params: dict[str, Any] | None = None, wait: bool | None = None
+    ) -> PipelineRunSnapshot:
         """Run again with the last run's params, `params` merged over them."""
         return await self._start_run(name, params, rerun=True, wait=wait)
 
-    async def _start_run(self, name: str, params: dict[str, Any] | None, rerun: bool, wait: bool | None,
-                         ) -> PipelineRunSnapshot:
+    async def _start_run(
+        self,
+        name: str,
+        params: dict[str, Any] | None,
+        rerun: bool,
+        wait: bool | None,
+    ) -> PipelineRunSnapshot:
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise ValidationError(f"params: expected a mapping of param name to JSON value, got {params!r}")
         if self.workspace.wants_wait(wait):
             return await self.workspace.act(self._run_and_record, name, params, rerun)
         number = await self.workspace.blocking(self._next_run_number, name)  # expected: another run may land first
-        self.workspace.spawn(f"{'rerun' if rerun else 'pipeline run'} {name}",
-                             self.workspace.act(self._run_and_record, name, params, rerun))
+        self.workspace.spawn(
+            f"{'rerun' if rerun else 'pipeline run'} {name}",
+            self.workspace.act(self._run_and_record, name, params, rerun),
+        )
         return PipelineRunSnapshot(name, number, "Running", dict(params), {}, (), ())
 
     def _next_run_number(self, name: str) -> int:
         return len(self.store.pipelines.runs(name)) + 1
 
-    def _run_and_record(self, name: str, params: dict[str, Any],
-                        rerun: bool) -> tuple[PipelineRunSnapshot, list[Event]]:
+    def _run_and_record(
+        self, name: str, params: dict[str, Any], rerun: bool
+    ) -> tuple[PipelineRunSnapshot, list[Event]]:
         importable_cwd()
         pipeline = self.store.pipelines.load(name)
         if rerun:
@@ -95,8 +109,9 @@ class Pipelines:
             params = {**runs[-1].run.params, **params}
         run = pipeline.run(params)
         number = self.store.pipelines.record_run(run)
-        events: list[Event] = [StepStatusChanged(name, number, step, result.status.value)
-                               for step, result in run.steps.items()]
+        events: list[Event] = [
+            StepStatusChanged(name, number, step, result.status.value) for step, result in run.steps.items()
+        ]
         events.append(PipelineRunFinished(name, number, run.status.value, tuple(run.executed())))
         return PipelineRunSnapshot.of(number, run), events
 

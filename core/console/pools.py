@@ -1,4 +1,5 @@
 """`console.pools`: the accelerator pools of the profile's source (local pools, or a GKE cluster's node pools)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

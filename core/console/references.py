@@ -1,4 +1,5 @@
 """MODULE:NAME references: how the console finds a user's functions and pipelines by name."""
+
 from __future__ import annotations
 
 import importlib
@@ -24,8 +25,10 @@ def import_reference(ref: str, what: str) -> Any:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise NotFoundError(f"{what} {ref!r}: cannot import module {module_name!r} ({exc}); it must be "
-                            f"importable from the current directory or sys.path") from None
+        raise NotFoundError(
+            f"{what} {ref!r}: cannot import module {module_name!r} ({exc}); it must be "
+            f"importable from the current directory or sys.path"
+        ) from None
     for part in attr.split("."):
         if not hasattr(target, part):
             raise NotFoundError(f"{what} {ref!r}: module {module_name!r} has no attribute {attr!r}")

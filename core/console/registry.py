@@ -1,5 +1,6 @@
 """`console.registry`: the model registry. It is re-read inside each action's transaction, so the CLI and
 the TUI (two processes) never act on each other's stale copy."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -21,9 +22,12 @@ if TYPE_CHECKING:
 
 def group_snapshot(registry: ModelRegistry, group: str) -> GroupSnapshot:
     production = registry.get_latest_production(group)
-    return GroupSnapshot(group, production.version if production else None,
-                         tuple(ModelVersionSnapshot.of(model) for model in registry.versions(group)),
-                         tuple(TransitionSnapshot.of(event) for event in registry.history(group)))
+    return GroupSnapshot(
+        group,
+        production.version if production else None,
+        tuple(ModelVersionSnapshot.of(model) for model in registry.versions(group)),
+        tuple(TransitionSnapshot.of(event) for event in registry.history(group)),
+    )
 
 
 class Registry:
@@ -37,6 +41,7 @@ class Registry:
 
     async def models(self, group: str | None = None) -> GroupSnapshot | tuple[GroupSnapshot, ...]:
         """One group's versions, stages and history; without a group, every group."""
+
         def read() -> GroupSnapshot | tuple[GroupSnapshot, ...]:
             registry = self.load()
             if group is not None:
@@ -50,11 +55,14 @@ class Registry:
 
     async def register_from_training(self, group: str, training: str) -> ModelVersionSnapshot:
         """A new version holding a Completed training job's artifact hash, metric and name (as source)."""
+
         def act() -> tuple[ModelVersionSnapshot, list[Event]]:
             run = service.get(training)
             if run.status != TrainingStatus.COMPLETED or not run.artifact_hash:
-                raise ValidationError(f"training job {training!r} is {run.status}; only a Completed training job "
-                                      f"has an artifact to register")
+                raise ValidationError(
+                    f"training job {training!r} is {run.status}; only a Completed training job "
+                    f"has an artifact to register"
+                )
             model = self.load().register(group, run.artifact_hash, {"metric": run.metric}, training)
             return ModelVersionSnapshot.of(model), [ModelRegistered(group, model.version, model.artifact_hash)]
 
@@ -62,15 +70,19 @@ class Registry:
         await self.workspace.blocking(service.refresh, training)  # fold an attempt that finished since the last look
         return await self.workspace.act(act)
 
-    async def promote(self, group: str, version: int, stage: str | Stage,
-                      archive_existing: bool = True) -> ModelVersionSnapshot:
+    async def promote(
+        self, group: str, version: int, stage: str | Stage, archive_existing: bool = True
+    ) -> ModelVersionSnapshot:
         """Move a version to `stage`; promoting to Production archives the incumbent in the same commit."""
+
         def act() -> tuple[ModelVersionSnapshot, list[Event]]:
             registry = self.load()
             before = len(registry.history(group))
             model = registry.transition(group, version, stage, archive_existing)
-            events: list[Event] = [TransitionMade(group, event.version, event.from_stage.value, event.to_stage.value)
-                                   for event in registry.history(group)[before:]]
+            events: list[Event] = [
+                TransitionMade(group, event.version, event.from_stage.value, event.to_stage.value)
+                for event in registry.history(group)[before:]
+            ]
             return ModelVersionSnapshot.of(model), events
 
         return await self.workspace.act(act)

@@ -8,6 +8,7 @@ SHA-256(artifact_hash + "|" + canonical JSON of the record) scaled into [0, 1], 
 pure function of the version's artifact hash and the record, so every replica, every restart and every
 test gets the same answer, and two versions with different artifacts answer differently.
 """
+
 from __future__ import annotations
 
 import hashlib

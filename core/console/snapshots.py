@@ -3,6 +3,7 @@
 Snapshots are copies taken inside the action's transaction, so a view never holds a live object that a
 worker thread is mutating, and the JSON a script prints is exactly what the action saw.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,9 +113,20 @@ class JobSnapshot(Snapshot):
     @classmethod
     def of(cls, row: JobRecord, result: Any = None) -> JobSnapshot:
         handle = row.handle
-        return cls(row.job_id, handle.get("display_name", ""), handle.get("func_name", ""),
-                   handle.get("accelerator", ""), row.pool, row.status.value, row.phase, row.detail,
-                   row.created_at, row.started_at, row.finished_at, json_safe(result))
+        return cls(
+            row.job_id,
+            handle.get("display_name", ""),
+            handle.get("func_name", ""),
+            handle.get("accelerator", ""),
+            row.pool,
+            row.status.value,
+            row.phase,
+            row.detail,
+            row.created_at,
+            row.started_at,
+            row.finished_at,
+            json_safe(result),
+        )
 
 
 @dataclass(frozen=True)
@@ -146,8 +158,9 @@ class ModelVersionSnapshot(Snapshot):
 
     @classmethod
     def of(cls, model: ModelVersion) -> ModelVersionSnapshot:
-        return cls(model.group, model.version, model.artifact_hash, dict(model.metrics), model.source,
-                   model.stage.value)
+        return cls(
+            model.group, model.version, model.artifact_hash, dict(model.metrics), model.source, model.stage.value
+        )
 
 
 @dataclass(frozen=True)
@@ -207,11 +220,25 @@ class EndpointSnapshot(Snapshot):
     @classmethod
     def of(cls, group: str, endpoint: Endpoint, models: MultiModelEndpoint) -> EndpointSnapshot:
         config = endpoint.config
-        return cls(endpoint.name, group, config.min_instances, config.max_instances, config.target_per_instance,
-                   config.scale_out_cooldown, config.scale_in_cooldown, endpoint.instance_count, endpoint.last_tick,
-                   models.max_loaded_models, tuple(models.loaded), models.hits, models.misses, models.hit_ratio,
-                   tuple(models.load_events), tuple(models.evict_events),
-                   tuple(ScalingEventSnapshot.of(endpoint.name, event) for event in endpoint.history))
+        return cls(
+            endpoint.name,
+            group,
+            config.min_instances,
+            config.max_instances,
+            config.target_per_instance,
+            config.scale_out_cooldown,
+            config.scale_in_cooldown,
+            endpoint.instance_count,
+            endpoint.last_tick,
+            models.max_loaded_models,
+            tuple(models.loaded),
+            models.hits,
+            models.misses,
+            models.hit_ratio,
+            tuple(models.load_events),
+            tuple(models.evict_events),
+            tuple(ScalingEventSnapshot.of(endpoint.name, event) for event in endpoint.history),
+        )
 
 
 @dataclass(frozen=True)
@@ -258,10 +285,21 @@ class PipelineRunSnapshot(Snapshot):
 
     @classmethod
     def of(cls, number: int, run: PipelineRun) -> PipelineRunSnapshot:
-        steps = tuple(StepSnapshot(name, result.status.value, result.cache_key, result.duration, result.error,
-                                   dict(result.outputs)) for name, result in run.steps.items())
-        return cls(run.pipeline, number, run.status.value, dict(run.params), dict(run.branch_taken),
-                   tuple(run.executed()), steps)
+        steps = tuple(
+            StepSnapshot(
+                name, result.status.value, result.cache_key, result.duration, result.error, dict(result.outputs)
+            )
+            for name, result in run.steps.items()
+        )
+        return cls(
+            run.pipeline,
+            number,
+            run.status.value,
+            dict(run.params),
+            dict(run.branch_taken),
+            tuple(run.executed()),
+            steps,
+        )
 
 
 @dataclass(frozen=True)
@@ -282,5 +320,11 @@ class PipelineSnapshot(Snapshot):
 
     @classmethod
     def of(cls, ref: str, pipeline: Pipeline, runs: tuple[RunSummary, ...]) -> PipelineSnapshot:
-        return cls(pipeline.name, ref, dict(pipeline.params), tuple(tuple(layer) for layer in pipeline.layers()),
-                   tuple(pipeline.edges()), runs)
+        return cls(
+            pipeline.name,
+            ref,
+            dict(pipeline.params),
+            tuple(tuple(layer) for layer in pipeline.layers()),
+            tuple(pipeline.edges()),
+            runs,
+        )

@@ -2,6 +2,7 @@
 `kinetic_tui.core.training.service.TrainingService` (which runs the epoch loop as real jobs on pools). That
 service manages its own transactions: a training attempt spans processes, so it cannot sit inside one
 console transaction."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -72,19 +73,36 @@ class Training:
             return await self._training_call("wait", snapshot.name)
         return snapshot
 
-    async def start(self, name: str, hyperparameters: dict[str, Any] | None = None, epochs: int = 5,
-                    checkpoint_every: int = 1, pool: str | None = None, interrupt_before_epoch: int | None = None,
-                    wait: bool | None = None, step: str | None = None) -> TrainingSnapshot:
+    async def start(
+        self,
+        name: str,
+        hyperparameters: dict[str, Any] | None = None,
+        epochs: int = 5,
+        checkpoint_every: int = 1,
+        pool: str | None = None,
+        interrupt_before_epoch: int | None = None,
+        wait: bool | None = None,
+        step: str | None = None,
+    ) -> TrainingSnapshot:
         await self.workspace.blocking(check_step, step)
-        started = await self._training_call("start", name, dict(hyperparameters or {}), epochs, checkpoint_every,
-                                            pool, step, interrupt_before_epoch=interrupt_before_epoch)
+        started = await self._training_call(
+            "start",
+            name,
+            dict(hyperparameters or {}),
+            epochs,
+            checkpoint_every,
+            pool,
+            step,
+            interrupt_before_epoch=interrupt_before_epoch,
+        )
         return await self._settled(started, wait)
 
     async def interrupt(self, name: str) -> TrainingSnapshot:
         return await self._training_call("interrupt", name)
 
-    async def resume(self, name: str, interrupt_before_epoch: int | None = None,
-                     wait: bool | None = None) -> TrainingSnapshot:
+    async def resume(
+        self, name: str, interrupt_before_epoch: int | None = None, wait: bool | None = None
+    ) -> TrainingSnapshot:
         resumed = await self._training_call("resume", name, interrupt_before_epoch=interrupt_before_epoch)
         return await self._settled(resumed, wait)
 
@@ -92,12 +110,24 @@ class Training:
         """The run with its latest progress folded in."""
         return self._announce((await self.workspace.blocking(self.service.refresh, name))[0])
 
-    async def tune(self, name: str, space: dict[str, list[Any]], strategy: str, max_trials: int, seed: int = 0,
-                   pool: str | None = None, wait: bool | None = None, step: str | None = None) -> StudySnapshot:
+    async def tune(
+        self,
+        name: str,
+        space: dict[str, list[Any]],
+        strategy: str,
+        max_trials: int,
+        seed: int = 0,
+        pool: str | None = None,
+        wait: bool | None = None,
+        step: str | None = None,
+    ) -> StudySnapshot:
         service = self.service
         await self.workspace.blocking(check_step, step)
-        study = await self.workspace.blocking(lambda: service.tune(
-            name, space, strategy, max_trials, seed=seed, pool=pool, wait=self.workspace.wants_wait(wait), step=step))
+        study = await self.workspace.blocking(
+            lambda: service.tune(
+                name, space, strategy, max_trials, seed=seed, pool=pool, wait=self.workspace.wants_wait(wait), step=step
+            )
+        )
         self.workspace.events.publish(StudyChanged(name, str(study.status), len(study.trials)))
         return study
 

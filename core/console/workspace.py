@@ -7,6 +7,7 @@ change that was rolled back. Every blocking call runs with `kinetic_home()` reso
 home, so job submission, handles and logs find this workspace and no other, without touching the
 process environment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,13 @@ Action = Callable[..., tuple[T, list[Event]]]
 
 
 class Workspace:
-    def __init__(self, home: str | Path | None = None, clock: Callable[[], float] | None = None,
-                 default_wait: bool = True, offload: bool = True) -> None:
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        clock: Callable[[], float] | None = None,
+        default_wait: bool = True,
+        offload: bool = True,
+    ) -> None:
         """`home` is the workspace directory (default: `kinetic_home()` as the process resolves it now).
         `default_wait` is what starting verbs do without --wait/--detach (scripts wait, the bar detaches).
         `offload` runs blocking calls in worker threads so an event loop with a UI stays responsive; a
@@ -80,6 +86,7 @@ class Workspace:
     def spawn(self, label: str, work: Coroutine[Any, Any, Any]) -> None:
         """Detached work keeps running after the action returns; `aclose` waits for it. Nobody awaits its
         result, so a failure is announced as an event instead of vanishing."""
+
         async def guarded() -> None:
             try:
                 await work

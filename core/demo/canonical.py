@@ -8,6 +8,7 @@ its accuracy clears `threshold`. Every step is a deterministic function of its i
 the `seed` param), which is what makes the cache contract observable: an unchanged rerun executes nothing,
 and changing `raw_rows` re-executes preprocess and everything downstream.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,8 +72,9 @@ def train_centroid(inputs: dict[str, Any]) -> dict[str, Any]:
     centroids = []
     for label in (0, 1):
         members = [row for row in inputs["train"] if row[2] == label] or [[0.5, 0.5, label]]
-        centroids.append([round(sum(r[0] for r in members) / len(members), 6),
-                          round(sum(r[1] for r in members) / len(members), 6)])
+        centroids.append(
+            [round(sum(r[0] for r in members) / len(members), 6), round(sum(r[1] for r in members) / len(members), 6)]
+        )
     return {"model": {"kind": "centroid", "centroids": centroids}}
 
 
@@ -103,30 +105,47 @@ def accuracy_clears_threshold(inputs: dict[str, Any]) -> bool:
 def register(inputs: dict[str, Any]) -> dict[str, Any]:
     """Content-address the model so the registry can take it as an artifact hash."""
     blob = json.dumps(inputs["model"], sort_keys=True, separators=(",", ":")).encode()
-    return {"artifact_hash": hashlib.sha256(blob).hexdigest(), "accuracy": inputs["accuracy"],
-            "model": inputs["model"]}
+    return {"artifact_hash": hashlib.sha256(blob).hexdigest(), "accuracy": inputs["accuracy"], "model": inputs["model"]}
 
 
 def notify(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"message": f"accuracy {inputs['accuracy']:.3f} is below the threshold {inputs['threshold']}; "
-                       f"model not registered"}
+    return {
+        "message": f"accuracy {inputs['accuracy']:.3f} is below the threshold {inputs['threshold']}; "
+        f"model not registered"
+    }
 
 
 def canonical_steps() -> list[Step | ConditionStep]:
     return [
-        Step("preprocess", preprocess,
-             {"raw_rows": "params.raw_rows", "seed": "params.seed", "label_noise": "params.label_noise"}),
-        Step("train_a", train_logistic,
-             {"train": "preprocess.train", "learning_rate": "params.learning_rate", "epochs": "params.epochs"}),
+        Step(
+            "preprocess",
+            preprocess,
+            {"raw_rows": "params.raw_rows", "seed": "params.seed", "label_noise": "params.label_noise"},
+        ),
+        Step(
+            "train_a",
+            train_logistic,
+            {"train": "preprocess.train", "learning_rate": "params.learning_rate", "epochs": "params.epochs"},
+        ),
         Step("train_b", train_centroid, {"train": "preprocess.train"}),
-        Step("evaluate", evaluate,
-             {"train_a": "train_a.model", "train_b": "train_b.model", "test": "preprocess.test"}),
-        ConditionStep("accuracy_gate", accuracy_clears_threshold,
-                      {"accuracy": "evaluate.accuracy", "threshold": "params.threshold"}),
-        Step("register", register, {"model": "evaluate.model", "accuracy": "evaluate.accuracy"},
-             when=("accuracy_gate", True)),
-        Step("notify", notify, {"accuracy": "evaluate.accuracy", "threshold": "params.threshold"},
-             when=("accuracy_gate", False)),
+        Step("evaluate", evaluate, {"train_a": "train_a.model", "train_b": "train_b.model", "test": "preprocess.test"}),
+        ConditionStep(
+            "accuracy_gate",
+            accuracy_clears_threshold,
+            {"accuracy": "evaluate.accuracy", "threshold": "params.threshold"},
+        ),
+        Step(
+            "register",
+            register,
+            {"model": "evaluate.model", "accuracy": "evaluate.accuracy"},
+            when=("accuracy_gate", True),
+        ),
+        Step(
+            "notify",
+            notify,
+            {"accuracy": "evaluate.accuracy", "threshold": "params.threshold"},
+            when=("accuracy_gate", False),
+        ),
     ]
 
 

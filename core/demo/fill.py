@@ -8,6 +8,7 @@ Re-starting the demo starts it over: `demo_home()` wipes the demo workspace (and
 one) before the Console opens it, because reusing a half-filled workspace would collide with the names the
 scenario creates. `fill` refuses any workspace without the marker, so it can never touch a real home.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,12 @@ LONG_JOB_SECONDS = 120.0
 STEP_PAUSE = 0.5  # seconds between steps at pace 1
 INTERRUPT_BEFORE_EPOCH = 3
 # (pool, accelerator, nodes, spot): emulated on this machine's CPU; v4-2x2x2 is a two-host slice.
-POOLS = (("tpu-v5e", "v5litepod-2x2", 2, False), ("gpu-l4", "l4x1", 2, False),
-         ("tpu-v4-multi", "v4-2x2x2", 2, False), ("gpu-l4-spot", "l4x1", 1, True))
+POOLS = (
+    ("tpu-v5e", "v5litepod-2x2", 2, False),
+    ("gpu-l4", "l4x1", 2, False),
+    ("tpu-v4-multi", "v4-2x2x2", 2, False),
+    ("gpu-l4-spot", "l4x1", 1, True),
+)
 # (name, accelerator) of the short jobs whose logs arrive over a couple of seconds.
 SHORT_JOBS = (("ingest-shards", "cpu"), ("featurize", "v5litepod-2x2"), ("embed-l4", "l4x1"))
 # (concurrency, ticks): rising, a plateau, then falling, so the history shows scale_out, hold and scale_in.
@@ -68,11 +73,15 @@ def demo_home(fresh: bool = True) -> Path:
     real = Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser().resolve()
     holds_real = (root == real or root in real.parents) and not (real / MARKER).is_file()
     if holds_real or root == Path.home().resolve():
-        raise ValidationError(f"KINETIC_DEMO_HOME={str(root)!r} would hold the real workspace {str(real)!r}; "
-                              f"point it at a directory of its own, e.g. ~/.kinetic-demo")
+        raise ValidationError(
+            f"KINETIC_DEMO_HOME={str(root)!r} would hold the real workspace {str(real)!r}; "
+            f"point it at a directory of its own, e.g. ~/.kinetic-demo"
+        )
     if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
-        raise ValidationError(f"KINETIC_DEMO_HOME={str(root)!r} is not empty and not a demo workspace (no {MARKER} "
-                              f"file); point it at a new directory")
+        raise ValidationError(
+            f"KINETIC_DEMO_HOME={str(root)!r} is not empty and not a demo workspace (no {MARKER} "
+            f"file); point it at a new directory"
+        )
     if fresh and root.exists():
         shutil.rmtree(root)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -90,8 +99,10 @@ async def fill(console: Console, progress: ProgressCallback | None = None, *, pa
     """
     home = console.workspace.store.path.parent
     if not (home / MARKER).is_file():
-        raise ValidationError(f"demo: refusing to fill {str(home)!r}: it is not a demo workspace (no {MARKER} "
-                              f"file); open one with demo_home()")
+        raise ValidationError(
+            f"demo: refusing to fill {str(home)!r}: it is not a demo workspace (no {MARKER} "
+            f"file); open one with demo_home()"
+        )
     if not pace > 0:  # NaN included
         raise ValidationError(f"pace must be > 0, got {pace!r}")
     scenario = _Scenario(console, pace)
@@ -143,8 +154,9 @@ class _Scenario:
             await self.console.pools.add(name, accelerator, nodes, spot)
 
     async def _submit(self, func: str, accelerator: str, display_name: str, **kwargs: Any) -> str:
-        job = await self.console.jobs.submit(f"{WORKLOAD}:{func}", accelerator, kwargs=kwargs, name=display_name,
-                                             wait=False)
+        job = await self.console.jobs.submit(
+            f"{WORKLOAD}:{func}", accelerator, kwargs=kwargs, name=display_name, wait=False
+        )
         return job.job_id
 
     async def jobs(self) -> None:
@@ -158,15 +170,22 @@ class _Scenario:
         await self.console.training.start(BASELINE, {"learning_rate": 0.2}, epochs=5, pool="tpu-v5e", wait=True)
 
     async def interrupt(self) -> None:
-        await self.console.training.start(PREEMPTIBLE, {"learning_rate": 0.3}, epochs=5, pool="tpu-v5e",
-                                          interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH, wait=True)
+        await self.console.training.start(
+            PREEMPTIBLE,
+            {"learning_rate": 0.3},
+            epochs=5,
+            pool="tpu-v5e",
+            interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH,
+            wait=True,
+        )
 
     async def resume(self) -> None:
         await self.console.training.resume(PREEMPTIBLE, wait=True)
 
     async def tune(self) -> None:
-        await self.console.training.tune(STUDY, {"learning_rate": [0.1, 0.25, 0.4, 0.5]}, "grid", 4, pool="gpu-l4",
-                                         wait=True)
+        await self.console.training.tune(
+            STUDY, {"learning_rate": [0.1, 0.25, 0.4, 0.5]}, "grid", 4, pool="gpu-l4", wait=True
+        )
 
     async def registry(self) -> None:
         """v1 ends Archived (v2 displaced it from Production), v2 Production, v3 (the best trial) Staging, v4 None."""
@@ -181,8 +200,16 @@ class _Scenario:
 
     async def endpoint(self) -> None:
         """Two cache slots and three versions invoked in turn: the third load evicts the first."""
-        await self.console.endpoints.create(ENDPOINT, GROUP, min_instances=1, max_instances=5, target_per_instance=10,
-                                            scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
+        await self.console.endpoints.create(
+            ENDPOINT,
+            GROUP,
+            min_instances=1,
+            max_instances=5,
+            target_per_instance=10,
+            scale_out_cooldown=2,
+            scale_in_cooldown=3,
+            max_loaded_models=2,
+        )
         for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
             await self.console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
 

@@ -5,6 +5,7 @@ traceback several frames deep, a multi-host slice whose hosts each report, and a
 while someone looks at it. Every result is a deterministic function of the arguments, so a demo reads the
 same each time.
 """
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ Ticks come from the caller (the console's clock) rather than wall time so that a
 replayed, tested and restored exactly. One `last_scale_tick` serves both directions: a scale-out right
 after a scale-in waits for the scale-out cooldown, measured from that scale-in.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,8 @@ class ScalingConfig:
         require_int("max_instances", self.max_instances, 1)
         if self.max_instances < self.min_instances:
             raise ValidationError(
-                f"max_instances: must be >= min_instances ({self.min_instances}), got {self.max_instances}")
+                f"max_instances: must be >= min_instances ({self.min_instances}), got {self.max_instances}"
+            )
         require_number("target_per_instance", self.target_per_instance, minimum=0, exclusive=True)
         require_number("scale_out_cooldown", self.scale_out_cooldown, minimum=0)
         require_number("scale_in_cooldown", self.scale_in_cooldown, minimum=0)
@@ -59,12 +61,19 @@ class Endpoint:
     scale_out_cooldown = _config_field("scale_out_cooldown")
     scale_in_cooldown = _config_field("scale_in_cooldown")
 
-    def __init__(self, name: str, min_instances: int = 1, max_instances: int = 5,
-                 target_per_instance: float = 10, scale_out_cooldown: float = 3,
-                 scale_in_cooldown: float = 5) -> None:
+    def __init__(
+        self,
+        name: str,
+        min_instances: int = 1,
+        max_instances: int = 5,
+        target_per_instance: float = 10,
+        scale_out_cooldown: float = 3,
+        scale_in_cooldown: float = 5,
+    ) -> None:
         self.name = require_name("name", name)
-        self._config = ScalingConfig(min_instances, max_instances, target_per_instance,
-                                     scale_out_cooldown, scale_in_cooldown)
+        self._config = ScalingConfig(
+            min_instances, max_instances, target_per_instance, scale_out_cooldown, scale_in_cooldown
+        )
         self._instance_count = min_instances
         self._last_scale_tick: float | None = None
         self._last_tick: float | None = None
@@ -117,34 +126,53 @@ class Endpoint:
         self._history.append(ScalingEvent(now_tick, concurrency, desired, self._instance_count, action))
         return self._instance_count
 
-    def reconfigure(self, min_instances: int | None = None, max_instances: int | None = None,
-                    target_per_instance: float | None = None, scale_out_cooldown: float | None = None,
-                    scale_in_cooldown: float | None = None) -> int:
+    def reconfigure(
+        self,
+        min_instances: int | None = None,
+        max_instances: int | None = None,
+        target_per_instance: float | None = None,
+        scale_out_cooldown: float | None = None,
+        scale_in_cooldown: float | None = None,
+    ) -> int:
         """Re-clamp at once (an operator's bound is not subject to cooldown) and return the count.
 
         The clamp does not stamp `last_scale_tick`: it is not an autoscaler decision. The event records
         the last observed concurrency and what the new config would want for it.
         """
-        changes = {key: value for key, value in (
-            ("min_instances", min_instances), ("max_instances", max_instances),
-            ("target_per_instance", target_per_instance), ("scale_out_cooldown", scale_out_cooldown),
-            ("scale_in_cooldown", scale_in_cooldown)) if value is not None}
+        changes = {
+            key: value
+            for key, value in (
+                ("min_instances", min_instances),
+                ("max_instances", max_instances),
+                ("target_per_instance", target_per_instance),
+                ("scale_out_cooldown", scale_out_cooldown),
+                ("scale_in_cooldown", scale_in_cooldown),
+            )
+            if value is not None
+        }
         self._config = replace(self._config, **changes)
         self._instance_count = max(self.min_instances, min(self.max_instances, self._instance_count))
         concurrency = self._history[-1].concurrency if self._history else 0
-        self._history.append(ScalingEvent(self._last_tick, concurrency, self.desired_instances(concurrency),
-                                          self._instance_count, "reconfigure"))
+        self._history.append(
+            ScalingEvent(
+                self._last_tick, concurrency, self.desired_instances(concurrency), self._instance_count, "reconfigure"
+            )
+        )
         return self._instance_count
 
     def to_record(self) -> dict[str, Any]:
-        return {"name": self.name, **asdict(self._config), "instance_count": self._instance_count,
-                "last_scale_tick": self._last_scale_tick, "last_tick": self._last_tick}
+        return {
+            "name": self.name,
+            **asdict(self._config),
+            "instance_count": self._instance_count,
+            "last_scale_tick": self._last_scale_tick,
+            "last_tick": self._last_tick,
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], history: Iterable[ScalingEvent]) -> Endpoint:
         """Rebuild after a restart so the cooldown clock and the backwards-tick check carry on."""
-        keys = ["name", *(f.name for f in fields(ScalingConfig)), "instance_count", "last_scale_tick",
-                "last_tick"]
+        keys = ["name", *(f.name for f in fields(ScalingConfig)), "instance_count", "last_scale_tick", "last_tick"]
         missing = [key for key in keys if key not in record]
         if missing:
             raise ValidationError(f"record: missing {', '.join(missing)}")
@@ -152,8 +180,10 @@ class Endpoint:
         count = require_int("instance_count", record["instance_count"], endpoint.min_instances)
         if count > endpoint.max_instances:
             raise ValidationError(f"instance_count: must be <= max_instances ({endpoint.max_instances}), got {count}")
-        last_scale, last = (None if record[key] is None else require_number(key, record[key])
-                            for key in ("last_scale_tick", "last_tick"))
+        last_scale, last = (
+            None if record[key] is None else require_number(key, record[key])
+            for key in ("last_scale_tick", "last_tick")
+        )
         if last_scale is not None and (last is None or last_scale > last):
             raise ValidationError(f"last_scale_tick: {last_scale} is after the last tick {last}")
         try:

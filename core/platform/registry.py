@@ -4,6 +4,7 @@ The registry keeps one production pointer per group so `get_latest_production` a
 same in a group of ten versions as in one of a hundred thousand; the invariant "at most one Production
 version per group" is what makes a single pointer sufficient.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,12 +28,14 @@ class Stage(StrEnum):
     ARCHIVED = "Archived"
 
 
-ALLOWED_TRANSITIONS: Mapping[Stage, tuple[Stage, ...]] = MappingProxyType({
-    Stage.NONE: (Stage.STAGING, Stage.ARCHIVED),
-    Stage.STAGING: (Stage.PRODUCTION, Stage.ARCHIVED, Stage.NONE),
-    Stage.PRODUCTION: (Stage.ARCHIVED, Stage.STAGING),
-    Stage.ARCHIVED: (Stage.NONE,),
-})
+ALLOWED_TRANSITIONS: Mapping[Stage, tuple[Stage, ...]] = MappingProxyType(
+    {
+        Stage.NONE: (Stage.STAGING, Stage.ARCHIVED),
+        Stage.STAGING: (Stage.PRODUCTION, Stage.ARCHIVED, Stage.NONE),
+        Stage.PRODUCTION: (Stage.ARCHIVED, Stage.STAGING),
+        Stage.ARCHIVED: (Stage.NONE,),
+    }
+)
 
 
 def parse_stage(value: Stage | str) -> Stage:
@@ -139,19 +142,20 @@ class ModelRegistry:
 
     # actions
 
-    def register(self, group: str, artifact_hash: str, metrics: Mapping[str, Any] | None = None,
-                 source: str | None = None) -> ModelVersion:
+    def register(
+        self, group: str, artifact_hash: str, metrics: Mapping[str, Any] | None = None, source: str | None = None
+    ) -> ModelVersion:
         require_name("group", group)
         versions = self._versions.get(group, [])
-        model = ModelVersion(group, len(versions) + 1, artifact_hash,
-                             {} if metrics is None else metrics, source, Stage.NONE)
+        model = ModelVersion(
+            group, len(versions) + 1, artifact_hash, {} if metrics is None else metrics, source, Stage.NONE
+        )
         self._versions.setdefault(group, versions).append(model)
         self._history.setdefault(group, [])
         self._notify(group, model)
         return model
 
-    def transition(self, group: str, version: int, stage: Stage | str,
-                   archive_existing: bool = True) -> ModelVersion:
+    def transition(self, group: str, version: int, stage: Stage | str, archive_existing: bool = True) -> ModelVersion:
         versions = self._group(group)
         index = self._index(group, version)
         target = parse_stage(stage)
@@ -162,13 +166,18 @@ class ModelRegistry:
         if target not in allowed:
             raise InvalidTransitionError(
                 f"cannot move {group} v{version} from {current} to {target}; "
-                f"allowed from {current}: {', '.join(allowed)}", current, target)
+                f"allowed from {current}: {', '.join(allowed)}",
+                current,
+                target,
+            )
         incumbent = self._production.get(group) if target is Stage.PRODUCTION else None
         if incumbent is not None and not archive_existing:
             raise InvalidTransitionError(
                 f"cannot move {group} v{version} from {current} to {target}: v{incumbent} is already "
                 f"Production and archive_existing is off; allowed from {current}: {', '.join(allowed)}",
-                current, target)
+                current,
+                target,
+            )
         at = self.clock()
         appended = []
         if incumbent is not None:
@@ -179,8 +188,12 @@ class ModelRegistry:
         return versions[index]
 
     @classmethod
-    def restore(cls, versions: Iterable[ModelVersion], history: Iterable[tuple[str, Transition]],
-                clock: Callable[[], float] = time.time) -> ModelRegistry:
+    def restore(
+        cls,
+        versions: Iterable[ModelVersion],
+        history: Iterable[tuple[str, Transition]],
+        clock: Callable[[], float] = time.time,
+    ) -> ModelRegistry:
         """Rebuild from persisted state; checks consistency so a damaged store fails loudly, not later."""
         registry = cls(clock)
         by_group: dict[str, list[ModelVersion]] = {}
@@ -202,7 +215,8 @@ class ModelRegistry:
                 registry._production[group] = production[0]
         for group, entry in history:
             registry._history[registry._known_group(group, "history")].append(
-                registry._checked_transition(group, entry))
+                registry._checked_transition(group, entry)
+            )
         return registry
 
     # internals
@@ -241,10 +255,10 @@ class ModelRegistry:
 
     def _checked_transition(self, group: str, entry: Transition | Iterable[Any]) -> Transition:
         version, from_stage, to_stage, at = entry
-        event = Transition(version, parse_stage(from_stage), parse_stage(to_stage),
-                           require_number("at", at))
+        event = Transition(version, parse_stage(from_stage), parse_stage(to_stage), require_number("at", at))
         self._index(group, event.version)
         if event.to_stage not in ALLOWED_TRANSITIONS[event.from_stage]:
             raise ValidationError(
-                f"history: {group!r} v{event.version} {event.from_stage} -> {event.to_stage} is not an allowed edge")
+                f"history: {group!r} v{event.version} {event.from_stage} -> {event.to_stage} is not an allowed edge"
+            )
         return event

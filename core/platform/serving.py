@@ -4,6 +4,7 @@ The loaded set is an `OrderedDict` used as an LRU: a hit is `move_to_end` and an
 `popitem(last=False)`, both O(1), so an endpoint with thousands of loaded models invokes as fast as one
 with ten.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -107,9 +108,16 @@ class MultiModelEndpoint:
         return model
 
     @classmethod
-    def restore(cls, max_loaded_models: int, models: Mapping[str, Model], loaded: Iterable[str],
-                hits: int, misses: int, load_events: Iterable[str],
-                evict_events: Iterable[str]) -> MultiModelEndpoint:
+    def restore(
+        cls,
+        max_loaded_models: int,
+        models: Mapping[str, Model],
+        loaded: Iterable[str],
+        hits: int,
+        misses: int,
+        load_events: Iterable[str],
+        evict_events: Iterable[str],
+    ) -> MultiModelEndpoint:
         """Rebuild after a restart; `loaded` is least-recent first, exactly as `loaded` reports it."""
         endpoint = cls(max_loaded_models)
         registered = {require_name("name", name): _require_model(name, model) for name, model in models.items()}
@@ -118,8 +126,7 @@ class MultiModelEndpoint:
         if unknown:
             raise NotFoundError(f"loaded: unknown model {unknown[0]!r}; registered: {known_names(registered)}")
         if len(set(order)) != len(order) or len(order) > endpoint.max_loaded_models:
-            raise ValidationError(
-                f"loaded: expected at most {endpoint.max_loaded_models} distinct names, got {order}")
+            raise ValidationError(f"loaded: expected at most {endpoint.max_loaded_models} distinct names, got {order}")
         endpoint._models = registered
         endpoint._use(OrderedDict((name, registered[name]) for name in order))
         endpoint._hits = require_int("hits", hits, 0)

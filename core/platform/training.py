@@ -5,6 +5,7 @@ restarted when nothing was checkpointed), it ends with the hash of the uninterru
 because checkpoints are deep copies, the step never sees the job's own hyperparameters dict, and the hash
 always covers `max_epochs`, never the epochs of the last attempt.
 """
+
 from __future__ import annotations
 
 import copy
@@ -201,8 +202,9 @@ class ManagedTrainingRunner:
     can optimise any key a custom step produces.
     """
 
-    def __init__(self, cluster: TrainingCluster, train_step: TrainStep = default_train_step, *,
-                 objective: str = "loss") -> None:
+    def __init__(
+        self, cluster: TrainingCluster, train_step: TrainStep = default_train_step, *, objective: str = "loss"
+    ) -> None:
         if not isinstance(cluster, TrainingCluster):
             raise ValidationError(f"cluster must be a TrainingCluster, got {type(cluster).__name__}")
         if not callable(train_step):
@@ -239,8 +241,9 @@ class ManagedTrainingRunner:
         self._finish(job, TrainingStatus.FAILED, error=reason)
         return job
 
-    def _check(self, job: TrainingJob, action: str, required: TrainingStatus, interrupt: int | None,
-               held: bool = True) -> None:
+    def _check(
+        self, job: TrainingJob, action: str, required: TrainingStatus, interrupt: int | None, held: bool = True
+    ) -> None:
         """Every precondition of an action, checked before anything is mutated."""
         if not isinstance(job, TrainingJob):
             raise ValidationError(f"job must be a TrainingJob, got {type(job).__name__}")

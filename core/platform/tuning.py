@@ -3,6 +3,7 @@
 Everything is deterministic (sorted keys, seeded sampling, exact rational distances), so a study re-run
 or replayed by the console picks the same trials in the same order.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,14 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus, TrainStep, default_train_step
+from kinetic_tui.core.platform.training import (
+    ManagedTrainingRunner,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStatus,
+    TrainStep,
+    default_train_step,
+)
 from kinetic_tui.core.validation import json_copy, positive_int
 
 STRATEGIES = ("grid", "random", "bayesian")
@@ -78,8 +86,7 @@ class _Grid(Sequence):
     def coordinates(self, position: int) -> tuple[Fraction, ...]:
         """Per key: index / (len - 1), 0 for a single value; exact so distance ties are real ties."""
         return tuple(
-            Fraction(i, len(v) - 1) if len(v) > 1 else Fraction(0)
-            for i, v in zip(self.indices(position), self._values)
+            Fraction(i, len(v) - 1) if len(v) > 1 else Fraction(0) for i, v in zip(self.indices(position), self._values)
         )
 
     def __getitem__(self, position: int) -> dict:
@@ -114,10 +121,19 @@ def _validated_space(search_space: Any) -> dict[str, list]:
 class HyperparameterTuner:
     """A study: `run()` trains `budget` candidates one after another on the tuner's own cluster."""
 
-    def __init__(self, search_space: dict[str, list], strategy: str = "grid", max_trials: int = 10,
-                 objective: str = "loss", maximize: bool = False, seed: int = 0, max_epochs: int = 5,
-                 checkpoint_every: int = 1, train_step: TrainStep = default_train_step,
-                 parallelism: int = 1) -> None:
+    def __init__(
+        self,
+        search_space: dict[str, list],
+        strategy: str = "grid",
+        max_trials: int = 10,
+        objective: str = "loss",
+        maximize: bool = False,
+        seed: int = 0,
+        max_epochs: int = 5,
+        checkpoint_every: int = 1,
+        train_step: TrainStep = default_train_step,
+        parallelism: int = 1,
+    ) -> None:
         space = _validated_space(search_space)
         if strategy not in STRATEGIES:
             raise ValidationError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")

@@ -1,4 +1,5 @@
 """Object storage for jobs: the Storage protocol, a local-directory bucket and a GCS bucket."""
+
 from kinetic_tui.core.storage.base import Storage
 from kinetic_tui.core.storage.gcs import GcsStorage, MissingExtraError
 from kinetic_tui.core.storage.local import LocalStorage

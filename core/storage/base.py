@@ -3,6 +3,7 @@
 Keys are validated identically for every backend so that code tested against the local backend cannot
 write a key that GCS would accept but the filesystem would turn into a path escape (or vice versa).
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,12 @@ def validate_prefix(prefix: str) -> str:
     if not isinstance(prefix, str):
         raise ValidationError(f"storage key {prefix!r} must be a str")
     body = prefix[:-1] if prefix.endswith("/") else prefix
-    if prefix and (prefix.startswith("/") or "\\" in prefix or "\0" in prefix
-                   or any(part in ("", ".", "..") for part in body.split("/"))):
+    if prefix and (
+        prefix.startswith("/")
+        or "\\" in prefix
+        or "\0" in prefix
+        or any(part in ("", ".", "..") for part in body.split("/"))
+    ):
         raise ValidationError(
             f"storage key {prefix!r} is invalid: use relative '/'-separated segments, "
             "none empty, '.' or '..', no backslash"
@@ -62,8 +67,9 @@ def validate_key(key: str) -> str:
     """An object key is a non-empty prefix that does not end in '/' (that would name a directory)."""
     validate_prefix(key)
     if not key or key.endswith("/"):
-        raise ValidationError(f"storage key {key!r} is invalid: an object key must be non-empty "
-                              "and must not end with '/'")
+        raise ValidationError(
+            f"storage key {key!r} is invalid: an object key must be non-empty and must not end with '/'"
+        )
     return key
 
 

@@ -3,6 +3,7 @@
 google-cloud-storage sits in the `gcp` extra and is imported only when a GcsStorage is built, so the
 local backend never pays for it. The SDK honours STORAGE_EMULATOR_HOST itself (fake-gcs-server in tests).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.errors import KineticError
-from kinetic_tui.core.storage.base import atomic_target, missing, require_file, validate_bucket, validate_delete_prefix, validate_key, validate_prefix
+from kinetic_tui.core.storage.base import (
+    atomic_target,
+    missing,
+    require_file,
+    validate_bucket,
+    validate_delete_prefix,
+    validate_key,
+    validate_prefix,
+)
 
 
 class MissingExtraError(KineticError, ImportError):
@@ -50,13 +59,11 @@ class GcsStorage:
 
     def put_bytes(self, key: str, data: bytes) -> None:
         # A GCS upload is atomic per object: readers see the old generation until it completes.
-        self._bucket.blob(validate_key(key)).upload_from_string(bytes(data),
-                                                                content_type="application/octet-stream")
+        self._bucket.blob(validate_key(key)).upload_from_string(bytes(data), content_type="application/octet-stream")
 
     def put_file(self, key: str, path: Path) -> None:
         source = require_file(path)
-        self._bucket.blob(validate_key(key)).upload_from_filename(str(source),
-                                                                  content_type="application/octet-stream")
+        self._bucket.blob(validate_key(key)).upload_from_filename(str(source), content_type="application/octet-stream")
 
     def get_bytes(self, key: str) -> bytes:
         try:

@@ -3,6 +3,7 @@
 Writes go to a staging directory next to the buckets and are renamed into place, so a reader (the
 reconciler polling for result.pkl, a runner reading a payload) sees either the old object or the new one.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,15 @@ from pathlib import Path
 
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import local_root
-from kinetic_tui.core.storage.base import atomic_target, missing, require_file, validate_bucket, validate_delete_prefix, validate_key, validate_prefix
+from kinetic_tui.core.storage.base import (
+    atomic_target,
+    missing,
+    require_file,
+    validate_bucket,
+    validate_delete_prefix,
+    validate_key,
+    validate_prefix,
+)
 
 # Bucket names cannot start with '.', so the staging area can never collide with a bucket.
 _STAGING = ".staging"
@@ -94,12 +103,15 @@ class LocalStorage:
         for depth in range(1, len(parts)):
             ancestor = "/".join(parts[:depth])
             if (self._base / ancestor).is_file():
-                raise ValidationError(f"storage key {key!r} conflicts with existing object {ancestor!r} "
-                                      "(a local bucket cannot hold both)")
+                raise ValidationError(
+                    f"storage key {key!r} conflicts with existing object {ancestor!r} (a local bucket cannot hold both)"
+                )
         path = self._base / key
         if path.is_dir():
-            raise ValidationError(f"storage key {key!r} conflicts with existing objects under {key + '/'!r} "
-                                  "(a local bucket cannot hold both)")
+            raise ValidationError(
+                f"storage key {key!r} conflicts with existing objects under {key + '/'!r} "
+                "(a local bucket cannot hold both)"
+            )
         return path
 
     def _prune_empty_dirs(self, directory: Path) -> None:

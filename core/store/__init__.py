@@ -1,10 +1,11 @@
 """Durable state (SPEC 4): one SQLite file, one transaction per console action, a repository per mechanism.
 
-    store = Store()                        # $KINETIC_HOME/state.db, checked and migrated
-    registry = store.registry.load_registry()
-    with store.transaction():              # the action: all of it or none of it
-        registry.transition("fraud", 2, "Production")
+store = Store()                        # $KINETIC_HOME/state.db, checked and migrated
+registry = store.registry.load_registry()
+with store.transaction():              # the action: all of it or none of it
+    registry.transition("fraud", 2, "Production")
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,7 @@ from kinetic_tui.core.store.registry_repo import RegistryRepo
 from kinetic_tui.core.store.training_repo import TrainingRepo
 from kinetic_tui.core.store.tuning_repo import StoredStudy, TuningRepo
 
-__all__ = ["Store", "StoreError", "StepCache", "StoredRun", "StoredStudy"]
+__all__ = ["StepCache", "Store", "StoreError", "StoredRun", "StoredStudy"]
 
 
 class Store(Database):

@@ -12,6 +12,7 @@ Settings and why:
   transaction state; sharing one behind a lock would let one thread's action commit another's writes.
   SQLite's file locking then serialises the threads exactly as it does processes.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,11 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         with self._translated():
-            conn = sqlite3.connect(self.path, timeout=self.timeout,  # sets busy_timeout isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.timeout,  # sets busy_timeout isolation_level=None,
+                check_same_thread=False,
+            )
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA synchronous = NORMAL")
         with self._lock:
@@ -115,7 +119,8 @@ class Database:
                 if version > latest:
                     raise StoreError(
                         f"{self.path} has schema version {version} but this kinetic-tui only knows up to "
-                        f"{latest}; upgrade kinetic-tui (the file was left untouched)")
+                        f"{latest}; upgrade kinetic-tui (the file was left untouched)"
+                    )
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
                 self._migrate(version)
@@ -144,8 +149,10 @@ class Database:
     # -- errors --------------------------------------------------------------------------------------
 
     def _corrupt_message(self, detail: str) -> str:
-        return (f"{self.path} is not a usable kinetic state database ({detail}); it was left untouched: "
-                f"move it aside (or restore a backup) and start again")
+        return (
+            f"{self.path} is not a usable kinetic state database ({detail}); it was left untouched: "
+            f"move it aside (or restore a backup) and start again"
+        )
 
     def _store_error(self, exc: sqlite3.DatabaseError) -> StoreError | None:
         """The one-line StoreError for SQLite's lock and corruption errors; None for anything else
@@ -153,8 +160,10 @@ class Database:
         text = str(exc)
         if isinstance(exc, sqlite3.OperationalError):
             if "locked" in text or "busy" in text:
-                return StoreError(f"{self.path} is locked by another process for more than {self.timeout:g}s; "
-                                  f"finish or close the other kinetic-tui session and retry")
+                return StoreError(
+                    f"{self.path} is locked by another process for more than {self.timeout:g}s; "
+                    f"finish or close the other kinetic-tui session and retry"
+                )
             return None
         if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
             return None

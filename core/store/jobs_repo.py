@@ -4,6 +4,7 @@ Functions that take `conn` run inside a transaction the caller opened (a claim r
 `BEGIN IMMEDIATE`, so the statements it is made of must share it); functions that take `db` are single
 reads or writes of their own. Rows come back as tuples in `COLUMNS` order; the backend decodes them.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,19 +13,33 @@ from typing import Any
 
 from kinetic_tui.core.store.db import Database
 
-COLUMNS = ("seq, job_id, pool, nodes, status, phase, detail, group_id, created_at, started_at, "
-           "finished_at, cancel_requested, hosts, handle, launch, lane, log_start, log_end, result_at, "
-           "result_size")
+COLUMNS = (
+    "seq, job_id, pool, nodes, status, phase, detail, group_id, created_at, started_at, "
+    "finished_at, cancel_requested, hosts, handle, launch, lane, log_start, log_end, result_at, "
+    "result_size"
+)
 
 
-def insert_pending(conn: sqlite3.Connection, jobs: list[tuple[dict[str, Any], dict[str, Any]]],
-                   group_id: str | None) -> None:
+def insert_pending(
+    conn: sqlite3.Connection, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None
+) -> None:
     """Queue (handle, launch) pairs as PENDING rows, in order."""
     conn.executemany(
         "INSERT INTO jobs (job_id, backend, pool, nodes, status, group_id, created_at, handle, launch) "
         "VALUES (?, 'local', ?, ?, 'PENDING', ?, ?, ?, ?)",
-        [(handle["job_id"], handle["pool"], handle["num_nodes"], group_id, handle["created_at"],
-          json.dumps(handle), json.dumps(launch)) for handle, launch in jobs])
+        [
+            (
+                handle["job_id"],
+                handle["pool"],
+                handle["num_nodes"],
+                group_id,
+                handle["created_at"],
+                json.dumps(handle),
+                json.dumps(launch),
+            )
+            for handle, launch in jobs
+        ],
+    )
 
 
 def get(db: Database, job_id: str) -> tuple[Any, ...] | None:
@@ -45,8 +60,9 @@ def recent_ids(db: Database, limit: int = 2000) -> list[str]:
     return [job_id for (job_id,) in db.query("SELECT job_id FROM jobs ORDER BY seq DESC LIMIT ?", (limit,))]
 
 
-def newest_first(db: Database, status: str | None = None, group_id: str | None = None,
-                 limit: int | None = None) -> list[tuple[Any, ...]]:
+def newest_first(
+    db: Database, status: str | None = None, group_id: str | None = None, limit: int | None = None
+) -> list[tuple[Any, ...]]:
     where: list[str] = []
     params: list[Any] = []
     if status is not None:
@@ -75,14 +91,16 @@ def group_statuses(db: Database, group_id: str) -> list[tuple[str, str, float | 
 
 def active_in_pool(conn: sqlite3.Connection, pool: str) -> int:
     """How many jobs of `pool` are PENDING or RUNNING."""
-    return conn.execute("SELECT COUNT(*) FROM jobs WHERE pool = ? AND status IN ('PENDING', 'RUNNING')",
-                        (pool,)).fetchone()[0]
+    return conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE pool = ? AND status IN ('PENDING', 'RUNNING')", (pool,)
+    ).fetchone()[0]
 
 
 def queue(conn: sqlite3.Connection, pool: str) -> list[tuple[Any, ...]]:
     """The pool's PENDING jobs not yet in a lane, in submission order."""
-    return conn.execute(f"SELECT {COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' "
-                        "AND lane IS NULL ORDER BY seq", (pool,)).fetchall()
+    return conn.execute(
+        f"SELECT {COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' AND lane IS NULL ORDER BY seq", (pool,)
+    ).fetchall()
 
 
 def mark_running(conn: sqlite3.Connection, job_id: str, now: float) -> None:
@@ -93,21 +111,28 @@ def record_hosts(db: Database, job_id: str, hosts: list[dict[str, Any]]) -> None
     db.write("UPDATE jobs SET hosts = ? WHERE job_id = ?", (json.dumps(hosts), job_id))
 
 
-def settle(conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None,
-           now: float) -> bool:
+def settle(
+    conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None, now: float
+) -> bool:
     """Give a PENDING or RUNNING job its outcome; False if it had one already (a concurrent settler won)."""
-    return bool(conn.execute(
-        "UPDATE jobs SET status = ?, phase = ?, detail = ?, finished_at = ? "
-        "WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
-        (status, phase, detail, now, job_id)).rowcount)
+    return bool(
+        conn.execute(
+            "UPDATE jobs SET status = ?, phase = ?, detail = ?, finished_at = ? "
+            "WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
+            (status, phase, detail, now, job_id),
+        ).rowcount
+    )
 
 
 def request_cancel(db: Database, job_id: str, now: float) -> None:
     """Flag the job for cancellation and, if it is still PENDING, cancel it outright (one transaction)."""
     with db.transaction() as conn:
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?", (job_id,))
-        conn.execute("UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
-                     "WHERE job_id = ? AND status = 'PENDING'", (now, job_id))
+        conn.execute(
+            "UPDATE jobs SET status = 'CANCELLED', detail = 'cancelled', finished_at = ? "
+            "WHERE job_id = ? AND status = 'PENDING'",
+            (now, job_id),
+        )
 
 
 # -- batches (job_groups) ------------------------------------------------------------------------------
@@ -125,7 +150,10 @@ def max_concurrent(conn: sqlite3.Connection, group_id: str) -> int | None:
 
 def group_running(conn: sqlite3.Connection, group_id: str) -> int:
     """What counts against a batch's max_concurrent: its running jobs outside lanes and its open lanes."""
-    jobs = conn.execute("SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING' AND lane IS NULL",
-                        (group_id,)).fetchone()[0]
-    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL",
-                               (group_id,)).fetchone()[0]
+    jobs = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING' AND lane IS NULL", (group_id,)
+    ).fetchone()[0]
+    return (
+        jobs
+        + conn.execute("SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL", (group_id,)).fetchone()[0]
+    )

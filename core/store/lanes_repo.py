@@ -5,6 +5,7 @@ applying a lane's progress advances `lanes.progress` in the same transaction as 
 so each progress line counts once however many processes observe. Lanes come back as tuples in `COLUMNS`
 order; the backend decodes them.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,19 +41,26 @@ def current(conn: sqlite3.Connection, lane_id: str) -> tuple[Any, ...]:
 
 def unassigned_inputs(conn: sqlite3.Connection, group_id: str) -> list[tuple[str, str]]:
     """(job_id, launch JSON) of the batch's PENDING inputs no lane holds, in submission order."""
-    return conn.execute("SELECT job_id, launch FROM jobs WHERE group_id = ? AND status = 'PENDING' "
-                        "AND lane IS NULL ORDER BY seq", (group_id,)).fetchall()
+    return conn.execute(
+        "SELECT job_id, launch FROM jobs WHERE group_id = ? AND status = 'PENDING' AND lane IS NULL ORDER BY seq",
+        (group_id,),
+    ).fetchall()
 
 
 def mean_input_seconds(conn: sqlite3.Connection, group_id: str) -> float | None:
     """How long the batch's inputs that succeeded in lanes took on average (None before the first)."""
-    return conn.execute("SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
-                        "AND status = 'SUCCEEDED'", (group_id,)).fetchone()[0]
+    return conn.execute(
+        "SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
+        "AND status = 'SUCCEEDED'",
+        (group_id,),
+    ).fetchone()[0]
 
 
 def insert(conn: sqlite3.Connection, lane_id: str, pool: str, group_id: str, directory: str, now: float) -> None:
-    conn.execute("INSERT INTO lanes (lane_id, pool, group_id, dir, started_at) VALUES (?, ?, ?, ?, ?)",
-                 (lane_id, pool, group_id, directory, now))
+    conn.execute(
+        "INSERT INTO lanes (lane_id, pool, group_id, dir, started_at) VALUES (?, ?, ?, ?, ?)",
+        (lane_id, pool, group_id, directory, now),
+    )
 
 
 def assign_inputs(conn: sqlite3.Connection, lane_id: str, job_ids: list[str]) -> None:
@@ -66,8 +74,11 @@ def record_hosts(db: Database, lane_id: str, hosts: list[dict[str, Any]]) -> Non
 def fail_launch(db: Database, lane_id: str, detail: str, now: float) -> None:
     """The lane's process could not start: its inputs fail and the lane closes, in one transaction."""
     with db.transaction() as conn:
-        conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'launch', detail = ?, finished_at = ? "
-                     "WHERE lane = ? AND status = 'PENDING'", (detail, now, lane_id))
+        conn.execute(
+            "UPDATE jobs SET status = 'FAILED', phase = 'launch', detail = ?, finished_at = ? "
+            "WHERE lane = ? AND status = 'PENDING'",
+            (detail, now, lane_id),
+        )
         conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane_id))
 
 
@@ -75,27 +86,41 @@ def fail_launch(db: Database, lane_id: str, detail: str, now: float) -> None:
 
 
 def input_started(conn: sqlite3.Connection, job_id: str, log_at: int, started_at: float) -> None:
-    conn.execute("UPDATE jobs SET log_start = ?, started_at = COALESCE(started_at, ?), "
-                 "status = CASE status WHEN 'PENDING' THEN 'RUNNING' ELSE status END WHERE job_id = ?",
-                 (log_at, started_at, job_id))
+    conn.execute(
+        "UPDATE jobs SET log_start = ?, started_at = COALESCE(started_at, ?), "
+        "status = CASE status WHEN 'PENDING' THEN 'RUNNING' ELSE status END WHERE job_id = ?",
+        (log_at, started_at, job_id),
+    )
 
 
 def input_skipped(conn: sqlite3.Connection, job_id: str) -> None:
     conn.execute("UPDATE jobs SET log_end = log_start WHERE job_id = ?", (job_id,))
 
 
-def input_ended(conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None,
-                ended_at: float, log_end: int, result_at: int, result_size: int) -> bool:
+def input_ended(
+    conn: sqlite3.Connection,
+    job_id: str,
+    status: str,
+    phase: str | None,
+    detail: str | None,
+    ended_at: float,
+    log_end: int,
+    result_at: int,
+    result_size: int,
+) -> bool:
     """Settle the input (CANCELLED if a cancel was requested); True if this settled it. An input settled
     already (cancelled while it ran) keeps its status but still records where its output is."""
     changed = conn.execute(
         "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, phase = ?, "
         "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ?, log_end = ?, "
         "result_at = ?, result_size = ? WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
-        (status, phase, detail, ended_at, log_end, result_at, result_size, job_id)).rowcount
+        (status, phase, detail, ended_at, log_end, result_at, result_size, job_id),
+    ).rowcount
     if not changed:
-        conn.execute("UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
-                     (log_end, result_at, result_size, job_id))
+        conn.execute(
+            "UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
+            (log_end, result_at, result_size, job_id),
+        )
     return bool(changed)
 
 
@@ -107,34 +132,40 @@ def set_progress(conn: sqlite3.Connection, lane_id: str, offset: int) -> None:
 
 
 def started_count(conn: sqlite3.Connection, lane_id: str) -> int:
-    return conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL",
-                        (lane_id,)).fetchone()[0]
+    return conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL", (lane_id,)).fetchone()[0]
 
 
 def settle_in_flight(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:
     """Inputs the lane had started but not finished: FAILED (phase lost) or, if asked, CANCELLED. Returns
     their ids."""
-    inflight = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
-                            "AND status IN ('PENDING', 'RUNNING')", (lane_id,)).fetchall()
-    conn.execute("UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
-                 "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
-                 "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
-                 "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
-                 (detail, now, lane_id))
+    inflight = conn.execute(
+        "SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
+        "AND status IN ('PENDING', 'RUNNING')",
+        (lane_id,),
+    ).fetchall()
+    conn.execute(
+        "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
+        "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
+        "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
+        "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
+        (detail, now, lane_id),
+    )
     return [job_id for (job_id,) in inflight]
 
 
 def requeue_unstarted(conn: sqlite3.Connection, lane_id: str) -> None:
     """Give the inputs the lane never reached back to the queue, for another lane."""
-    conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'",
-                 (lane_id,))
+    conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'", (lane_id,))
 
 
 def fail_unstarted(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:
     """FAIL (phase lost) the lane's inputs still PENDING; returns their ids."""
     unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND status = 'PENDING'", (lane_id,)).fetchall()
-    conn.execute("UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
-                 "WHERE lane = ? AND status = 'PENDING'", (detail, now, lane_id))
+    conn.execute(
+        "UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
+        "WHERE lane = ? AND status = 'PENDING'",
+        (detail, now, lane_id),
+    )
     return [job_id for (job_id,) in unstarted]
 
 

@@ -6,6 +6,7 @@ JSON fields), given the open connection. `Store` applies every entry newer than 
 leaves the previous version intact. Adding a table later is one appended tuple; never edit an entry that has
 shipped.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -16,7 +17,9 @@ from kinetic_tui.core.store.module_moves import rewrite_module_paths
 Migration = str | Callable[[sqlite3.Connection], None]
 
 MIGRATIONS: list[tuple[int, Migration]] = [
-    (1, """
+    (
+        1,
+        """
         CREATE TABLE training_jobs (
             name   TEXT PRIMARY KEY,
             status TEXT NOT NULL,
@@ -100,8 +103,11 @@ MIGRATIONS: list[tuple[int, Migration]] = [
             key     TEXT PRIMARY KEY,
             outputs TEXT NOT NULL
         );
-    """),
-    (2, """
+    """,
+    ),
+    (
+        2,
+        """
         -- the local backend: pools of (emulated) accelerator nodes and the jobs placed on them
         CREATE TABLE settings (
             key   TEXT PRIMARY KEY,
@@ -143,8 +149,11 @@ MIGRATIONS: list[tuple[int, Migration]] = [
             path   TEXT PRIMARY KEY,
             job_id TEXT NOT NULL
         );
-    """),
-    (3, """
+    """,
+    ),
+    (
+        3,
+        """
         -- console training runs (core/training/service.py): what a TrainingJob record does not carry
         CREATE TABLE training_runs (
             name  TEXT PRIMARY KEY REFERENCES training_jobs(name) ON DELETE CASCADE,
@@ -159,8 +168,11 @@ MIGRATIONS: list[tuple[int, Migration]] = [
             pool TEXT NOT NULL,
             step TEXT
         );
-    """),
-    (4, """
+    """,
+    ),
+    (
+        4,
+        """
         -- GKE profiles: the desired accelerator node pools of each cluster (core/backends/gke/pools.py); the Pulumi
         -- stack is converged to these rows by `kinetic-tui up` / `pool add|remove`
         CREATE TABLE gke_pools (
@@ -175,8 +187,11 @@ MIGRATIONS: list[tuple[int, Migration]] = [
             PRIMARY KEY (project, cluster, name),
             UNIQUE (project, cluster, accelerator, spot)
         );
-    """),
-    (5, """
+    """,
+    ),
+    (
+        5,
+        """
         -- map lanes (core/backends/local/lanes.py): one runner process on one node works through a chunk of a
         -- batch's inputs; each input keeps its own jobs row, its log range and its result range
         CREATE TABLE lanes (
@@ -196,7 +211,8 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         ALTER TABLE jobs ADD COLUMN result_at INTEGER; -- its result pickle in the lane's results file
         ALTER TABLE jobs ADD COLUMN result_size INTEGER;
         CREATE INDEX jobs_by_lane ON jobs (lane);
-    """),
+    """,
+    ),
     # the one `kinetic_tui` namespace: stored references to the old top-level `core`/`infra`/`runner` modules
     (6, rewrite_module_paths),
 ]

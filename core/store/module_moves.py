@@ -8,6 +8,7 @@ layout are rewritten: a user's own package named `runner` or `infra` keeps its r
 
 The table is frozen with the migration: a later move needs a migration of its own.
 """
+
 from __future__ import annotations
 
 import io
@@ -130,7 +131,7 @@ def moved_pickle(blob: bytes) -> bytes:
             return blob
         value = _MovingUnpickler(io.BytesIO(blob)).load()
         return pickle.dumps(value)
-    except Exception:  # noqa: BLE001 - one unreadable model must not keep the workspace from opening
+    except Exception:
         return blob
 
 
@@ -147,10 +148,12 @@ def rewrite_module_paths(conn: sqlite3.Connection) -> None:
         step = record.get("step")
         if moved_reference(step) != step:
             record["step"] = moved_reference(step)
-            conn.execute("UPDATE training_runs SET meta = ? WHERE name = ?",
-                         (json.dumps(record, separators=(",", ":")), name))
+            conn.execute(
+                "UPDATE training_runs SET meta = ? WHERE name = ?", (json.dumps(record, separators=(",", ":")), name)
+            )
     for endpoint, name, blob in conn.execute("SELECT endpoint, name, model FROM multimodel_models").fetchall():
         moved = moved_pickle(blob)
         if moved != blob:
-            conn.execute("UPDATE multimodel_models SET model = ? WHERE endpoint = ? AND name = ?",
-                         (moved, endpoint, name))
+            conn.execute(
+                "UPDATE multimodel_models SET model = ? WHERE endpoint = ? AND name = ?", (moved, endpoint, name)
+            )

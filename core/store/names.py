@@ -4,6 +4,7 @@ A Tab press must answer in a few milliseconds and must never change anything, so
 read-only, runs one query and closes it: no migration, no backend, no reconcile. A workspace without a
 database, or one whose schema lacks a table, simply has no names to offer; it is never an error.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -34,8 +35,7 @@ def object_names(kind: str, prefix: str = "", path: Path | None = None) -> list[
     database = path or state_db_path()
     if not database.is_file():
         return []
-    query = (f"SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, ?) = ? "
-             f"ORDER BY {order} LIMIT {LIMIT}")
+    query = f"SELECT DISTINCT {column} FROM {table} WHERE substr({column}, 1, ?) = ? ORDER BY {order} LIMIT {LIMIT}"
     try:
         with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=TIMEOUT)) as db:
             return [row[0] for row in db.execute(query, (len(prefix), prefix))]

@@ -3,6 +3,7 @@
 A definition is stored as a "MODULE:ATTR" reference plus its default params, not pickled: steps are code,
 and re-importing picks up edited steps, whose new fingerprints then miss the cache as they should.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -36,11 +37,15 @@ class StepCache(MutableMapping[str, dict]):
 
     def __setitem__(self, key: str, outputs: dict) -> None:
         if not isinstance(key, str) or not isinstance(outputs, dict):
-            raise ValidationError(f"step cache: expected a str key and dict outputs, got {key!r}: "
-                                  f"{type(outputs).__name__}")
+            raise ValidationError(
+                f"step cache: expected a str key and dict outputs, got {key!r}: {type(outputs).__name__}"
+            )
         blob = dumps(outputs, f"step outputs cached under {key[:12]}")
-        self._db.write("INSERT INTO step_cache (key, outputs) VALUES (?, ?) "
-                       "ON CONFLICT (key) DO UPDATE SET outputs = excluded.outputs", (key, blob))
+        self._db.write(
+            "INSERT INTO step_cache (key, outputs) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET outputs = excluded.outputs",
+            (key, blob),
+        )
 
     def __delitem__(self, key: str) -> None:
         with self._db.transaction() as conn:
@@ -69,8 +74,9 @@ def resolve_pipeline(ref: str) -> Pipeline:
         target = getattr(target, part)
     pipeline = target if isinstance(target, Pipeline) or not callable(target) else target()
     if not isinstance(pipeline, Pipeline):
-        raise ValidationError(f"pipeline reference {ref!r}: expected a Pipeline or a factory returning one, "
-                              f"got {type(pipeline).__name__}")
+        raise ValidationError(
+            f"pipeline reference {ref!r}: expected a Pipeline or a factory returning one, got {type(pipeline).__name__}"
+        )
     return pipeline
 
 
@@ -84,9 +90,12 @@ class PipelineRepo:
         pipeline = resolve_pipeline(ref)
         params = dumps(pipeline.params, f"default params of pipeline {pipeline.name!r}")
         with self._db.transaction() as conn:
-            conn.execute("INSERT INTO pipelines (name, ref, default_params) VALUES (?, ?, ?) "
-                         "ON CONFLICT (name) DO UPDATE SET ref = excluded.ref, "
-                         "default_params = excluded.default_params", (pipeline.name, ref, params))
+            conn.execute(
+                "INSERT INTO pipelines (name, ref, default_params) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET ref = excluded.ref, "
+                "default_params = excluded.default_params",
+                (pipeline.name, ref, params),
+            )
         return Pipeline(pipeline.name, pipeline.steps, pipeline.params, cache=self.cache)
 
     def names(self) -> list[str]:
@@ -110,16 +119,19 @@ class PipelineRepo:
         record = dumps(run.to_record(), f"run of pipeline {run.pipeline!r}")
         with self._db.transaction() as conn:
             self.definition(run.pipeline)
-            (number,) = conn.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM pipeline_runs WHERE pipeline = ?",
-                                     (run.pipeline,)).fetchone()
-            conn.execute("INSERT INTO pipeline_runs (pipeline, number, record) VALUES (?, ?, ?)",
-                         (run.pipeline, number, record))
+            (number,) = conn.execute(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM pipeline_runs WHERE pipeline = ?", (run.pipeline,)
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO pipeline_runs (pipeline, number, record) VALUES (?, ?, ?)", (run.pipeline, number, record)
+            )
         return number
 
     def runs(self, name: str) -> list[StoredRun]:
         """Every recorded run of `name`, oldest first."""
         with self._db.transaction(write=False):
             self.definition(name)
-            rows = self._db.query("SELECT number, record FROM pipeline_runs WHERE pipeline = ? ORDER BY number",
-                                  (name,))
+            rows = self._db.query(
+                "SELECT number, record FROM pipeline_runs WHERE pipeline = ? ORDER BY number", (name,)
+            )
         return [StoredRun(number, PipelineRun.from_record(json.loads(record))) for number, record in rows]

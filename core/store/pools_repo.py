@@ -3,6 +3,7 @@
 Functions that take `conn` run inside the caller's transaction (a claim, an add or a remove checks and
 writes under one write lock); functions that take `db` stand alone.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -31,7 +32,8 @@ def with_usage(db: Database) -> list[tuple[Any, ...]]:
         "COALESCE((SELECT SUM(nodes) FROM jobs j WHERE j.pool = p.name AND j.status = 'RUNNING' "
         "AND j.lane IS NULL), 0) + (SELECT COUNT(*) FROM lanes l WHERE l.pool = p.name AND l.ended_at IS NULL), "
         "(SELECT COUNT(*) FROM jobs j WHERE j.pool = p.name AND j.status = 'PENDING') "
-        "FROM pools p ORDER BY p.name")
+        "FROM pools p ORDER BY p.name"
+    )
 
 
 def exists(conn: sqlite3.Connection, name: str) -> bool:
@@ -48,8 +50,9 @@ def delete(conn: sqlite3.Connection, name: str) -> None:
 
 def capacities(conn: sqlite3.Connection, name: str | None = None) -> list[tuple[str, int]]:
     """(name, nodes) of every pool, or of the one named."""
-    return conn.execute("SELECT name, nodes FROM pools" + (" WHERE name = ?" if name else ""),
-                        (name,) if name else ()).fetchall()
+    return conn.execute(
+        "SELECT name, nodes FROM pools" + (" WHERE name = ?" if name else ""), (name,) if name else ()
+    ).fetchall()
 
 
 def capacity(conn: sqlite3.Connection, name: str) -> int:
@@ -58,6 +61,7 @@ def capacity(conn: sqlite3.Connection, name: str) -> int:
 
 def nodes_in_use(conn: sqlite3.Connection, pool: str) -> int:
     """Nodes held on `pool`: running jobs outside lanes, plus one per open lane."""
-    jobs = conn.execute("SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING' "
-                        "AND lane IS NULL", (pool,)).fetchone()[0]
+    jobs = conn.execute(
+        "SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING' AND lane IS NULL", (pool,)
+    ).fetchone()[0]
     return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE pool = ? AND ended_at IS NULL", (pool,)).fetchone()[0]

@@ -6,6 +6,7 @@ A version's stage is not stored on its row: it is the `to_stage` of its last tra
 one), so the two can never disagree and a transition costs one INSERT. If a write fails, the in-memory
 registry is ahead of the file; rebuild it with `load_registry`.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,19 @@ class RegistryRepo:
             self._db.write(
                 "INSERT INTO model_versions (group_name, version, artifact_hash, metrics, source) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (group, event.version, event.artifact_hash,
-                 dumps(dict(event.metrics), f"metrics of {group} v{event.version}"), event.source))
+                (
+                    group,
+                    event.version,
+                    event.artifact_hash,
+                    dumps(dict(event.metrics), f"metrics of {group} v{event.version}"),
+                    event.source,
+                ),
+            )
         else:
             self._db.write(
                 "INSERT INTO model_transitions (group_name, version, from_stage, to_stage, at) VALUES (?, ?, ?, ?, ?)",
-                (group, event.version, event.from_stage.value, event.to_stage.value, event.at))
+                (group, event.version, event.from_stage.value, event.to_stage.value, event.at),
+            )
 
     def attach(self, registry: ModelRegistry) -> ModelRegistry:
         """Persist every later change of `registry`."""
@@ -41,14 +49,19 @@ class RegistryRepo:
     def load_registry(self, clock: Callable[[], float] = time.time) -> ModelRegistry:
         """The registry as last committed, already attached to this store."""
         with self._db.transaction(write=False):
-            versions = self._db.query(
-                "SELECT group_name, version, artifact_hash, metrics, source FROM model_versions")
+            versions = self._db.query("SELECT group_name, version, artifact_hash, metrics, source FROM model_versions")
             transitions = self._db.query(
-                "SELECT group_name, version, from_stage, to_stage, at FROM model_transitions ORDER BY seq")
-        history = [(group, Transition(version, from_stage, to_stage, at))
-                   for group, version, from_stage, to_stage, at in transitions]
+                "SELECT group_name, version, from_stage, to_stage, at FROM model_transitions ORDER BY seq"
+            )
+        history = [
+            (group, Transition(version, from_stage, to_stage, at))
+            for group, version, from_stage, to_stage, at in transitions
+        ]
         stages = {(group, event.version): event.to_stage for group, event in history}
-        models = [ModelVersion(group, version, artifact_hash, json.loads(metrics), source,
-                               stages.get((group, version), Stage.NONE))
-                  for group, version, artifact_hash, metrics, source in versions]
+        models = [
+            ModelVersion(
+                group, version, artifact_hash, json.loads(metrics), source, stages.get((group, version), Stage.NONE)
+            )
+            for group, version, artifact_hash, metrics, source in versions
+        ]
         return self.attach(ModelRegistry.restore(models, history, clock))

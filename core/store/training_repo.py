@@ -1,10 +1,17 @@
 """Training jobs in state.db: the whole `to_record()` (checkpoint state included) as one JSON row."""
+
 from __future__ import annotations
 
 import json
 
 from kinetic_tui.core.errors import NotFoundError
-from kinetic_tui.core.platform.training import CapacityError, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStateError,
+    TrainingStatus,
+)
 from kinetic_tui.core.store.db import Database, dumps
 from kinetic_tui.core.validation import known_names
 
@@ -18,9 +25,11 @@ class TrainingRepo:
     def save(self, job: TrainingJob) -> None:
         """Upsert the job's current record; call after every runner action, inside that action's transaction."""
         record = dumps(job.to_record(), f"training job {job.name!r}")
-        self._db.write("INSERT INTO training_jobs (name, status, record) VALUES (?, ?, ?) "
-                       "ON CONFLICT (name) DO UPDATE SET status = excluded.status, record = excluded.record",
-                       (job.name, job.status.value, record))
+        self._db.write(
+            "INSERT INTO training_jobs (name, status, record) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET status = excluded.status, record = excluded.record",
+            (job.name, job.status.value, record),
+        )
 
     def get(self, name: str) -> TrainingJob:
         rows = self._db.query("SELECT record FROM training_jobs WHERE name = ?", (name,))
@@ -34,8 +43,10 @@ class TrainingRepo:
     def load(self, cluster: TrainingCluster | None = None) -> dict[str, TrainingJob]:
         """Every stored job by name; with `cluster`, jobs that held an instance (InProgress or Stopped)
         are adopted into it, so a resume after a restart finds its instance (CapacityError if too small)."""
-        jobs = {name: TrainingJob.from_record(json.loads(record))
-                for name, record in self._db.query("SELECT name, record FROM training_jobs ORDER BY name")}
+        jobs = {
+            name: TrainingJob.from_record(json.loads(record))
+            for name, record in self._db.query("SELECT name, record FROM training_jobs ORDER BY name")
+        }
         if cluster is not None:
             holders = [job for job in jobs.values() if job.status in _HOLDING]
             # check everything first, so a failed load adopts nothing
@@ -45,7 +56,8 @@ class TrainingRepo:
             if len(holders) > cluster.available():
                 raise CapacityError(
                     f"cluster has {cluster.instance_count} instances, {cluster.in_use} in use, too few for "
-                    f"{len(holders)} restored training jobs holding one: {', '.join(job.name for job in holders)}")
+                    f"{len(holders)} restored training jobs holding one: {', '.join(job.name for job in holders)}"
+                )
             for job in holders:
                 cluster.adopt(job)
         return jobs

@@ -1,5 +1,6 @@
 """What the console adds to a training or a tuning study in state.db: `training_runs` (a run's pool,
 study and metadata beside its store.training record) and `tuning_runs` (a study's pool and step)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,15 +28,20 @@ def runs(db: Database, pool: str | None = None, study: str | None = None) -> lis
         where.append("r.study = ?")
         params.append(study)
     condition = f"WHERE {' AND '.join(where)} " if where else ""
-    return db.query("SELECT j.record, r.pool, r.study, r.meta FROM training_runs r "
-                    f"JOIN training_jobs j ON j.name = r.name {condition}ORDER BY r.name", tuple(params))
+    return db.query(
+        "SELECT j.record, r.pool, r.study, r.meta FROM training_runs r "
+        f"JOIN training_jobs j ON j.name = r.name {condition}ORDER BY r.name",
+        tuple(params),
+    )
 
 
 def save_run(db: Database, name: str, pool: str, study: str | None, meta: dict[str, Any]) -> None:
     """Insert the run, or update its meta (pool and study never change); joins the caller's transaction."""
-    db.write("INSERT INTO training_runs (name, pool, study, meta) VALUES (?, ?, ?, ?) "
-             "ON CONFLICT (name) DO UPDATE SET meta = excluded.meta",
-             (name, pool, study, dumps(meta, f"run {name!r}")))
+    db.write(
+        "INSERT INTO training_runs (name, pool, study, meta) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET meta = excluded.meta",
+        (name, pool, study, dumps(meta, f"run {name!r}")),
+    )
 
 
 def delete_training(db: Database, name: str) -> None:

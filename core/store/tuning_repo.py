@@ -1,4 +1,5 @@
 """Tuning studies in state.db: the study's configuration, one row per trial, and the best trial's id."""
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,15 @@ class TuningRepo:
         require_name("study name", name)
         record = tuner.to_record()
         config = dumps({k: v for k, v in record.items() if k not in _RESULT_KEYS}, f"study {name!r}")
-        trials = [(name, trial["trial_id"], dumps(trial, f"study {name!r} trial {trial['trial_id']}"))
-                  for trial in record["trials"]]
+        trials = [
+            (name, trial["trial_id"], dumps(trial, f"study {name!r} trial {trial['trial_id']}"))
+            for trial in record["trials"]
+        ]
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM tuning_studies WHERE name = ?", (name,))  # cascades to its trials
-            conn.execute("INSERT INTO tuning_studies (name, config, best) VALUES (?, ?, ?)",
-                         (name, config, record["best"]))
+            conn.execute(
+                "INSERT INTO tuning_studies (name, config, best) VALUES (?, ?, ?)", (name, config, record["best"])
+            )
             conn.executemany("INSERT INTO tuning_trials (study, trial_id, record) VALUES (?, ?, ?)", trials)
 
     def names(self) -> list[str]:
@@ -46,7 +50,11 @@ class TuningRepo:
             rows = self._db.query("SELECT config, best FROM tuning_studies WHERE name = ?", (name,))
             if not rows:
                 raise NotFoundError(f"study: unknown {name!r}; known: {known_names(self.names())}")
-            trials = [json.loads(record) for (record,) in self._db.query(
-                "SELECT record FROM tuning_trials WHERE study = ? ORDER BY trial_id", (name,))]
+            trials = [
+                json.loads(record)
+                for (record,) in self._db.query(
+                    "SELECT record FROM tuning_trials WHERE study = ? ORDER BY trial_id", (name,)
+                )
+            ]
         config, best = rows[0]
         return StoredStudy(name, json.loads(config), TuningResult.from_record({"trials": trials, "best": best}))

@@ -3,6 +3,7 @@
 Functions that take `conn` run inside the caller's transaction (a claim takes its locks while it claims
 the job; settling releases them while it settles).
 """
+
 from __future__ import annotations
 
 import sqlite3

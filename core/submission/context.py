@@ -3,6 +3,7 @@
 The decorator, `map` and the console all build a `JobContext` first; everything downstream (packaging,
 upload, the backend) reads from it, so a setting is never resolved twice in two different ways.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -84,8 +85,10 @@ def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) ->
     if not kind(backend).on_this_machine:
         return text
     if text.startswith("gs://"):
-        raise ValidationError(f"output_dir {text!r}: the local backend writes outputs to a local directory; "
-                              f"pass a local path or omit output_dir")
+        raise ValidationError(
+            f"output_dir {text!r}: the local backend writes outputs to a local directory; "
+            f"pass a local path or omit output_dir"
+        )
     return str(Path(text).expanduser().resolve())
 
 
@@ -150,8 +153,9 @@ class JobContext:
         if spot and not parsed.spot:
             parsed = parse_accelerator(format_accelerator(parsed) + ":spot")
         infra_backend = None if backend is None else kind(backend).profile_kind
-        infra = resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace,
-                              backend=infra_backend, profile=profile)
+        infra = resolve_infra(
+            project=project, zone=zone, cluster=cluster, namespace=namespace, backend=infra_backend, profile=profile
+        )
         chosen_backend = choose_backend(infra.backend, parsed, backend)
         func_name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
         return cls(
@@ -177,9 +181,7 @@ class JobContext:
 def check_callable(func: Any) -> Callable[..., Any]:
     """Decoration-time checks (SPEC 2.1): these objects cannot be shipped as a plain function."""
     if isinstance(func, (classmethod, staticmethod)):
-        raise TypeError(
-            f"@run cannot decorate a {type(func).__name__} object; apply @run to a plain function"
-        )
+        raise TypeError(f"@run cannot decorate a {type(func).__name__} object; apply @run to a plain function")
     if hasattr(func, "cache_info") and hasattr(func, "__wrapped__"):
         raise TypeError("@run cannot decorate a functools.cache/lru_cache wrapper; decorate the plain function")
     if not callable(func):

@@ -4,6 +4,7 @@ Each backend checks, packs, uploads and queues the call its own way (the local o
 writes to its jobs bucket; GKE resolves an image and creates a Job); every check runs before anything is
 written. A GKE context loads its backend only then: it needs the gcp extra.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

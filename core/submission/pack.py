@@ -6,6 +6,7 @@ Data upload waits in a `DeferredWrites` queue; only then `upload` writes the dat
 and the archive. `handle.json` is written before the backend creates the job, so a crash between the
 two leaves a handle that `attach` can explain instead of a job nobody can find.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,12 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.data import replace_data_refs
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.submission.packaging import PayloadError, SensitiveEnvWarning, build_context_zip, build_payload, capture_env, find_package_root, is_installed, make_plan
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage.base import Storage
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.submission.packaging import (
+    PayloadError,
+    SensitiveEnvWarning,
+    build_context_zip,
+    build_payload,
+    capture_env,
+    find_package_root,
+    is_installed,
+    make_plan,
+)
 
 PAYLOAD, CONTEXT, RESULT, HANDLE = "payload.pkl", "context.zip", "result.pkl", "handle.json"
 
@@ -88,20 +98,41 @@ class Prepared:
     volume_paths: tuple[str, ...]
 
     def runner_args(self) -> list[str]:
-        return ["--payload", self.payload_uri, "--context", self.context_uri, "--result", self.result_uri,
-                "--payload-sha256", self.payload_sha256, "--context-sha256", self.context_sha256]
+        return [
+            "--payload",
+            self.payload_uri,
+            "--context",
+            self.context_uri,
+            "--result",
+            self.result_uri,
+            "--payload-sha256",
+            self.payload_sha256,
+            "--context-sha256",
+            self.context_sha256,
+        ]
 
 
 def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_dir: str) -> dict[str, Any]:
     """The durable, JSON-serialisable JobHandle (SPEC 2.6)."""
     infra = ctx.infra
     return {
-        "job_id": ctx.job_id, "backend": ctx.backend, "project": infra.project, "cluster": infra.cluster,
-        "zone": infra.zone, "namespace": infra.namespace, "bucket": ctx.bucket,
-        "accelerator": ctx.accelerator_text, "num_nodes": ctx.num_nodes, "pool": pool,
-        "func_name": ctx.func_name, "display_name": ctx.display_name, "created_at": ctx.created_at,
-        "group_id": ctx.group_id, "profile": infra.profile,
-        "result_uri": storage.uri(f"{ctx.job_id}/{RESULT}"), "output_dir": output_dir,
+        "job_id": ctx.job_id,
+        "backend": ctx.backend,
+        "project": infra.project,
+        "cluster": infra.cluster,
+        "zone": infra.zone,
+        "namespace": infra.namespace,
+        "bucket": ctx.bucket,
+        "accelerator": ctx.accelerator_text,
+        "num_nodes": ctx.num_nodes,
+        "pool": pool,
+        "func_name": ctx.func_name,
+        "display_name": ctx.display_name,
+        "created_at": ctx.created_at,
+        "group_id": ctx.group_id,
+        "profile": infra.profile,
+        "result_uri": storage.uri(f"{ctx.job_id}/{RESULT}"),
+        "output_dir": output_dir,
     }
 
 
@@ -117,13 +148,19 @@ def input_named(index: int | None) -> Iterator[None]:
         raise type(exc)(f"input {index}: {exc}") from exc
 
 
-def retry_record(previous: Mapping[str, Any], job_id: str, storage: Storage,
-                 default_output: Callable[[str, Storage], str]) -> dict[str, Any]:
+def retry_record(
+    previous: Mapping[str, Any], job_id: str, storage: Storage, default_output: Callable[[str, Storage], str]
+) -> dict[str, Any]:
     """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, and its
     own default output directory unless the user chose one (which the retry keeps)."""
     chosen = previous["output_dir"] != default_output(previous["job_id"], storage)
-    return {**previous, "job_id": job_id, "created_at": time.time(), "result_uri": storage.uri(f"{job_id}/{RESULT}"),
-            "output_dir": previous["output_dir"] if chosen else default_output(job_id, storage)}
+    return {
+        **previous,
+        "job_id": job_id,
+        "created_at": time.time(),
+        "result_uri": storage.uri(f"{job_id}/{RESULT}"),
+        "output_dir": previous["output_dir"] if chosen else default_output(job_id, storage),
+    }
 
 
 def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:
@@ -164,8 +201,9 @@ def captured_env(patterns: Sequence[str]) -> dict[str, str]:
     return env_vars
 
 
-def pack(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes: DeferredWrites,
-         env_vars: Mapping[str, str]) -> Packed:
+def pack(
+    ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes: DeferredWrites, env_vars: Mapping[str, str]
+) -> Packed:
     """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
     (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
     volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
@@ -198,7 +236,10 @@ def upload(packed: Packed, storage: Storage, archives: Archives) -> Prepared:
     storage.put_bytes(f"{prefix}/{PAYLOAD}", packed.payload)
     storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
     return Prepared(
-        payload_uri=storage.uri(f"{prefix}/{PAYLOAD}"), context_uri=storage.uri(f"{prefix}/{CONTEXT}"),
-        result_uri=storage.uri(f"{prefix}/{RESULT}"), payload_sha256=hashlib.sha256(packed.payload).hexdigest(),
-        context_sha256=context_sha, volume_paths=tuple(packed.ctx.volumes),
+        payload_uri=storage.uri(f"{prefix}/{PAYLOAD}"),
+        context_uri=storage.uri(f"{prefix}/{CONTEXT}"),
+        result_uri=storage.uri(f"{prefix}/{RESULT}"),
+        payload_sha256=hashlib.sha256(packed.payload).hexdigest(),
+        context_sha256=context_sha,
+        volume_paths=tuple(packed.ctx.volumes),
     )

@@ -1,4 +1,5 @@
 """The queue watcher process of one home (`python -m kinetic_tui.core.supervisor`, see process.py)."""
+
 from __future__ import annotations
 
 import time

@@ -10,6 +10,7 @@ it was exiting is never stranded.
 The watcher process runs `python -m kinetic_tui.core.supervisor`, whose `__main__` opens the home's
 backend and hands it to `watch`: this module knows only what it is given, so the backend may import it.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -58,9 +59,16 @@ def ensure_running() -> None:
     home = kinetic_home()
     log = open(home / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
     with log:  # the home may be this process's console's rather than its environment's: pass it on
-        subprocess.Popen([sys.executable, "-m", "kinetic_tui.core.supervisor"], stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=log, start_new_session=True, close_fds=True, cwd=str(_import_root()),
-                         env={**os.environ, "KINETIC_HOME": str(home)})
+        subprocess.Popen(
+            [sys.executable, "-m", "kinetic_tui.core.supervisor"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            cwd=str(_import_root()),
+            env={**os.environ, "KINETIC_HOME": str(home)},
+        )
 
 
 def _import_root() -> Path:

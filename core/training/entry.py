@@ -14,6 +14,7 @@ checkpoint written after the store last heard of one is simply never used and ca
 Progress goes to stdout as one structured line per event, which the service folds into the store:
 `KINETIC_EVENT {"type": "epoch"|"checkpoint"|"completed"|"failed", ...}`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,7 +24,14 @@ import sys
 from typing import Any
 
 from kinetic_tui.core.errors import KineticError, ValidationError
-from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStatus, TrainStep, default_train_step
+from kinetic_tui.core.platform.training import (
+    ManagedTrainingRunner,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStatus,
+    TrainStep,
+    default_train_step,
+)
 from kinetic_tui.core.storage import Storage, bucket_storage
 
 EVENT_PREFIX = "KINETIC_EVENT "
@@ -49,7 +57,7 @@ def parse_event(line: str) -> dict[str, Any] | None:
     if not line.startswith(EVENT_PREFIX):
         return None
     try:
-        event = json.loads(line[len(EVENT_PREFIX):])
+        event = json.loads(line[len(EVENT_PREFIX) :])
     except ValueError:
         return None
     return event if isinstance(event, dict) and isinstance(event.get("type"), str) else None
@@ -111,9 +119,18 @@ class _Reporter:
             emit({"type": "checkpoint", "epoch": checkpoint.epoch, "metric": checkpoint.metric})
 
 
-def train(name: str, hyperparameters: dict, max_epochs: int, checkpoint_every: int, checkpoints: dict[str, str],
-          *, step: str | None = None, resume_from: int | None = None, interrupt_before_epoch: int | None = None,
-          objective: str = "loss") -> dict:
+def train(
+    name: str,
+    hyperparameters: dict,
+    max_epochs: int,
+    checkpoint_every: int,
+    checkpoints: dict[str, str],
+    *,
+    step: str | None = None,
+    resume_from: int | None = None,
+    interrupt_before_epoch: int | None = None,
+    objective: str = "loss",
+) -> dict:
     """Run one attempt; return the final TrainingJob record (Completed), raise TrainingFailed (Failed), or
     exit with PREEMPTED_EXIT_CODE when stopped by `interrupt_before_epoch`.
 
@@ -126,8 +143,14 @@ def train(name: str, hyperparameters: dict, max_epochs: int, checkpoint_every: i
     cluster = TrainingCluster(1)
     if resume_from is not None:
         saved = json.loads(storage.get_bytes(checkpoint_key(checkpoints["prefix"], resume_from)))
-        job = TrainingJob.from_record({**job.to_record(), "status": TrainingStatus.STOPPED.value,
-                                       "current_epoch": resume_from, "checkpoint": saved})
+        job = TrainingJob.from_record(
+            {
+                **job.to_record(),
+                "status": TrainingStatus.STOPPED.value,
+                "current_epoch": resume_from,
+                "checkpoint": saved,
+            }
+        )
         cluster.adopt(job)
     reporter = _Reporter(job, storage, checkpoints["prefix"], objective)
     runner = ManagedTrainingRunner(cluster, reporter.wrap(load_step(step)), objective=objective)
@@ -143,6 +166,5 @@ def train(name: str, hyperparameters: dict, max_epochs: int, checkpoint_every: i
     if job.status is TrainingStatus.FAILED:
         emit({"type": "failed", "error": job.error})
         raise TrainingFailed(f"training job {name!r} failed: {job.error}")
-    emit({"type": "completed", "epoch": job.current_epoch, "metric": job.metric,
-          "artifact_hash": job.artifact_hash})
+    emit({"type": "completed", "epoch": job.current_epoch, "metric": job.metric, "artifact_hash": job.artifact_hash})
     return job.to_record()

@@ -1,4 +1,5 @@
 """Which pools a training can run on, and how many training instances each offers."""
+
 from __future__ import annotations
 
 from kinetic_tui.core.accelerators import parse_accelerator
@@ -30,5 +31,7 @@ def require_targetable(backend: Backend, pool: PoolInfo) -> None:
     accelerator cannot be chosen, so say so instead of silently running elsewhere."""
     first = _placed_on(backend, pool)
     if first != pool.name:
-        raise ValidationError(f"pool {pool.name!r} cannot be targeted: jobs for {accelerator(pool)} run on pool "
-                              f"{first!r}, the first with that accelerator; use --pool {first}")
+        raise ValidationError(
+            f"pool {pool.name!r} cannot be targeted: jobs for {accelerator(pool)} run on pool "
+            f"{first!r}, the first with that accelerator; use --pool {first}"
+        )

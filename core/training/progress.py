@@ -4,6 +4,7 @@ Folding is idempotent: every event sets absolute values, so re-reading an attemp
 refresh (from any process) converges on the same record. Settling happens once, guarded by the caller's
 transaction (only an InProgress run whose current attempt ended is settled).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -11,8 +12,8 @@ from typing import Any
 
 from kinetic_tui.core.backends.base import JobInfo
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE, parse_event
 from kinetic_tui.core.platform.training import Checkpoint, TrainingStatus
+from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE, parse_event
 from kinetic_tui.core.training.records import Run
 
 TERMINAL_EVENTS = ("completed", "failed")
@@ -56,5 +57,7 @@ def settle(run: Run, row: JobInfo, events: list[dict[str, Any]], exit_code: int 
         job.interruptions += 1
     else:
         job.status = TrainingStatus.FAILED
-        job.error = (f"attempt {row.job_id} ended {row.status.value} in phase {row.phase or '-'} without "
-                     f"reporting completion: {row.detail or 'no detail'}")
+        job.error = (
+            f"attempt {row.job_id} ended {row.status.value} in phase {row.phase or '-'} without "
+            f"reporting completion: {row.detail or 'no detail'}"
+        )

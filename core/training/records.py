@@ -4,6 +4,7 @@ The mechanism's `TrainingJob` record (store.training) stays the single meaning o
 checkpoint, interruptions, metric and artifact hash; `training_runs` adds only what a run on a pool needs
 on top: the pool, the step reference, where its checkpoints live, its attempts and the last epoch metric.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,10 @@ HOLDING = (TrainingStatus.IN_PROGRESS, TrainingStatus.STOPPED)
 
 def require_run_name(field_name: str, name: Any) -> str:
     if not isinstance(name, str) or not re.match(NAME_RULE, name):
-        raise ValidationError(f"{field_name} {name!r} is invalid: use 1-128 letters, digits, '_', '.' or '-', "
-                              f"starting with a letter or digit")
+        raise ValidationError(
+            f"{field_name} {name!r} is invalid: use 1-128 letters, digits, '_', '.' or '-', "
+            f"starting with a letter or digit"
+        )
     return name
 
 
@@ -75,13 +78,25 @@ class TrainingSnapshot:
     @classmethod
     def of(cls, run: Run) -> TrainingSnapshot:
         job, meta = run.job, run.meta
-        return cls(name=job.name, status=job.status.value, current_epoch=job.current_epoch,
-                   checkpoint_epoch=job.checkpoint.epoch if job.checkpoint else None,
-                   interruptions=job.interruptions, metric=job.metric, artifact_hash=job.artifact_hash,
-                   max_epochs=job.max_epochs, checkpoint_every=job.checkpoint_every,
-                   hyperparameters=copy.deepcopy(job.hyperparameters), pool=meta.pool,
-                   job_ids=tuple(meta.job_ids), error=job.error, step=meta.step, study=meta.study,
-                   last_metric=meta.last_metric, started_at=meta.started_at)
+        return cls(
+            name=job.name,
+            status=job.status.value,
+            current_epoch=job.current_epoch,
+            checkpoint_epoch=job.checkpoint.epoch if job.checkpoint else None,
+            interruptions=job.interruptions,
+            metric=job.metric,
+            artifact_hash=job.artifact_hash,
+            max_epochs=job.max_epochs,
+            checkpoint_every=job.checkpoint_every,
+            hyperparameters=copy.deepcopy(job.hyperparameters),
+            pool=meta.pool,
+            job_ids=tuple(meta.job_ids),
+            error=job.error,
+            step=meta.step,
+            study=meta.study,
+            last_metric=meta.last_metric,
+            started_at=meta.started_at,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable (job_ids as a list), for `--output json` and the TUI."""
@@ -131,8 +146,10 @@ class RunRepo:
 
     def all(self, pool: str | None = None, study: str | None = None) -> list[Run]:
         """Runs by name, of every pool and study or of the ones given."""
-        return [Run(TrainingJob.from_record(json.loads(record)), _meta(pool, study, meta))
-                for record, pool, study, meta in training_runs_repo.runs(self.store, pool, study)]
+        return [
+            Run(TrainingJob.from_record(json.loads(record)), _meta(pool, study, meta))
+            for record, pool, study, meta in training_runs_repo.runs(self.store, pool, study)
+        ]
 
     def holders(self, pool: str) -> list[Run]:
         """Runs holding an instance of `pool` (InProgress or Stopped)."""

@@ -10,6 +10,7 @@ and new training starts (and trials) get CapacityError while Stopped trainings f
 backend a Stopped training's OS process is gone, so its nodes are free for plain jobs (`submit`): the
 instance is kept in the training accounting, not reserved in the backend's queue.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,16 +19,23 @@ from collections.abc import Callable
 from typing import Any
 
 from kinetic_tui.core.backends.base import Backend, PoolInfo
+from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    Checkpoint,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStateError,
+    TrainingStatus,
+)
+from kinetic_tui.core.storage import bucket_storage
+from kinetic_tui.core.store import Store
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.submission.packaging import module_root
-from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
-from kinetic_tui.core.platform.training import CapacityError, Checkpoint, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus
-from kinetic_tui.core.storage import bucket_storage
-from kinetic_tui.core.store import Store
-from kinetic_tui.core.training.progress import events_in, fold, settle
 from kinetic_tui.core.training.pools import accelerator, instances, require_targetable, targetable
+from kinetic_tui.core.training.progress import events_in, fold, settle
 from kinetic_tui.core.training.records import Run, RunMeta, RunRepo, StudySnapshot, TrainingSnapshot, require_run_name
 from kinetic_tui.core.training.studies import StudyDriver
 
@@ -63,9 +71,18 @@ class TrainingService:
 
     # -- actions -------------------------------------------------------------------------------------
 
-    def start(self, name: str, hyperparameters: dict, epochs: int, checkpoint_every: int, pool: str | None,
-              step: str | None = None, interrupt_before_epoch: int | None = None, *,
-              study: str | None = None) -> TrainingSnapshot:
+    def start(
+        self,
+        name: str,
+        hyperparameters: dict,
+        epochs: int,
+        checkpoint_every: int,
+        pool: str | None,
+        step: str | None = None,
+        interrupt_before_epoch: int | None = None,
+        *,
+        study: str | None = None,
+    ) -> TrainingSnapshot:
         """Place the training on a pool instance (CapacityError when none is free) and submit attempt 1."""
         require_run_name("training job name", name)
         job = TrainingJob(name, hyperparameters, epochs, checkpoint_every)
@@ -77,8 +94,9 @@ class TrainingService:
         ctx = self._context(target, name, step)
         prefix = f"{ctx.job_id}/output/training/{name}/"
         checkpoints = {"bucket": ctx.bucket, "uri": self.backend.bucket_uri(ctx.bucket, prefix), "prefix": prefix}
-        run = Run(job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study,
-                                started_at=self.clock()))
+        run = Run(
+            job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study, started_at=self.clock())
+        )
         with self.store.transaction():  # the capacity check and the reservation are one action
             if self.runs.exists(name):
                 raise ValidationError(f"training job {name!r} already exists; pick another name")
@@ -97,8 +115,9 @@ class TrainingService:
             _require(run, "resume", TrainingStatus.STOPPED)
             self._reserve_attempt(run, ctx)
         resume_from = run.job.checkpoint.epoch if run.job.checkpoint else None
-        return self._submit(run, ctx, resume_from, interrupt_before_epoch,
-                            undo=lambda: self._unreserve_attempt(name, ctx.job_id))
+        return self._submit(
+            run, ctx, resume_from, interrupt_before_epoch, undo=lambda: self._unreserve_attempt(name, ctx.job_id)
+        )
 
     def interrupt(self, name: str) -> TrainingSnapshot:
         """Kill the current attempt as a spot preemption would; the training becomes Stopped.
@@ -111,8 +130,10 @@ class TrainingService:
         try:
             self.backend.cancel(run.current_job_id)
         except NotFoundError:
-            raise TrainingStateError(f"cannot interrupt training job {name!r}: its attempt {run.current_job_id} "
-                                     f"is still being submitted; retry in a moment") from None
+            raise TrainingStateError(
+                f"cannot interrupt training job {name!r}: its attempt {run.current_job_id} "
+                f"is still being submitted; retry in a moment"
+            ) from None
         return self._refresh_one(name)
 
     def refresh(self, name: str | None = None) -> list[TrainingSnapshot]:
@@ -140,12 +161,21 @@ class TrainingService:
             except NotFoundError:  # another process is still submitting this attempt
                 time.sleep(0.05)
 
-    def tune(self, name: str, space: dict[str, list], strategy: str, max_trials: int, seed: int = 0,
-             pool: str | None = None, epochs: int = 5, checkpoint_every: int = 1, wait: bool = True,
-             step: str | None = None) -> StudySnapshot:
+    def tune(
+        self,
+        name: str,
+        space: dict[str, list],
+        strategy: str,
+        max_trials: int,
+        seed: int = 0,
+        pool: str | None = None,
+        epochs: int = 5,
+        checkpoint_every: int = 1,
+        wait: bool = True,
+        step: str | None = None,
+    ) -> StudySnapshot:
         """Run a study whose trials are training jobs on one pool, at most its instance count at once."""
-        return self._studies.start(name, space, strategy, max_trials, seed, pool, epochs, checkpoint_every,
-                                   wait, step)
+        return self._studies.start(name, space, strategy, max_trials, seed, pool, epochs, checkpoint_every, wait, step)
 
     # -- pools ---------------------------------------------------------------------------------------
 
@@ -173,9 +203,11 @@ class TrainingService:
         for run in self.runs.holders(pool.name):
             cluster.adopt(run.job)
         if cluster.available() <= 0:
-            raise CapacityError(f"pool {pool.name!r}: all {cluster.instance_count} training instances are held "
-                                f"by {', '.join(sorted(cluster.holders))}; resume or finish a Stopped one, or "
-                                f"use another pool")
+            raise CapacityError(
+                f"pool {pool.name!r}: all {cluster.instance_count} training instances are held "
+                f"by {', '.join(sorted(cluster.holders))}; resume or finish a Stopped one, or "
+                f"use another pool"
+            )
         return cluster
 
     # -- attempts ------------------------------------------------------------------------------------
@@ -204,14 +236,16 @@ class TrainingService:
                 run.meta.job_ids.pop()
                 self.runs.save(run)
 
-    def _submit(self, run: Run, ctx: JobContext, resume_from: int | None, interrupt: int | None,
-                undo: Callable[[], None]) -> TrainingSnapshot:
+    def _submit(
+        self, run: Run, ctx: JobContext, resume_from: int | None, interrupt: int | None, undo: Callable[[], None]
+    ) -> TrainingSnapshot:
         """Submit the reserved attempt; `undo` restores the run if submission fails."""
         job = run.job
         kwargs = {"step": run.meta.step, "resume_from": resume_from, "interrupt_before_epoch": interrupt}
         try:
-            submit_call(ctx, (job.name, job.hyperparameters, job.max_epochs, job.checkpoint_every,
-                              run.meta.checkpoints), kwargs)
+            submit_call(
+                ctx, (job.name, job.hyperparameters, job.max_epochs, job.checkpoint_every, run.meta.checkpoints), kwargs
+            )
         except BaseException:
             undo()
             raise
@@ -251,22 +285,27 @@ class TrainingService:
             fresh = self.runs.get(run.job.name)
             if fresh.job.status is TrainingStatus.IN_PROGRESS and fresh.current_job_id == lost:
                 fresh.job.status = TrainingStatus.FAILED
-                fresh.job.error = (f"attempt {lost} was never submitted (its submitting process died?); "
-                                   f"start the training again under a new name")
+                fresh.job.error = (
+                    f"attempt {lost} was never submitted (its submitting process died?); "
+                    f"start the training again under a new name"
+                )
                 self.runs.save(fresh)
             return TrainingSnapshot.of(fresh)
 
     def _load_checkpoint(self, run: Run, epoch: int) -> Checkpoint:
         where = run.meta.checkpoints
-        saved = json.loads(bucket_storage(where["bucket"], where["uri"]).get_bytes(
-            checkpoint_key(where["prefix"], epoch)))
+        saved = json.loads(
+            bucket_storage(where["bucket"], where["uri"]).get_bytes(checkpoint_key(where["prefix"], epoch))
+        )
         return Checkpoint(saved["epoch"], saved["state"], saved["metric"])
 
 
 def _require(run: Run, action: str, status: TrainingStatus) -> None:
     if run.job.status is not status:
-        raise TrainingStateError(f"cannot {action} training job {run.job.name!r}: it is {run.job.status.value}; "
-                                 f"{action} requires {status.value}")
+        raise TrainingStateError(
+            f"cannot {action} training job {run.job.name!r}: it is {run.job.status.value}; "
+            f"{action} requires {status.value}"
+        )
 
 
 def _check_interrupt(interrupt: Any, max_epochs: int) -> None:

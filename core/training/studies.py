@@ -9,6 +9,7 @@ tuner defines them.
 The trials' training runs (training_runs.study) are the source of truth; the store.tuning rows (trials and
 best) are re-derived from them on every advance, so concurrent advances from several processes converge.
 """
+
 from __future__ import annotations
 
 import time
@@ -23,10 +24,9 @@ from kinetic_tui.core.platform.training import (
     TrainingStatus,
 )
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
-from kinetic_tui.core.store import Store
+from kinetic_tui.core.store import Store, training_runs_repo
 from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.training.pools import instances
-from kinetic_tui.core.store import training_runs_repo
 from kinetic_tui.core.training.records import (
     Run,
     RunRepo,
@@ -47,12 +47,12 @@ def trial_name(study: str, trial_id: int) -> str:
 def next_position(tuner: HyperparameterTuner, trials: Sequence[Trial]) -> int:
     """The grid position of the next trial, by the tuner's own rules (bayesian positions are replayed from
     the finished trials, which is exactly how the tuner chose them)."""
-    planned = tuner._planned_positions()  # noqa: SLF001 - the tuner's candidate rules, reused not copied
+    planned = tuner._planned_positions()
     if planned is not None:
         return planned[len(trials)]
     positions: list[int] = []
     for count in range(len(trials) + 1):
-        positions.append(tuner._bayesian_next(trials[:count], positions))  # noqa: SLF001
+        positions.append(tuner._bayesian_next(trials[:count], positions))
     return positions[-1]
 
 
@@ -73,9 +73,18 @@ class Trainings(Protocol):
     store: Store
     runs: RunRepo
 
-    def start(self, name: str, hyperparameters: dict, epochs: int, checkpoint_every: int, pool: str | None,
-              step: str | None = None, interrupt_before_epoch: int | None = None, *,
-              study: str | None = None) -> TrainingSnapshot: ...
+    def start(
+        self,
+        name: str,
+        hyperparameters: dict,
+        epochs: int,
+        checkpoint_every: int,
+        pool: str | None,
+        step: str | None = None,
+        interrupt_before_epoch: int | None = None,
+        *,
+        study: str | None = None,
+    ) -> TrainingSnapshot: ...
 
     def refresh(self, name: str | None = None) -> list[TrainingSnapshot]: ...
 
@@ -91,15 +100,33 @@ class StudyDriver:
         self.service = service
         self.store = service.store
 
-    def start(self, name: str, space: dict[str, list], strategy: str, max_trials: int, seed: int,
-              pool: str | None, epochs: int, checkpoint_every: int, wait: bool, step: str | None) -> StudySnapshot:
+    def start(
+        self,
+        name: str,
+        space: dict[str, list],
+        strategy: str,
+        max_trials: int,
+        seed: int,
+        pool: str | None,
+        epochs: int,
+        checkpoint_every: int,
+        wait: bool,
+        step: str | None,
+    ) -> StudySnapshot:
         require_run_name("study name", name)
         self._require_new(name)
         check_step_ref(step)
         target = self.service.choose_pool(pool)
         self.service.check_capacity(target)
-        tuner = HyperparameterTuner(space, strategy, max_trials, seed=seed, max_epochs=epochs,
-                                    checkpoint_every=checkpoint_every, parallelism=instances(target))
+        tuner = HyperparameterTuner(
+            space,
+            strategy,
+            max_trials,
+            seed=seed,
+            max_epochs=epochs,
+            checkpoint_every=checkpoint_every,
+            parallelism=instances(target),
+        )
         taken = [trial_name(name, i) for i in range(1, tuner.budget + 1)]
         for trial in taken:
             require_run_name("trial name", trial)
@@ -132,7 +159,8 @@ class StudyDriver:
         if snapshot.status == TrainingStatus.IN_PROGRESS:
             return True
         return snapshot.status == TrainingStatus.PENDING and any(
-            run.job.status is TrainingStatus.IN_PROGRESS for run in self.service.runs.holders(snapshot.pool))
+            run.job.status is TrainingStatus.IN_PROGRESS for run in self.service.runs.holders(snapshot.pool)
+        )
 
     def advance(self, name: str) -> StudySnapshot:
         """Fold the trials' progress, launch the next candidates that fit, and persist trials and best."""
@@ -144,10 +172,17 @@ class StudyDriver:
         trials = [_trial(run) for run in self._runs(name)]
         while len(trials) < tuner.budget and self._may_launch(tuner, trials):
             trial_id = len(trials) + 1
-            hyperparameters = tuner._grid[next_position(tuner, trials)]  # noqa: SLF001
+            hyperparameters = tuner._grid[next_position(tuner, trials)]
             try:
-                snapshot = self.service.start(trial_name(name, trial_id), hyperparameters, tuner.max_epochs,
-                                              tuner.checkpoint_every, pool, step, study=name)
+                snapshot = self.service.start(
+                    trial_name(name, trial_id),
+                    hyperparameters,
+                    tuner.max_epochs,
+                    tuner.checkpoint_every,
+                    pool,
+                    step,
+                    study=name,
+                )
             except CapacityError:
                 break
             except ValidationError:
@@ -156,8 +191,11 @@ class StudyDriver:
                 break  # another process launched this trial first; it persists the study
             trials.append(Trial(trial_id, snapshot.hyperparameters, None, None, TrainingStatus.IN_PROGRESS))
         best = best_trial(trials, tuner.maximize)
-        record = {**tuner.to_record(), "trials": [t.to_record() for t in trials],
-                  "best": None if best is None else best.trial_id}
+        record = {
+            **tuner.to_record(),
+            "trials": [t.to_record() for t in trials],
+            "best": None if best is None else best.trial_id,
+        }
         self.store.tuning.save(name, HyperparameterTuner.from_record(record))
         return self.snapshot(name)
 
@@ -171,11 +209,25 @@ class StudyDriver:
         pool, _ = self._run_row(name)
         trials = stored.result.trials
         return StudySnapshot(
-            name=name, strategy=stored.config["strategy"], status=study_status(trials, stored.config["budget"]).value,
-            pool=pool, budget=stored.config["budget"], parallelism=stored.config["parallelism"],
-            trials=tuple(TrialSnapshot(t.trial_id, t.hyperparameters, t.status.value, t.metric, t.artifact_hash,
-                                       trial_name(name, t.trial_id)) for t in trials),
-            best=None if stored.result.best is None else stored.result.best.trial_id)
+            name=name,
+            strategy=stored.config["strategy"],
+            status=study_status(trials, stored.config["budget"]).value,
+            pool=pool,
+            budget=stored.config["budget"],
+            parallelism=stored.config["parallelism"],
+            trials=tuple(
+                TrialSnapshot(
+                    t.trial_id,
+                    t.hyperparameters,
+                    t.status.value,
+                    t.metric,
+                    t.artifact_hash,
+                    trial_name(name, t.trial_id),
+                )
+                for t in trials
+            ),
+            best=None if stored.result.best is None else stored.result.best.trial_id,
+        )
 
     @staticmethod
     def _may_launch(tuner: HyperparameterTuner, trials: Sequence[Trial]) -> bool:

@@ -16,6 +16,7 @@ Decisions the spec leaves open:
   bounded by STATUS_TIMEOUT and STATUS_JOB_LIMIT, and an unreachable cluster is one line, exit 0.
 - `build-image` reads `--requirements FILE`, else `./requirements.txt` when there is one.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,9 @@ def infra_config(infra: ResolvedInfra) -> InfraConfig:
         return InfraConfig.from_infra(infra, pools)
     except KineticError as exc:
         where = f"profile {infra.profile}" if infra.profile else "the gke settings"
-        raise CliError(f"{exc}; fix {where} (see `kinetic-tui config show`) or switch back with: "
-                       f"kinetic-tui profile use local") from None
+        raise CliError(
+            f"{exc}; fix {where} (see `kinetic-tui config show`) or switch back with: kinetic-tui profile use local"
+        ) from None
 
 
 def _progress(as_json: bool) -> Callable[[str], None]:
@@ -120,8 +122,14 @@ def _report_update(update: Mapping[str, Any], as_json: bool) -> None:
 
 
 def _pool_row(spec: NodePoolSpec, existing: Sequence[str] | None) -> dict[str, Any]:
-    return {"name": spec.name, "accelerator": spec.accelerator, "spot": spec.is_spot(), "min_nodes": spec.min_nodes,
-            "max_nodes": spec.max_nodes, "exists": None if existing is None else spec.name in existing}
+    return {
+        "name": spec.name,
+        "accelerator": spec.accelerator,
+        "spot": spec.is_spot(),
+        "min_nodes": spec.min_nodes,
+        "max_nodes": spec.max_nodes,
+        "exists": None if existing is None else spec.name in existing,
+    }
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -130,21 +138,28 @@ def _pool_row(spec: NodePoolSpec, existing: Sequence[str] | None) -> dict[str, A
 def init(infra: ResolvedInfra) -> None:
     """Nothing in the cloud: say what `up` will create for this profile."""
     config = infra_config(infra)
-    pools = ", ".join(f"{p.name} ({p.accelerator}, {p.min_nodes}-{p.max_nodes} nodes"
-                      f"{', spot' if p.is_spot() else ''})" for p in config.node_pools)
-    click.echo(f"profile {infra.profile or '-'} uses GKE; nothing was created in the cloud. `kinetic-tui up` will "
-               f"apply stack {config.stack} (state in {config.state_url}): cluster {config.cluster} in "
-               f"{config.zone} of project {config.project}, image repository {config.repository_url}, "
-               f"buckets gs://{config.jobs_bucket} and gs://{config.builds_bucket}, node pools: system"
-               + (f", {pools}" if pools else " only (add accelerators with `kinetic-tui pool add`)"))
+    pools = ", ".join(
+        f"{p.name} ({p.accelerator}, {p.min_nodes}-{p.max_nodes} nodes{', spot' if p.is_spot() else ''})"
+        for p in config.node_pools
+    )
+    click.echo(
+        f"profile {infra.profile or '-'} uses GKE; nothing was created in the cloud. `kinetic-tui up` will "
+        f"apply stack {config.stack} (state in {config.state_url}): cluster {config.cluster} in "
+        f"{config.zone} of project {config.project}, image repository {config.repository_url}, "
+        f"buckets gs://{config.jobs_bucket} and gs://{config.builds_bucket}, node pools: system"
+        + (f", {pools}" if pools else " only (add accelerators with `kinetic-tui pool add`)")
+    )
 
 
 def up(infra: ResolvedInfra, yes: bool, as_json: bool) -> None:
     config = infra_config(infra)
     if not yes:
         names = ", ".join(["system", *(p.name for p in config.node_pools)])
-        click.confirm(f"create or update stack {config.stack} (cluster {config.cluster}, node pools {names}) "
-                      f"in project {config.project}?", abort=True)
+        click.confirm(
+            f"create or update stack {config.stack} (cluster {config.cluster}, node pools {names}) "
+            f"in project {config.project}?",
+            abort=True,
+        )
     _report_update(_apply(config, as_json), as_json)
 
 
@@ -153,8 +168,11 @@ def down(infra: ResolvedInfra, yes: bool) -> None:
 
     config = infra_config(infra)
     if not yes:
-        click.confirm(f"destroy stack {config.stack}: cluster {config.cluster}, its node pools and the buckets "
-                      f"gs://{config.jobs_bucket} and gs://{config.builds_bucket} with every object?", abort=True)
+        click.confirm(
+            f"destroy stack {config.stack}: cluster {config.cluster}, its node pools and the buckets "
+            f"gs://{config.jobs_bucket} and gs://{config.builds_bucket} with every object?",
+            abort=True,
+        )
     result = guard(lambda: apply_destroy(config, stack_backend(), on_output=_progress(False)))
     click.echo(f"stack {result.ref.stack} destroyed: {_changes(result.changes)}")
 
@@ -198,9 +216,15 @@ def _cluster_summary(infra: ResolvedInfra) -> tuple[dict[str, int] | None, int, 
         counts, total = within(STATUS_TIMEOUT, lambda: cluster_jobs(infra))
     except Exception as exc:  # any failure to reach the cluster is reported, never raised
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None, 0, (f"cluster {infra.cluster} unreachable ({type(exc).__name__}: {detail}); check "
-                         f"`gcloud container clusters get-credentials {infra.cluster} --zone {infra.zone} "
-                         f"--project {infra.project}` and the network")
+        return (
+            None,
+            0,
+            (
+                f"cluster {infra.cluster} unreachable ({type(exc).__name__}: {detail}); check "
+                f"`gcloud container clusters get-credentials {infra.cluster} --zone {infra.zone} "
+                f"--project {infra.project}` and the network"
+            ),
+        )
     return counts, total, None
 
 
@@ -211,19 +235,30 @@ def status(infra: ResolvedInfra, as_json: bool) -> None:
     state: StackState = guard(lambda: load_state(config, stack_backend()))
     counts, total, problem = _cluster_summary(infra) if state.exists else (None, 0, None)
     summary = {
-        "profile": infra.profile, "backend": infra.backend, "project": infra.project, "zone": infra.zone,
+        "profile": infra.profile,
+        "backend": infra.backend,
+        "project": infra.project,
+        "zone": infra.zone,
         "cluster": infra.cluster,
-        "stack": {"name": config.stack, "state": config.state_url, "exists": state.exists,
-                  "last_result": state.last_result,
-                  "last_update": state.last_update.isoformat() if state.last_update else None,
-                  "outputs": dict(state.outputs)},
-        "jobs": counts, "jobs_total": total, "cluster_error": problem,
+        "stack": {
+            "name": config.stack,
+            "state": config.state_url,
+            "exists": state.exists,
+            "last_result": state.last_result,
+            "last_update": state.last_update.isoformat() if state.last_update else None,
+            "outputs": dict(state.outputs),
+        },
+        "jobs": counts,
+        "jobs_total": total,
+        "cluster_error": problem,
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
         return
-    click.echo(f"profile {infra.profile or '-'} · backend gke · project {infra.project} · cluster {infra.cluster} "
-               f"· zone {infra.zone}")
+    click.echo(
+        f"profile {infra.profile or '-'} · backend gke · project {infra.project} · cluster {infra.cluster} "
+        f"· zone {infra.zone}"
+    )
     if not state.exists:
         click.echo(f"stack {config.stack} does not exist in {config.state_url} yet; create it with: kinetic-tui up")
         return
@@ -246,8 +281,9 @@ def _existing_pools(config: InfraConfig) -> list[str] | None:
     return list(state.outputs.get("node_pools") or []) if state.exists else None
 
 
-def _change_pools(infra: ResolvedInfra, change: Callable[[GkePools], NodePoolSpec], verb: str, apply: bool,
-                  as_json: bool) -> None:
+def _change_pools(
+    infra: ResolvedInfra, change: Callable[[GkePools], NodePoolSpec], verb: str, apply: bool, as_json: bool
+) -> None:
     """Check the stack is reachable (when applying), change the record, then converge the stack to it."""
     config = infra_config(infra)  # a bad profile is refused before anything is recorded
     if apply:
@@ -256,24 +292,40 @@ def _change_pools(infra: ResolvedInfra, change: Callable[[GkePools], NodePoolSpe
     spec = guard(lambda: change(pools))
     row = _pool_row(spec, None)
     if not apply:
-        _say(as_json, {"pool": row, "applied": False},
-             f"node pool {spec.name} {verb} (not applied; run `kinetic-tui up` to apply)")
+        _say(
+            as_json,
+            {"pool": row, "applied": False},
+            f"node pool {spec.name} {verb} (not applied; run `kinetic-tui up` to apply)",
+        )
         return
     try:
         update = _apply(infra_config(infra), as_json)
     except CliError as exc:
-        raise CliError(f"node pool {spec.name} {verb}, but applying stack {infra.stack} failed: {exc.message}; "
-                       f"run `kinetic-tui up` once that is fixed") from None
-    _say(as_json, {"pool": row, "applied": True, **update},
-         f"node pool {spec.name} {verb}; stack {update['stack']}: {_changes(update['changes'])}")
+        raise CliError(
+            f"node pool {spec.name} {verb}, but applying stack {infra.stack} failed: {exc.message}; "
+            f"run `kinetic-tui up` once that is fixed"
+        ) from None
+    _say(
+        as_json,
+        {"pool": row, "applied": True, **update},
+        f"node pool {spec.name} {verb}; stack {update['stack']}: {_changes(update['changes'])}",
+    )
 
 
 def _say(as_json: bool, document: Mapping[str, Any], text: str) -> None:
     click.echo(json.dumps(document, indent=2, default=str) if as_json else text)
 
 
-def pool_add(infra: ResolvedInfra, name: str, accelerator: str, nodes: int, min_nodes: int, spot: bool, apply: bool,
-             as_json: bool) -> None:
+def pool_add(
+    infra: ResolvedInfra,
+    name: str,
+    accelerator: str,
+    nodes: int,
+    min_nodes: int,
+    spot: bool,
+    apply: bool,
+    as_json: bool,
+) -> None:
     from kinetic_tui.core.errors import KineticError
     from kinetic_tui.infra import NodePoolSpec
 
@@ -297,8 +349,12 @@ def pool_list(infra: ResolvedInfra, as_json: bool) -> None:
         note = None if existing is not None else f"stack {config.stack} does not exist yet: `kinetic-tui up` creates it"
     except CliError as exc:
         existing, note = None, f"stack state unreadable, existence unknown: {exc.message}"
-    emit([_pool_row(spec, existing) for spec in config.node_pools], POOL_COLUMNS, as_json,
-         title=f"desired node pools of {config.cluster}")
+    emit(
+        [_pool_row(spec, existing) for spec in config.node_pools],
+        POOL_COLUMNS,
+        as_json,
+        title=f"desired node pools of {config.cluster}",
+    )
     if note:
         click.echo(note, err=True)
 
@@ -313,8 +369,11 @@ def build_image(infra: ResolvedInfra, requirements: str | None, accelerator: str
         click.echo(f"image {tag}")
     build = guard(lambda: image_ensurer(infra)(inputs))
     if as_json:
-        click.echo(json.dumps({"tag": build.tag, "built": build.built, "build_id": build.build_id,
-                               "log_url": build.log_url}, indent=2))
+        click.echo(
+            json.dumps(
+                {"tag": build.tag, "built": build.built, "build_id": build.build_id, "log_url": build.log_url}, indent=2
+            )
+        )
     elif build.built:
         click.echo(f"built {build.tag} (Cloud Build {build.build_id}, logs: {build.log_url})")
     else:

@@ -3,6 +3,7 @@
 `list`, `status`, `logs`, `result` and `cancel` are the command language's `jobs`, `status`, `logs`,
 `result` and `cancel` verbs, generated from the verb table; `cleanup` is the CLI's own.
 """
+
 from __future__ import annotations
 
 import click

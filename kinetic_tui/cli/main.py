@@ -10,6 +10,7 @@ so `kinetic-tui --help` costs little more than importing click.
 
 Exit codes: 0 success, 1 a command failed, 2 bad usage or a line that did not parse.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,15 @@ if TYPE_CHECKING:
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--profile", help="profile to use (else KINETIC_PROFILE, else the current one)")
-@click.option("--script", "script", type=click.Path(dir_okay=False, allow_dash=True),
-              help="run command-language lines from FILE ('-' for stdin) without the UI")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="--script output format")
+@click.option(
+    "--script",
+    "script",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="run command-language lines from FILE ('-' for stdin) without the UI",
+)
+@click.option(
+    "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="--script output format"
+)
 @click.option("--keep-going", is_flag=True, help="--script: run the remaining lines after a failure")
 @click.option("--demo", is_flag=True, help="open the console on a separate demo workspace")
 @click.option("--readonly", is_flag=True, help="console: hide every mutating action")
@@ -42,8 +48,17 @@ if TYPE_CHECKING:
 @click.option("--debug", is_flag=True, help="show tracebacks")
 @click.version_option(__version__, "--version", prog_name="kinetic-tui", message="%(prog)s %(version)s")
 @click.pass_context
-def main(ctx: click.Context, profile: str | None, script: str | None, output: str, keep_going: bool,
-         demo: bool, readonly: bool, no_mouse: bool, debug: bool) -> None:
+def main(
+    ctx: click.Context,
+    profile: str | None,
+    script: str | None,
+    output: str,
+    keep_going: bool,
+    demo: bool,
+    readonly: bool,
+    no_mouse: bool,
+    debug: bool,
+) -> None:
     """Operations console for ML workloads on accelerator clusters."""
     if profile:
         import os
@@ -59,8 +74,9 @@ def main(ctx: click.Context, profile: str | None, script: str | None, output: st
     try:
         from kinetic_tui.app import run_app
     except ImportError:
-        raise CliError("the terminal console is not built yet; use the CLI commands or --script "
-                       "(see kinetic-tui --help)") from None
+        raise CliError(
+            "the terminal console is not built yet; use the CLI commands or --script (see kinetic-tui --help)"
+        ) from None
     ctx.exit(run_app(demo=demo, readonly=readonly, mouse=not no_mouse))
 
 
@@ -71,9 +87,9 @@ def main(ctx: click.Context, profile: str | None, script: str | None, output: st
 def init() -> None:
     """Create the workspace (KINETIC_HOME) with the `local` profile and the local cluster; on a gke profile,
     also say what `up` will create (nothing is created in the cloud)."""
+    from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.paths import kinetic_home
     from kinetic_tui.core.profiles import ensure_profiles_file
-    from kinetic_tui.core.backends.local.workspace import local_backend
 
     guard(ensure_profiles_file)
     guard(local_backend)
@@ -128,8 +144,8 @@ def down(yes: bool) -> None:
         cli_gke.down(infra, yes)
         return
     from kinetic_tui.core.backends.local import launcher
-    from kinetic_tui.core.job_status import JobStatus
     from kinetic_tui.core.backends.local.workspace import local_backend
+    from kinetic_tui.core.job_status import JobStatus
 
     backend = guard(local_backend)
     active = [r for s in (JobStatus.RUNNING, JobStatus.PENDING) for r in backend.jobs(status=s)]
@@ -149,9 +165,9 @@ def status(job: str | None, as_json: bool) -> None:
     if job is not None:
         run_line(f"status {shlex.quote(job)}", as_json)
         return
+    from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.backends.registry import profile_has_stack
     from kinetic_tui.core.profiles import resolve_infra
-    from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.store import jobs_repo
 
     infra = guard(resolve_infra)
@@ -163,8 +179,14 @@ def status(job: str | None, as_json: bool) -> None:
     backend = guard(local_backend)
     backend.reconcile()
     counts = jobs_repo.status_counts(backend.store)
-    summary = {"profile": infra.profile, "backend": infra.backend, "project": infra.project,
-               "cluster": infra.cluster, "pools": len(backend.pools()), "jobs": counts}
+    summary = {
+        "profile": infra.profile,
+        "backend": infra.backend,
+        "project": infra.project,
+        "cluster": infra.cluster,
+        "pools": len(backend.pools()),
+        "jobs": counts,
+    }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -194,8 +216,7 @@ def accelerators(as_json: bool) -> None:
     """Every accelerator shape the parser knows (GPU counts, TPU topologies)."""
     from kinetic_tui.core.accelerators import list_accelerators
 
-    emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"),
-          as_json)
+    emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"), as_json)
 
 
 # -- pools and jobs: the command language ------------------------------------------------------------------
@@ -230,8 +251,9 @@ _NO_APPLY = click.option("--no-apply", is_flag=True, help="gke: only record the 
 @click.option("--min", "min_nodes", type=int, help="gke: the autoscaling minimum (default 0)")
 @_NO_APPLY
 @json_flag
-def pool_add(name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int | None, no_apply: bool,
-             as_json: bool) -> None:
+def pool_add(
+    name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int | None, no_apply: bool, as_json: bool
+) -> None:
     """Add a pool of NODES nodes (gke: record it and apply the stack)."""
     infra = _gke_profile()
     if infra is not None:
@@ -240,8 +262,11 @@ def pool_add(name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int
         cli_gke.pool_add(infra, name, accelerator, nodes, min_nodes or 0, spot, not no_apply, as_json)
         return
     _local_flags_only(**{"--min": min_nodes is not None, "--no-apply": no_apply})
-    run_line(shlex.join(["pool", "add", name, "--accelerator", accelerator, "--nodes", str(nodes)])
-             + (" --spot" if spot else ""), as_json)
+    run_line(
+        shlex.join(["pool", "add", name, "--accelerator", accelerator, "--nodes", str(nodes)])
+        + (" --spot" if spot else ""),
+        as_json,
+    )
 
 
 @pool.command("remove")
@@ -265,8 +290,11 @@ def pool_remove(name: str, yes: bool, no_apply: bool, as_json: bool) -> None:
 
 
 @main.command("build-image")
-@click.option("--requirements", type=click.Path(exists=True, dir_okay=False),
-              help="requirements file baked into the image (default: ./requirements.txt if present)")
+@click.option(
+    "--requirements",
+    type=click.Path(exists=True, dir_okay=False),
+    help="requirements file baked into the image (default: ./requirements.txt if present)",
+)
 @click.option("--accelerator", default="cpu", show_default=True, help="selects the image category")
 @json_flag
 def build_image(requirements: str | None, accelerator: str, as_json: bool) -> None:

@@ -5,6 +5,7 @@ Exit codes are an API: 0 success, 1 a command failed, 2 bad usage or a line that
 Heavy imports (rich, the script runner and with it the core's backends) happen inside the helpers, so
 `kinetic-tui --help` costs little more than importing click.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,9 @@ def run_line(line: str, as_json: bool = False) -> None:
     from kinetic_tui.script import run_script
 
     ctx = click.get_current_context()
-    code = run_script(line, output="json" if as_json else "text", keep_going=False,
-                      debug=bool(ctx.find_root().params.get("debug")))
+    code = run_script(
+        line, output="json" if as_json else "text", keep_going=False, debug=bool(ctx.find_root().params.get("debug"))
+    )
     if code:
         ctx.exit(code)
 

@@ -1,4 +1,5 @@
 """`kinetic-tui profile ...`: where work runs (backend, project, zone, cluster, namespace)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,6 +29,7 @@ def _profile_names(ctx: click.Context, param: click.Parameter, incomplete: str) 
     except KineticError:  # a broken profiles file offers nothing; the command itself reports it
         return []
 
+
 @profile.command("create")
 @click.argument("name")
 @click.option("--backend", type=click.Choice(["local", "gke"]), default="local", show_default=True)
@@ -36,13 +38,19 @@ def _profile_names(ctx: click.Context, param: click.Parameter, incomplete: str) 
 @click.option("--cluster")
 @click.option("--namespace")
 @click.option("--use", "make_current", is_flag=True, help="make it the current profile")
-def profile_create(name: str, backend: str, project: str | None, zone: str | None, cluster: str | None,
-                   namespace: str | None, make_current: bool) -> None:
+def profile_create(
+    name: str,
+    backend: str,
+    project: str | None,
+    zone: str | None,
+    cluster: str | None,
+    namespace: str | None,
+    make_current: bool,
+) -> None:
     """Create a profile."""
     from kinetic_tui.core.profiles import create_profile
 
-    created = guard(lambda: create_profile(name, backend, project, zone, cluster, namespace,
-                                            make_current=make_current))
+    created = guard(lambda: create_profile(name, backend, project, zone, cluster, namespace, make_current=make_current))
     click.echo(f"profile {created.name} created" + (" and in use" if make_current else ""))
 
 

@@ -9,6 +9,7 @@ as typed, to `run_line`, so it runs, fails and exits as the same line does in a 
 not parse exits 2 with the parser's one-line error). Click's own parse serves `--help`, completion and
 `--json`; when click refuses the arguments, the parser is asked anyway and says what is wrong in its words.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -61,8 +62,14 @@ class VerbCommand(click.Command):
 
     def __init__(self, verb: Verb, name: str | None = None) -> None:
         self.verb = verb
-        super().__init__(name or verb.name.split()[-1], callback=self._run, params=_params(verb),
-                         help=_help(verb), short_help=verb.help, no_args_is_help=False)
+        super().__init__(
+            name or verb.name.split()[-1],
+            callback=self._run,
+            params=_params(verb),
+            help=_help(verb),
+            short_help=verb.help,
+            no_args_is_help=False,
+        )
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_WORDS] = list(args)
@@ -82,21 +89,30 @@ def split_json_flag(args: list[str]) -> tuple[list[str], bool]:
     """The words for the command language, and whether `--json` was given: as click reads a flag, every
     `--json` before a `--` counts, and `--` itself only ends the options."""
     end = args.index("--") if "--" in args else len(args)
-    words = [word for word in args[:end] if word != "--json"] + args[end + 1:]
+    words = [word for word in args[:end] if word != "--json"] + args[end + 1 :]
     return words, len(words) < len(args) - (end < len(args))
 
 
 def _params(verb: Verb) -> list[click.Parameter]:
     params: list[click.Parameter] = [
-        click.Argument([pos.name], type=VerbValue(pos), metavar=pos.metavar, required=pos.required,
-                       nargs=-1 if pos.rest else 1)
-        for pos in verb.positionals]
+        click.Argument(
+            [pos.name], type=VerbValue(pos), metavar=pos.metavar, required=pos.required, nargs=-1 if pos.rest else 1
+        )
+        for pos in verb.positionals
+    ]
     for flag in verb.flag_table.values():
         if flag.type is None:
             params.append(click.Option([flag.name], is_flag=True, help=flag.help))
         else:
-            params.append(click.Option([flag.name], type=VerbValue(flag), metavar=flag.metavar,
-                                       multiple=flag.repeatable, help=flag_notes(flag)))
+            params.append(
+                click.Option(
+                    [flag.name],
+                    type=VerbValue(flag),
+                    metavar=flag.metavar,
+                    multiple=flag.repeatable,
+                    help=flag_notes(flag),
+                )
+            )
     params.append(click.Option(["--json", "as_json"], is_flag=True, help=JSON_HELP))
     return params
 
@@ -105,8 +121,10 @@ def _help(verb: Verb) -> str:
     """The verb's help line and its positionals (click lists options itself, but not arguments' help)."""
     if not verb.positionals:
         return verb.help
-    rows = [f"  {pos.metavar:<12} {pos.help}; {pos.type.expected}" + ("" if pos.required else "; optional")
-            for pos in verb.positionals]
+    rows = [
+        f"  {pos.metavar:<12} {pos.help}; {pos.type.expected}" + ("" if pos.required else "; optional")
+        for pos in verb.positionals
+    ]
     return "\n\n".join([verb.help, "\b\nArguments:\n" + "\n".join(rows)])
 
 

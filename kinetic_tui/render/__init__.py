@@ -3,6 +3,7 @@
 Nothing here imports textual or reads a clock (times are passed in), so every view's content is unit-tested
 as plain text, fits 80 columns, and carries each status as a glyph as well as one of the 16 ANSI colours.
 """
+
 from kinetic_tui.render.dag import render_dag, run_history_rows, step_rows
 from kinetic_tui.render.formatting import (
     LOOKS,
@@ -32,9 +33,34 @@ from kinetic_tui.render.tables import (
 )
 
 __all__ = [
-    "LOOKS", "CacheTable", "LogBuffer", "Look", "PromoteTarget", "cache_rows", "endpoint_row", "filter_rows",
-    "history_rows", "humanize_age", "humanize_duration", "job_row", "look", "model_row", "pipeline_row",
-    "pool_row", "progress_bar", "promote_targets", "render_dag", "render_scaling_chart", "render_stage_graph",
-    "run_history_rows", "short_hash", "sort_rows", "status_cell", "step_rows", "study_row", "styled_cell",
-    "training_row", "trial_row",
+    "LOOKS",
+    "CacheTable",
+    "LogBuffer",
+    "Look",
+    "PromoteTarget",
+    "cache_rows",
+    "endpoint_row",
+    "filter_rows",
+    "history_rows",
+    "humanize_age",
+    "humanize_duration",
+    "job_row",
+    "look",
+    "model_row",
+    "pipeline_row",
+    "pool_row",
+    "progress_bar",
+    "promote_targets",
+    "render_dag",
+    "render_scaling_chart",
+    "render_stage_graph",
+    "run_history_rows",
+    "short_hash",
+    "sort_rows",
+    "status_cell",
+    "step_rows",
+    "study_row",
+    "styled_cell",
+    "training_row",
+    "trial_row",
 ]

@@ -5,6 +5,7 @@ followed by one `↳ producer → consumer, …` line per step of that round tha
 fan-outs in words rather than drawing crossing lines keeps any DAG readable at 80 columns, including edges
 that skip rounds.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -36,16 +37,23 @@ def _step_box(name: str, status: str, branch: bool | None) -> Text:
     return Text(f"[{found.glyph} {name}{taken}]", style=found.style)
 
 
-def render_dag(layers: list[list[str]], edges: list[tuple[str, str]], statuses: Mapping[str, str],
-               branch_taken: Mapping[str, bool], width: int = 80) -> Text:
+def render_dag(
+    layers: list[list[str]],
+    edges: list[tuple[str, str]],
+    statuses: Mapping[str, str],
+    branch_taken: Mapping[str, bool],
+    width: int = 80,
+) -> Text:
     """Steps missing from `statuses` are drawn Pending (a run not started yet); condition steps that ran
     show the branch they took as ⑂true / ⑂false."""
     require_int("width", width, 2 * LABEL_WIDTH)
     known = {name for layer in layers for name in layer}
     dangling = [edge for edge in edges if edge[0] not in known or edge[1] not in known]
     if dangling:
-        raise ValidationError(f"edges: {dangling[0][0]} → {dangling[0][1]} names a step that is in no layer; "
-                              f"steps: {', '.join(sorted(known)) or 'none'}")
+        raise ValidationError(
+            f"edges: {dangling[0][0]} → {dangling[0][1]} names a step that is in no layer; "
+            f"steps: {', '.join(sorted(known)) or 'none'}"
+        )
     if not layers:
         return Text("(no steps)", style="dim")
     consumers: dict[str, list[str]] = {}
@@ -68,8 +76,7 @@ def render_dag(layers: list[list[str]], edges: list[tuple[str, str]], statuses: 
 
 def _fan_out(producer: str, consumers: list[str], width: int) -> list[Text]:
     head = Text(" " * LABEL_WIDTH + f"↳ {producer} →", style="dim")
-    pieces = [Text(name + ("," if i < len(consumers) - 1 else ""), style="dim")
-              for i, name in enumerate(consumers)]
+    pieces = [Text(name + ("," if i < len(consumers) - 1 else ""), style="dim") for i, name in enumerate(consumers)]
     indent = min(head.cell_len + 1, width // 2)
     return wrap_pieces([head, *pieces], width, indent=indent, sep=" ")
 
@@ -89,8 +96,9 @@ def _steps(record: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         return list(steps.items())
     if isinstance(steps, list) and all(isinstance(step, Mapping) and "name" in step for step in steps):
         return [(step["name"], step) for step in steps]
-    raise ValidationError(f"run record: field 'steps' must be a dict by name or a list of named steps, "
-                          f"got {steps!r:.80}")
+    raise ValidationError(
+        f"run record: field 'steps' must be a dict by name or a list of named steps, got {steps!r:.80}"
+    )
 
 
 def step_rows(run_record: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -99,10 +107,14 @@ def step_rows(run_record: Mapping[str, Any]) -> list[tuple[str, ...]]:
     rows = []
     for name, step in _steps(run_record):
         status = look(StepStatus, step["status"])
-        detail = (f"error: {fit(step['error'], OUTPUTS_WIDTH - 7)}" if step.get("error")
-                  else _summary(step.get("outputs") or {}, OUTPUTS_WIDTH))
-        rows.append((name, status.cell, humanize_duration(step.get("duration", 0.0)),
-                     short_hash(step.get("cache_key")), detail))
+        detail = (
+            f"error: {fit(step['error'], OUTPUTS_WIDTH - 7)}"
+            if step.get("error")
+            else _summary(step.get("outputs") or {}, OUTPUTS_WIDTH)
+        )
+        rows.append(
+            (name, status.cell, humanize_duration(step.get("duration", 0.0)), short_hash(step.get("cache_key")), detail)
+        )
     return rows
 
 
@@ -115,8 +127,12 @@ def run_history_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]
         for _, step in _steps(record):
             word = look(StepStatus, step["status"]).word
             counts[word] = counts.get(word, 0) + 1
-        rows.append((f"#{record.get('run', number)}", status_cell(RunStatus, record["status"]),
-                     *(str(counts.get(status.value, 0)) for status in StepStatus),
-                     _summary(record.get("params") or {}, OUTPUTS_WIDTH)))
+        rows.append(
+            (
+                f"#{record.get('run', number)}",
+                status_cell(RunStatus, record["status"]),
+                *(str(counts.get(status.value, 0)) for status in StepStatus),
+                _summary(record.get("params") or {}, OUTPUTS_WIDTH),
+            )
+        )
     return rows
-

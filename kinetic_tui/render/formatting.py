@@ -5,6 +5,7 @@ in 16 colours; keeping all of them in one table is what keeps the glyphs distinc
 colours consistent between the Jobs, Training, Registry and Pipelines views. Only the 16 ANSI colour names
 are used, because the console must work on any terminal.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,8 +87,9 @@ def look(kind: type, status: Enum | str) -> Look:
     Words match case-insensitively since statuses arrive from JSON records and snapshots as text."""
     table = LOOKS.get(kind)
     if table is None:
-        raise ValidationError(f"kind: {getattr(kind, '__name__', kind)!r} has no looks; "
-                              f"valid: {', '.join(k.__name__ for k in LOOKS)}")
+        raise ValidationError(
+            f"kind: {getattr(kind, '__name__', kind)!r} has no looks; valid: {', '.join(k.__name__ for k in LOOKS)}"
+        )
     wanted = str(status.value if isinstance(status, Enum) else status).casefold()
     for word, found in table.items():
         if word.casefold() == wanted:

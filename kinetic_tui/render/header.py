@@ -3,6 +3,7 @@
 A Rich Text built from parts, not markup: the workspace line carries a profile and cluster name that are
 the user's own text, and markup would have to be parsed on every redraw.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -4,6 +4,7 @@ One line of segments instead of Textual's `Footer`, which builds a widget per ke
 is paid for before the console's first frame, and a line of hints needs no widgets of its own. Segments
 rather than a Rich Text for the same reason: the line is drawn on every frame that touches the footer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -43,8 +44,13 @@ def _width(segments: Sequence[Segment]) -> int:
     return sum(cell_len(segment.text) for segment in segments)
 
 
-def key_hints(hints: Sequence[KeyHint], width: int, corner: KeyHint | None = None,
-              base: Style | None = None, key: Style | None = None) -> HintLine:
+def key_hints(
+    hints: Sequence[KeyHint],
+    width: int,
+    corner: KeyHint | None = None,
+    base: Style | None = None,
+    key: Style | None = None,
+) -> HintLine:
     """`hints` left to right, a space apart, in exactly `width` cells, `corner` pinned to the right edge
     after a bar. A hint that does not fit whole is left out, with every hint after it, rather than cut
     mid-word. `base` styles the line, `key` (over `base`) the keys."""

@@ -6,6 +6,7 @@ bounded (oldest lines trimmed, and counted) so a chatty job cannot grow the cons
 Positions are line indices into what the buffer currently holds; trimming shifts a paused viewport with
 the lines it shows.
 """
+
 from __future__ import annotations
 
 import time
@@ -92,8 +93,9 @@ class LogBuffer:
             raise ValidationError(f"batch: expected strings, got {bad!r}") from None
         stamps = [None] * len(texts) if timestamps is None else list(timestamps)
         if multiline:
-            pairs = [(part, stamp) for text, stamp in zip(texts, stamps)
-                     for part in text.removesuffix("\n").split("\n")]
+            pairs = [
+                (part, stamp) for text, stamp in zip(texts, stamps) for part in text.removesuffix("\n").split("\n")
+            ]
             texts, stamps = [text for text, _ in pairs], [stamp for _, stamp in pairs]
         self._texts.extend(texts)
         self._stamps.extend(stamps)

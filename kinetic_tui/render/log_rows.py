@@ -3,6 +3,7 @@
 It is kept incrementally: a batch counts only its new lines and trimming drops entries from the front, so a
 streaming log costs per new line rather than per held line. Row numbers count from the first held line.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_right

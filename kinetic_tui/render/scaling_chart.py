@@ -5,6 +5,7 @@ falls inside the bar, i.e. a scale-in that has not happened yet), the decision o
 out, ↓ scale in, H hold, r reconfigure) and concurrency as a sparkline row. Marks are letters and arrows,
 not colours, so holds and scale decisions read under NO_COLOR.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -18,10 +19,15 @@ from kinetic_tui.render.formatting import fit, percent, sparkline, wrap_pieces
 
 BAR, DESIRED, DESIRED_IN_BAR = "█", "─", "┼"
 ACTION_MARKS = {"none": " ", "scale_out": "↑", "scale_in": "↓", "hold": "H", "reconfigure": "r"}
-ACTION_STYLES = {"scale_out": "bold green", "scale_in": "bold cyan", "hold": "bold yellow",
-                 "reconfigure": "magenta"}
-LEGEND = (("█", "instances", "green"), ("─", "desired", "yellow"), ("↑", "out", "bold green"),
-          ("↓", "in", "bold cyan"), ("H", "hold", "bold yellow"), ("r", "reconfigure", "magenta"))
+ACTION_STYLES = {"scale_out": "bold green", "scale_in": "bold cyan", "hold": "bold yellow", "reconfigure": "magenta"}
+LEGEND = (
+    ("█", "instances", "green"),
+    ("─", "desired", "yellow"),
+    ("↑", "out", "bold green"),
+    ("↓", "in", "bold cyan"),
+    ("H", "hold", "bold yellow"),
+    ("r", "reconfigure", "magenta"),
+)
 MIN_PLOT = 8  # columns of events at the least
 
 
@@ -49,8 +55,9 @@ def _tick_label(tick: float | None) -> str:
     return "" if tick is None else f"{tick:g}"
 
 
-def render_scaling_chart(history: Sequence[ScalingEventLike], height: int = 10, width: int = 72,
-                         max_instances: int | None = None) -> Text:
+def render_scaling_chart(
+    history: Sequence[ScalingEventLike], height: int = 10, width: int = 72, max_instances: int | None = None
+) -> Text:
     """The last events that fit in `width` cells (axis included). `height` caps the plot rows; with
     `max_instances` (the endpoint's bound, default: the highest count seen) at most `height` each row is
     one instance, otherwise rows are scaled. Events with tick None (a reconfigure before any observation)
@@ -64,7 +71,7 @@ def render_scaling_chart(history: Sequence[ScalingEventLike], height: int = 10, 
     top = max_instances or max(max(e.instance_count, e.desired) for e in history)
     axis = len(f"{top:g}") + 2  # "10 ┤"
     require_int("width", width, axis + MIN_PLOT)
-    events = list(history)[-(width - axis):]
+    events = list(history)[-(width - axis) :]
     rows = min(height, top)
     lines = [_plot_row(events, level, rows, top, axis) for level in range(rows, 0, -1)]
     lines.append(Text(" " * (axis - 1) + "└" + "─" * len(events)))
@@ -106,7 +113,7 @@ def _tick_axis(labels: list[str]) -> str:
     free = 0  # first column a new label may start at
     for column, label in enumerate(labels):
         if label and column >= free and column + len(label) <= len(cells):
-            cells[column:column + len(label)] = label
+            cells[column : column + len(label)] = label
             free = column + len(label) + 1
     return "".join(cells).rstrip()
 
@@ -116,17 +123,19 @@ class CacheTable(NamedTuple):
     summary: str
 
 
-def cache_rows(loaded: Sequence[str], load_events: Sequence[str], evict_events: Sequence[str], hits: int,
-               misses: int) -> CacheTable:
+def cache_rows(
+    loaded: Sequence[str], load_events: Sequence[str], evict_events: Sequence[str], hits: int, misses: int
+) -> CacheTable:
     """The multi-model cache as the endpoint holds it: rank 1 is the next eviction victim."""
     require_int("hits", hits, 0)
     require_int("misses", misses, 0)
     loads, evictions = Counter(load_events), Counter(evict_events)
     rows = []
     for rank, name in enumerate(loaded, start=1):
-        recency = "LRU (next out)" if rank == 1 and len(loaded) > 1 else (
-            "MRU" if rank == len(loaded) else "")
+        recency = "LRU (next out)" if rank == 1 and len(loaded) > 1 else ("MRU" if rank == len(loaded) else "")
         rows.append((str(rank), name, recency, str(loads[name]), str(evictions[name])))
-    summary = (f"hit ratio {percent(hits, hits + misses, 1, 'n/a')} ({hits} hits, {misses} misses) · "
-               f"{len(load_events)} loads · {len(evict_events)} evictions")
+    summary = (
+        f"hit ratio {percent(hits, hits + misses, 1, 'n/a')} ({hits} hits, {misses} misses) · "
+        f"{len(load_events)} loads · {len(evict_events)} evictions"
+    )
     return CacheTable(rows, summary)

@@ -5,6 +5,7 @@ rules `transition` enforces; `promote_targets` explains the same rules in words 
 Layout: None, Staging and Production side by side (each adjacent pair joined by → / ← arrows), Archived as
 a wide box underneath joined to each of them by ▲ / ▼ arrows.
 """
+
 from __future__ import annotations
 
 import time
@@ -141,8 +142,9 @@ def promote_targets(stage: Stage | str) -> list[PromoteTarget]:
         elif target is current:
             targets.append(PromoteTarget(target, False, f"the version is already {current}; allowed: {choices}"))
         else:
-            targets.append(PromoteTarget(
-                target, False, f"{current} → {target} is not an allowed transition; allowed: {choices}"))
+            targets.append(
+                PromoteTarget(target, False, f"{current} → {target} is not an allowed transition; allowed: {choices}")
+            )
     return targets
 
 
@@ -157,7 +159,12 @@ def history_rows(transitions: Iterable[TransitionLike]) -> list[tuple[str, ...]]
     """(#, version, from, to, at UTC) in history order; the row number is the row key, since one version
     can move many times. UTC keeps the table identical on every machine."""
     return [
-        (str(number), f"v{event.version}", look(Stage, event.from_stage).cell, look(Stage, event.to_stage).cell,
-         time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.at)))
+        (
+            str(number),
+            f"v{event.version}",
+            look(Stage, event.from_stage).cell,
+            look(Stage, event.to_stage).cell,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.at)),
+        )
         for number, event in enumerate(transitions, start=1)
     ]

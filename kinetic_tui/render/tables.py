@@ -6,6 +6,7 @@ clearing the table each refresh. Status cells are `glyph word`; `formatting.styl
 when drawing. Renderers take either a snapshot object or its `to_dict()`/`to_record()` form, because
 the console hands out the former and `--script`/the store the latter.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,21 +62,37 @@ def job_row(row: Any, now: float) -> Row:
     name, accelerator = _get(row, "name", ""), _get(row, "accelerator", "")
     started, finished = _get(row, "started_at"), _get(row, "finished_at")
     duration = NONE_CELL if started is None else humanize_age(started, now if finished is None else finished)
-    return (_get(row, "job_id"), name or NONE_CELL, accelerator or NONE_CELL, _get(row, "pool") or NONE_CELL,
-            status_cell(JobStatus, _get(row, "status")), humanize_age(_get(row, "created_at"), now), duration)
+    return (
+        _get(row, "job_id"),
+        name or NONE_CELL,
+        accelerator or NONE_CELL,
+        _get(row, "pool") or NONE_CELL,
+        status_cell(JobStatus, _get(row, "status")),
+        humanize_age(_get(row, "created_at"), now),
+        duration,
+    )
 
 
 def pool_row(pool: Any, history: Sequence[int]) -> Row:
     """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `PoolSnapshot` (or its dict form),
     where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
-    kind = " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated")))
-                    if on) or NONE_CELL
+    kind = (
+        " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated"))) if on)
+        or NONE_CELL
+    )
     nodes, in_use = _get(pool, "nodes"), _get(pool, "in_use")
     samples = list(history)[-SPARK_SAMPLES:]
     share = percent(in_use, nodes)
     util = f"{sparkline(samples, nodes)} {share}" if samples and nodes else share
-    return (_get(pool, "name"), _get(pool, "accelerator"), str(nodes), str(in_use), str(_get(pool, "queued")),
-            kind, util)
+    return (
+        _get(pool, "name"),
+        _get(pool, "accelerator"),
+        str(nodes),
+        str(in_use),
+        str(_get(pool, "queued")),
+        kind,
+        util,
+    )
 
 
 # --- training and tuning ----------------------------------------------------------------------------
@@ -110,10 +127,15 @@ def _latest_metric(record: Any) -> Any:
 def training_row(record: Any) -> Row:
     """(name, status, epoch progress, checkpoint epoch, interruptions, metric, artifact hash)."""
     checkpoint = _checkpoint_epoch(record)
-    return (_get(record, "name"), status_cell(TrainingStatus, _get(record, "status")),
-            progress_bar(_get(record, "current_epoch"), _get(record, "max_epochs")),
-            NONE_CELL if checkpoint is None else f"ckpt {checkpoint}", str(_get(record, "interruptions")),
-            _metric(_latest_metric(record)), short_hash(_get(record, "artifact_hash")))
+    return (
+        _get(record, "name"),
+        status_cell(TrainingStatus, _get(record, "status")),
+        progress_bar(_get(record, "current_epoch"), _get(record, "max_epochs")),
+        NONE_CELL if checkpoint is None else f"ckpt {checkpoint}",
+        str(_get(record, "interruptions")),
+        _metric(_latest_metric(record)),
+        short_hash(_get(record, "artifact_hash")),
+    )
 
 
 def study_row(study: Any) -> Row:
@@ -123,15 +145,24 @@ def study_row(study: Any) -> Row:
     best = next((t for t in trials if _get(t, "trial_id") == best_id), None)
     best_cell = NONE_CELL if best is None else f"#{best_id} {_metric(_get(best, 'metric'))}"
     done = sum(1 for t in trials if _get(t, "status") in (TrainingStatus.COMPLETED, TrainingStatus.FAILED))
-    return (_get(study, "name"), _get(study, "strategy"), _get(study, "status"),
-            f"{done}/{_get(study, 'budget')}", best_cell)
+    return (
+        _get(study, "name"),
+        _get(study, "strategy"),
+        _get(study, "status"),
+        f"{done}/{_get(study, 'budget')}",
+        best_cell,
+    )
 
 
 def trial_row(trial: Any) -> Row:
     """(#id, hyperparameters, status, metric, artifact hash) of a `Trial`, `TrialSnapshot` or dict."""
-    return (f"#{_get(trial, 'trial_id')}", _pairs(_get(trial, "hyperparameters")),
-            status_cell(TrainingStatus, _get(trial, "status")), _metric(_get(trial, "metric")),
-            short_hash(_get(trial, "artifact_hash")))
+    return (
+        f"#{_get(trial, 'trial_id')}",
+        _pairs(_get(trial, "hyperparameters")),
+        status_cell(TrainingStatus, _get(trial, "status")),
+        _metric(_get(trial, "metric")),
+        short_hash(_get(trial, "artifact_hash")),
+    )
 
 
 # --- registry, endpoints, pipelines -----------------------------------------------------------------
@@ -139,9 +170,13 @@ def trial_row(trial: Any) -> Row:
 
 def model_row(version: Any) -> Row:
     """(GROUP:vN, stage, artifact hash, metrics, source) of a `ModelVersion` or its snapshot."""
-    return (f"{_get(version, 'group')}:v{_get(version, 'version')}", status_cell(Stage, _get(version, "stage")),
-            short_hash(_get(version, "artifact_hash")), _pairs(_get(version, "metrics")),
-            _get(version, "source") or NONE_CELL)
+    return (
+        f"{_get(version, 'group')}:v{_get(version, 'version')}",
+        status_cell(Stage, _get(version, "stage")),
+        short_hash(_get(version, "artifact_hash")),
+        _pairs(_get(version, "metrics")),
+        _get(version, "source") or NONE_CELL,
+    )
 
 
 def endpoint_row(endpoint: Any) -> Row:
@@ -152,9 +187,15 @@ def endpoint_row(endpoint: Any) -> Row:
     hits, misses = _get(endpoint, "hits"), _get(endpoint, "misses")
     ratio = percent(hits, hits + misses)
     bounds = f"{_get(endpoint, 'min_instances')}..{_get(endpoint, 'max_instances')}"
-    return (_get(endpoint, "name"), _get(endpoint, "model_group"), f"{_get(endpoint, 'instance_count')} ({bounds})",
-            _metric(_get(endpoint, "target_per_instance")), last,
-            f"{len(_get(endpoint, 'loaded') or ())}/{_get(endpoint, 'max_loaded_models')}", ratio)
+    return (
+        _get(endpoint, "name"),
+        _get(endpoint, "model_group"),
+        f"{_get(endpoint, 'instance_count')} ({bounds})",
+        _metric(_get(endpoint, "target_per_instance")),
+        last,
+        f"{len(_get(endpoint, 'loaded') or ())}/{_get(endpoint, 'max_loaded_models')}",
+        ratio,
+    )
 
 
 def pipeline_row(pipeline: Any) -> Row:
@@ -162,8 +203,14 @@ def pipeline_row(pipeline: Any) -> Row:
     layers = _get(pipeline, "layers") or ()
     runs = _get(pipeline, "runs") or ()
     last = status_cell(RunStatus, _get(runs[-1], "status")) if runs else NONE_CELL
-    return (_get(pipeline, "name"), _get(pipeline, "ref"), str(sum(len(layer) for layer in layers)),
-            str(len(layers)), str(len(runs)), last)
+    return (
+        _get(pipeline, "name"),
+        _get(pipeline, "ref"),
+        str(sum(len(layer) for layer in layers)),
+        str(len(layers)),
+        str(len(runs)),
+        last,
+    )
 
 
 # --- filter and sort --------------------------------------------------------------------------------

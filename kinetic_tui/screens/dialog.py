@@ -3,6 +3,7 @@
 Its CSS lives here rather than in app.tcss, which the console parses before its first frame: a dialog's
 rules are parsed the first time a dialog opens.
 """
+
 from __future__ import annotations
 
 from typing import TypeVar

@@ -3,6 +3,7 @@
 Both only collect an answer; the caller turns it into a command-language line, so a form never has its own
 validation rules: a bad value comes back from the parser as a one-line error naming the field.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -19,8 +20,11 @@ from kinetic_tui.screens.dialog import Dialog
 class ConfirmScreen(Dialog[bool]):
     """Dismisses with True only on an explicit yes: Escape, `n` and the No button all cancel."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n", "answer(False)", "No"),
-                Binding("escape", "answer(False)", "Cancel")]
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "Cancel"),
+    ]
 
     def __init__(self, question: str) -> None:
         super().__init__()

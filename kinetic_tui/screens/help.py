@@ -1,4 +1,5 @@
 """`?`: the keys of what is on screen now (k9s-style help), as a modal the user closes with Esc or `?`."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,8 +29,11 @@ class HelpScreen(Dialog[None]):
     HelpScreen #help { width: 60; }
     HelpScreen #help VerticalScroll { height: auto; max-height: 16; }
     """
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close"),
-                Binding("q", "dismiss", "Close", show=False)]
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("question_mark", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
 
     def __init__(self, title: str, view_keys: Sequence[KeyRow], global_keys: Sequence[KeyRow]) -> None:
         super().__init__()

@@ -4,6 +4,7 @@ The log is read by a thread worker that follows the job's log files and feeds th
 batches every 100 ms). It reads through the backend with a stop event rather than `Console.logs(follow)`
 so that leaving the screen ends the reader at once instead of when the job ends.
 """
+
 from __future__ import annotations
 
 import threading
@@ -31,8 +32,10 @@ def summary_text(job: JobSnapshot, now: float) -> str:
     """Two lines that fit 80 columns: who the job is, and where it stands."""
     took = "-" if job.started_at is None else humanize_age(job.started_at, job.finished_at or now)
     phase = f" · phase {job.phase}" if job.phase else ""
-    return (f"{job.job_id} · {job.name or job.func} · {job.accelerator} on {job.pool or '-'}\n"
-            f"{status_cell(JobStatus, job.status)} · age {humanize_age(job.created_at, now)} · took {took}{phase}")
+    return (
+        f"{job.job_id} · {job.name or job.func} · {job.accelerator} on {job.pool or '-'}\n"
+        f"{status_cell(JobStatus, job.status)} · age {humanize_age(job.created_at, now)} · took {took}{phase}"
+    )
 
 
 class JobScreen(Screen[None]):
@@ -44,8 +47,10 @@ class JobScreen(Screen[None]):
     JobScreen #log-search { dock: bottom; margin-bottom: 1; border: none; height: 1; }
     """
     BINDINGS = [
-        Binding("escape", "back", "Back"), Binding("slash", "search", "Search"),
-        Binding("n", "next_match(1)", "Next", show=False), Binding("N", "next_match(-1)", "Prev", show=False),
+        Binding("escape", "back", "Back"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "next_match(1)", "Next", show=False),
+        Binding("N", "next_match(-1)", "Prev", show=False),
         Binding("s", "save", "Save"),
     ]
 
@@ -148,8 +153,11 @@ class JobScreen(Screen[None]):
         if not self._query:
             return
         buffer = self.log_view.buffer
-        found = (buffer.next_match(self._query, self._match) if direction > 0
-                 else buffer.previous_match(self._query, self._match))
+        found = (
+            buffer.next_match(self._query, self._match)
+            if direction > 0
+            else buffer.previous_match(self._query, self._match)
+        )
         if found is None:
             self.notify(f"no line matches {self._query!r}", severity="warning")
             return

@@ -7,6 +7,7 @@ widgets through the pure functions in `kinetic_tui.render`, and they start actio
 command-language lines and handing them to `self.app.run_command(line)`, so a key binding and the `:` bar
 share one code path.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +69,7 @@ class View(Widget, can_focus=False):
 
     def run_after_form(self, title: str, fields: Sequence[Field], to_line: Callable[[dict[str, str]], str]) -> None:
         """Ask for `fields`, then run the command line `to_line(values)`; a cancelled form runs nothing."""
+
         def submitted(values: dict[str, str] | None) -> None:
             if values is not None:
                 self.app.run_command(to_line(values))  # type: ignore[attr-defined]
@@ -76,6 +78,7 @@ class View(Widget, can_focus=False):
 
     def run_if_confirmed(self, question: str, line: str) -> None:
         """Ask `question`; run the command `line` only on yes."""
+
         def answered(yes: bool | None) -> None:
             if yes:
                 self.app.run_command(line)  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ Clusters come from the profiles (a local profile is reachable by definition; a G
 from here, which would need credentials and a network round trip per poll). The utilisation history is
 sampled by the app on every poll, so it keeps growing while another view is on screen.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,24 +17,35 @@ from textual.content import Content
 from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.profiles import DEFAULTS, current_profile_name, list_profiles
 from kinetic_tui.render import filter_rows, pool_row
-from kinetic_tui.views.base import View
 from kinetic_tui.screens.dialogs import Field
+from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 REACHABLE = "✓ reachable"
 NOT_CHECKED = "? not checked here"
 POOLS_TITLE = "Pools (utilisation: last samples, in use now)"
 
-POOL_FORM = (Field("name", "Name", placeholder="e.g. l4"), Field("accelerator", "Accelerator", placeholder="e.g. l4x2"),
-             Field("nodes", "Nodes", "1"), Field("spot", "Spot", "false", switch=True))
+POOL_FORM = (
+    Field("name", "Name", placeholder="e.g. l4"),
+    Field("accelerator", "Accelerator", placeholder="e.g. l4x2"),
+    Field("nodes", "Nodes", "1"),
+    Field("spot", "Spot", "false", switch=True),
+)
 
 
 def cluster_rows() -> list[Row]:
     """(profile, backend, cluster, reachability, current) for every profile."""
     current = current_profile_name()
-    return [(p.name, p.backend, p.cluster or DEFAULTS["cluster"],
-             REACHABLE if kind(p.backend).on_this_machine else NOT_CHECKED,
-             "● current" if p.name == current else "") for p in list_profiles()]
+    return [
+        (
+            p.name,
+            p.backend,
+            p.cluster or DEFAULTS["cluster"],
+            REACHABLE if kind(p.backend).on_this_machine else NOT_CHECKED,
+            "● current" if p.name == current else "",
+        )
+        for p in list_profiles()
+    ]
 
 
 def pool_add_line(values: dict[str, str]) -> str:
@@ -68,11 +80,14 @@ class ClustersView(View):
         self._query = ""
 
     def compose(self) -> ComposeResult:
-        clusters = VirtualTable((("PROFILE", 14), ("BACKEND", 8), ("CLUSTER", 16), ("REACHABLE", 18), ("", 9)),
-                                id="clusters")
+        clusters = VirtualTable(
+            (("PROFILE", 14), ("BACKEND", 8), ("CLUSTER", 16), ("REACHABLE", 18), ("", 9)), id="clusters"
+        )
         clusters.border_title = "Clusters (from profiles)"
-        pools = VirtualTable((("POOL", 12), ("ACCEL", 13), ("NODES", 5), ("USED", 4), ("QUEUE", 5), ("KIND", 9),
-                              ("UTILISATION", 17)), id="pools")
+        pools = VirtualTable(
+            (("POOL", 12), ("ACCEL", 13), ("NODES", 5), ("USED", 4), ("QUEUE", 5), ("KIND", 9), ("UTILISATION", 17)),
+            id="pools",
+        )
         pools.border_title = POOLS_TITLE
         yield clusters
         yield pools

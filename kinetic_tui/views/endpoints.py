@@ -1,5 +1,6 @@
 """View 5, Endpoints: the selected endpoint's config, its scaling chart (instances vs desired vs concurrency
 per tick, holds marked) and its multi-model cache in LRU order. `S` rescales, `l` drives a load pattern."""
+
 from __future__ import annotations
 
 import shlex
@@ -14,9 +15,9 @@ from textual.widgets import Label, Static
 from kinetic_tui.core.console.snapshots import EndpointSnapshot
 from kinetic_tui.render import cache_rows, endpoint_row
 from kinetic_tui.render.formatting import fit
-from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.screens.dialogs import Field, FormScreen
 from kinetic_tui.views.forms import COMMANDS, TableView, ViewBody
+from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.widgets.scaling_chart import ScalingChart
 
 RECENT_EVENTS = 6  # cache load/evict events shown; the counts per model are in the cache table
@@ -24,10 +25,12 @@ LOAD_TICKS = 5
 
 
 def _config(endpoint: EndpointSnapshot) -> str:
-    return (f"{endpoint.name} serves {endpoint.model_group} · instances {endpoint.instance_count} "
-            f"(min {endpoint.min_instances}, max {endpoint.max_instances}) · target {endpoint.target_per_instance:g}"
-            f"/instance · cooldown out {endpoint.scale_out_cooldown:g} in {endpoint.scale_in_cooldown:g} · "
-            f"tick {'-' if endpoint.last_tick is None else f'{endpoint.last_tick:g}'}")
+    return (
+        f"{endpoint.name} serves {endpoint.model_group} · instances {endpoint.instance_count} "
+        f"(min {endpoint.min_instances}, max {endpoint.max_instances}) · target {endpoint.target_per_instance:g}"
+        f"/instance · cooldown out {endpoint.scale_out_cooldown:g} in {endpoint.scale_in_cooldown:g} · "
+        f"tick {'-' if endpoint.last_tick is None else f'{endpoint.last_tick:g}'}"
+    )
 
 
 def _events(endpoint: EndpointSnapshot) -> str:
@@ -60,14 +63,25 @@ class EndpointsView(TableView):
 
     def compose(self) -> ComposeResult:
         with ViewBody():
-            yield KeyedTable([("endpoint", 14), ("model", 12), ("instances", None), ("target", None),
-                              ("last", None), ("loaded", None), ("hits", None)], id="endpoints")
+            yield KeyedTable(
+                [
+                    ("endpoint", 14),
+                    ("model", 12),
+                    ("instances", None),
+                    ("target", None),
+                    ("last", None),
+                    ("loaded", None),
+                    ("hits", None),
+                ],
+                id="endpoints",
+            )
             yield Static("no endpoints yet: endpoint create NAME --model GROUP", id="config")
             yield Label("Scaling: instances vs desired vs concurrency per tick", classes="section")
             yield ScalingChart(id="chart")
             yield Label("Model cache, least recently used first", classes="section")
-            yield KeyedTable([("#", None), ("model", None), ("recency", None), ("loads", None), ("evictions", None)],
-                             id="cache")
+            yield KeyedTable(
+                [("#", None), ("model", None), ("recency", None), ("loads", None), ("evictions", None)], id="cache"
+            )
             yield Static("", id="cache-summary")
 
     async def reload(self) -> None:
@@ -90,26 +104,38 @@ class EndpointsView(TableView):
             return
         self.query_one("#config", Static).update(_config(endpoint))
         self.query_one("#chart", ScalingChart).show(endpoint.history, endpoint.max_instances)
-        cache = cache_rows(endpoint.loaded, endpoint.load_events, endpoint.evict_events, endpoint.hits,
-                           endpoint.misses)
+        cache = cache_rows(endpoint.loaded, endpoint.load_events, endpoint.evict_events, endpoint.hits, endpoint.misses)
         self.query_one("#cache", KeyedTable).sync(cache.rows)
         self.query_one("#cache-summary", Static).update(f"{cache.summary}\n{_events(endpoint)}")
 
     def action_scale(self) -> None:
         endpoint = self.endpoints.get(self.chosen_key() or "")
         if endpoint is not None:
-            self._ask("scale", endpoint.name, [
-                Field("min", "min instances", str(endpoint.min_instances)),
-                Field("max", "max instances", str(endpoint.max_instances)),
-                Field("target", "target per instance", f"{endpoint.target_per_instance:g}")])
+            self._ask(
+                "scale",
+                endpoint.name,
+                [
+                    Field("min", "min instances", str(endpoint.min_instances)),
+                    Field("max", "max instances", str(endpoint.max_instances)),
+                    Field("target", "target per instance", f"{endpoint.target_per_instance:g}"),
+                ],
+            )
 
     def action_load(self) -> None:
         endpoint = self.endpoints.get(self.chosen_key() or "")
         if endpoint is not None:  # default: twice what the instances absorb now, so the autoscaler has work
-            self._ask("load", endpoint.name, [
-                Field("concurrency", "requests in flight",
-                      f"{2 * endpoint.instance_count * endpoint.target_per_instance:g}"),
-                Field("ticks", "ticks", str(LOAD_TICKS))])
+            self._ask(
+                "load",
+                endpoint.name,
+                [
+                    Field(
+                        "concurrency",
+                        "requests in flight",
+                        f"{2 * endpoint.instance_count * endpoint.target_per_instance:g}",
+                    ),
+                    Field("ticks", "ticks", str(LOAD_TICKS)),
+                ],
+            )
 
     @work(exclusive=True, exit_on_error=False, group=COMMANDS)
     async def _ask(self, verb: str, name: str, fields: list[Field]) -> None:

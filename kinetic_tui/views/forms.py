@@ -6,6 +6,7 @@ These forms only check the SHAPE of input (each line is `K=JSON`); whether a sta
 legal is the core's call, made once when the view runs the resulting command line, so a form can never
 disagree with `--script`. Each form dismisses with its values, or None when cancelled (Esc).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,9 @@ from textual.widgets import Button, DataTable, Label, Static, TextArea
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import Stage
 from kinetic_tui.render import filter_rows, look, promote_targets
+from kinetic_tui.screens.dialog import Dialog
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.keyed_table import KeyedTable
-from kinetic_tui.screens.dialog import Dialog
 
 T = TypeVar("T")
 COMMANDS = "commands"  # the app's worker group for commands; a view's action that asks first joins it
@@ -92,8 +93,12 @@ class StagePicker(ModalForm[Stage]):
 
     def body(self) -> ComposeResult:
         for target in self.targets:
-            yield Button(look(Stage, target.stage).cell, id=f"stage-{target.stage.value.lower()}",
-                         disabled=not target.allowed, compact=True)
+            yield Button(
+                look(Stage, target.stage).cell,
+                id=f"stage-{target.stage.value.lower()}",
+                disabled=not target.allowed,
+                compact=True,
+            )
             if not target.allowed:
                 yield Static(target.reason, classes="reason")
 
@@ -149,9 +154,9 @@ class ParamsForm(ModalForm[dict[str, Any]]):
         except ValidationError as exc:
             self.show_error(str(exc))
             return
-        self.dismiss({key: value for key, value in edited.items()
-                      if key not in self.params or self.params[key] != value})
-
+        self.dismiss(
+            {key: value for key, value in edited.items() if key not in self.params or self.params[key] != value}
+        )
 
 
 # -- the base of views 3-6 ----------------------------------------------------------------------------

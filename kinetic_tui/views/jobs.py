@@ -5,6 +5,7 @@ that renders one job's row, so with 10,000 jobs a poll costs one list of ids on 
 are rendered only for the visible page (`benchmarks/bench_jobs_view.py`). A filter or a sort needs every
 row's text, so only then is every row rendered on a reload.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -17,14 +18,18 @@ from textual.widgets import Label
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
-from kinetic_tui.views.base import View
 from kinetic_tui.screens.dialogs import Field
+from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 FIRST_PAGE = 200  # rows of the first, fast listing: more than any terminal shows
 COLUMNS = (("ID", 12), ("NAME", 14), ("ACCEL", 9), ("POOL", 6), ("STATUS", 11), ("AGE", 6), ("TOOK", 6))
-SUBMIT_FORM = (Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"), Field("accelerator", "Accelerator", "cpu"),
-               Field("args", "Args (JSON list)", "[]"), Field("name", "Name", placeholder="optional"))
+SUBMIT_FORM = (
+    Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"),
+    Field("accelerator", "Accelerator", "cpu"),
+    Field("args", "Args (JSON list)", "[]"),
+    Field("name", "Name", placeholder="optional"),
+)
 
 
 def submit_line(values: dict[str, str]) -> str:
@@ -42,8 +47,11 @@ class JobsView(View):
     ACTION_VERBS = {"submit": "submit", "cancel": "cancel"}
     LISTS_JOBS = True
     BINDINGS = [
-        Binding("enter", "open", "Open"), Binding("s", "submit", "Submit"), Binding("c", "cancel", "Cancel job"),
-        Binding("o", "sort", "Sort"), Binding("O", "reverse", "Reverse", show=False),
+        Binding("enter", "open", "Open"),
+        Binding("s", "submit", "Submit"),
+        Binding("c", "cancel", "Cancel job"),
+        Binding("o", "sort", "Sort"),
+        Binding("O", "reverse", "Reverse", show=False),
     ]
 
     def __init__(self) -> None:
@@ -86,8 +94,11 @@ class JobsView(View):
         else:
             keys = list(self._jobs)
         self.table.set_rows(keys, self._row)
-        order = "newest first" if self.sort_column is None else \
-            f"by {COLUMNS[self.sort_column][0].lower()} {'↓' if self.sort_reverse else '↑'}"
+        order = (
+            "newest first"
+            if self.sort_column is None
+            else f"by {COLUMNS[self.sort_column][0].lower()} {'↓' if self.sort_reverse else '↑'}"
+        )
         shown = f"{len(keys)}/{len(self._jobs)} match {self._query!r}" if self._query else str(len(keys))
         self.query_one("#jobs-title", Label).update(f"Jobs · {shown} · {order}")
 
@@ -130,7 +141,8 @@ class JobsView(View):
         row = self.table.get_row(job_id)
         name, status = row[1], row[4].split()[-1]
         if JobStatus(status).finished:
-            self.notify(f"job {job_id} is already {status}; only PENDING or RUNNING jobs can be cancelled",
-                        severity="warning")
+            self.notify(
+                f"job {job_id} is already {status}; only PENDING or RUNNING jobs can be cancelled", severity="warning"
+            )
             return
         self.run_if_confirmed(f"Cancel job {job_id} ({name})?", f"cancel {job_id}")

@@ -1,6 +1,7 @@
 """View 6, Pipelines: the DAG of the selected pipeline in Kahn rounds, coloured and glyphed by the selected
 run's step statuses with the branch taken, the run history and the run's step outputs and cache keys.
 `R` reruns with param edits."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ from textual.widgets import DataTable, Label
 
 from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot
 from kinetic_tui.render import pipeline_row, run_history_rows, step_rows
-from kinetic_tui.widgets.keyed_table import KeyedTable
-from kinetic_tui.widgets.dag_view import DagView
 from kinetic_tui.views.forms import COMMANDS, ParamsForm, TableView, ViewBody
+from kinetic_tui.widgets.dag_view import DagView
+from kinetic_tui.widgets.keyed_table import KeyedTable
 
 
 def _run_key(number: int) -> str:
@@ -44,16 +45,29 @@ class PipelinesView(TableView):
 
     def compose(self) -> ComposeResult:
         with ViewBody():
-            yield KeyedTable([("pipeline", 14), ("ref", 26), ("steps", None), ("rounds", None), ("runs", None),
-                              ("last", None)], id="pipelines")
+            yield KeyedTable(
+                [("pipeline", 14), ("ref", 26), ("steps", None), ("rounds", None), ("runs", None), ("last", None)],
+                id="pipelines",
+            )
             yield Label("DAG", id="dag-title", classes="section")
             yield DagView(id="dag")
             yield Label("Runs", classes="section")
-            yield KeyedTable([("run", None), ("status", None), ("exec", None), ("cached", None), ("skip", None),
-                              ("fail", None), ("changed params", 24)], id="runs")
+            yield KeyedTable(
+                [
+                    ("run", None),
+                    ("status", None),
+                    ("exec", None),
+                    ("cached", None),
+                    ("skip", None),
+                    ("fail", None),
+                    ("changed params", 24),
+                ],
+                id="runs",
+            )
             yield Label("Steps", id="steps-title", classes="section")
-            yield KeyedTable([("step", 14), ("status", None), ("time", None), ("cache key", 9),
-                              ("outputs", 30)], id="steps")
+            yield KeyedTable(
+                [("step", 14), ("status", None), ("time", None), ("cache key", 9), ("outputs", 30)], id="steps"
+            )
 
     async def reload(self) -> None:
         pipelines = await self.console.pipelines.list()
@@ -61,8 +75,9 @@ class PipelinesView(TableView):
         for pipeline in pipelines:
             for summary in pipeline.runs:
                 if (pipeline.name, summary.run) not in self.runs:
-                    self.runs[pipeline.name, summary.run] = await self.console.pipelines.get_run(pipeline.name,
-                                                                                                 summary.run)
+                    self.runs[pipeline.name, summary.run] = await self.console.pipelines.get_run(
+                        pipeline.name, summary.run
+                    )
         self.show_rows([pipeline_row(pipeline) for pipeline in pipelines])
 
     def _current(self) -> PipelineSnapshot | None:
@@ -76,8 +91,7 @@ class PipelinesView(TableView):
         table = self.query_one("#runs", KeyedTable)
         new_run = bool(runs) and _run_key(runs[-1].run) not in table.keys
         # only the params a run changed from the defaults: those are what tell runs apart in 80 columns
-        table.sync(run_history_rows({**run.to_dict(), "params": _changed(run.params, pipeline.params)}
-                                    for run in runs))
+        table.sync(run_history_rows({**run.to_dict(), "params": _changed(run.params, pipeline.params)} for run in runs))
         if new_run:  # a run just landed (often the user's rerun): show it
             table.select_key(_run_key(runs[-1].run))
         self._show_run()
@@ -89,12 +103,15 @@ class PipelinesView(TableView):
         key = self.query_one("#runs", KeyedTable).selected_key
         run = None if key is None else self.runs.get((pipeline.name, int(key.lstrip("#"))))
         statuses = {} if run is None else {step.name: step.status for step in run.steps}
-        self.query_one("#dag", DagView).show(pipeline.layers, pipeline.edges, statuses,
-                                             {} if run is None else run.branch_taken)
+        self.query_one("#dag", DagView).show(
+            pipeline.layers, pipeline.edges, statuses, {} if run is None else run.branch_taken
+        )
         self.query_one("#dag-title", Label).update(
-            f"DAG of {pipeline.name}" + ("" if run is None else f", run #{run.run} (⑂ = branch taken)"))
+            f"DAG of {pipeline.name}" + ("" if run is None else f", run #{run.run} (⑂ = branch taken)")
+        )
         self.query_one("#steps-title", Label).update(
-            "Steps (no runs yet)" if run is None else f"Steps of run #{run.run}: outputs and cache keys")
+            "Steps (no runs yet)" if run is None else f"Steps of run #{run.run}: outputs and cache keys"
+        )
         self.query_one("#steps", KeyedTable).sync([] if run is None else step_rows(run.to_dict()))
 
     @on(DataTable.RowHighlighted, "#runs")
@@ -109,7 +126,8 @@ class PipelinesView(TableView):
             return
         last = self.runs.get((pipeline.name, pipeline.runs[-1].run)) if pipeline.runs else None
         edits = await self.app.push_screen_wait(
-            ParamsForm(f"Rerun {pipeline.name}: edit params", pipeline.params if last is None else last.params))
+            ParamsForm(f"Rerun {pipeline.name}: edit params", pipeline.params if last is None else last.params)
+        )
         if edits is None:
             return
         flags = " ".join(f"--param {shlex.quote(f'{key}={json.dumps(value)}')}" for key, value in edits.items())

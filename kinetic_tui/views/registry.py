@@ -1,5 +1,6 @@
 """View 4, Registry: every model version, the stage graph of the selected version's group (where each
 version sits, the allowed edges) and the group's transition history. `p` promotes the selected version."""
+
 from __future__ import annotations
 
 import shlex
@@ -13,9 +14,9 @@ from textual.widgets import Label
 from kinetic_tui.core.console.snapshots import GroupSnapshot, ModelVersionSnapshot
 from kinetic_tui.core.platform.registry import Stage
 from kinetic_tui.render import history_rows, model_row
-from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.views.forms import COMMANDS, StagePicker, TableView, ViewBody
+from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.widgets.stage_graph import StageGraph
 
 
@@ -40,13 +41,15 @@ class RegistryView(TableView):
     def compose(self) -> ComposeResult:
         with ViewBody():
             yield Label("Model versions", classes="section")
-            yield KeyedTable([("version", None), ("stage", None), ("artifact", 8), ("metrics", 16), ("source", 12)],
-                             id="versions")
+            yield KeyedTable(
+                [("version", None), ("stage", None), ("artifact", 8), ("metrics", 16), ("source", 12)], id="versions"
+            )
             yield Label("Stage graph", id="graph-title", classes="section")
             yield StageGraph(id="graph")
             yield Label("Transitions", id="history-title", classes="section")
-            yield KeyedTable([("#", None), ("version", None), ("from", None), ("to", None), ("at (UTC)", None)],
-                             id="history")
+            yield KeyedTable(
+                [("#", None), ("version", None), ("from", None), ("to", None), ("at (UTC)", None)], id="history"
+            )
 
     async def reload(self) -> None:
         groups = await self.console.registry.models()
@@ -59,9 +62,11 @@ class RegistryView(TableView):
         group = None if model is None else self.groups[model.group]
         self.query_one("#graph", StageGraph).show(group.versions if group else (), model.version if model else None)
         self.query_one("#graph-title", Label).update(
-            "Stage graph" if group is None else f"Stage graph of {group.group} (▸ = selected, ★ = Production)")
+            "Stage graph" if group is None else f"Stage graph of {group.group} (▸ = selected, ★ = Production)"
+        )
         self.query_one("#history-title", Label).update(
-            "Transitions" if group is None else f"Transitions of {group.group}")
+            "Transitions" if group is None else f"Transitions of {group.group}"
+        )
         self.query_one("#history", KeyedTable).sync(history_rows(group.history) if group else [])
 
     @work(exclusive=True, exit_on_error=False, group=COMMANDS)
@@ -84,6 +89,7 @@ class RegistryView(TableView):
             return f"Archive {_key(model)}, the Production version of {model.group}?"
         production = self.groups[model.group].production
         if target is Stage.PRODUCTION and production not in (None, model.version):
-            return (f"Promote {_key(model)} to Production? {model.group}:v{production} leaves Production and "
-                    f"is Archived.")
+            return (
+                f"Promote {_key(model)} to Production? {model.group}:v{production} leaves Production and is Archived."
+            )
         return None

@@ -1,6 +1,7 @@
 """View 3, Training: training jobs with their epoch progress, tuning studies and the trials of the selected
 study (best marked). `t` starts a training (a form, the user's own step included), `i` interrupts the
 selected training (a spot preemption), `r` resumes a Stopped one."""
+
 from __future__ import annotations
 
 import shlex
@@ -14,14 +15,17 @@ from textual.widgets import DataTable, Label
 from kinetic_tui.core.training.records import StudySnapshot
 from kinetic_tui.render import study_row, training_row, trial_row
 from kinetic_tui.screens.dialogs import Field
-from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.views.forms import TableView, ViewBody
+from kinetic_tui.widgets.keyed_table import KeyedTable
 
 BEST = "★ best"
-TRAIN_FORM = (Field("name", "Name", placeholder="e.g. baseline"),
-              Field("hp", "Hyperparameters", placeholder="K=V K=V, e.g. learning_rate=0.2"),
-              Field("epochs", "Epochs", "5"), Field("pool", "Pool", placeholder="optional"),
-              Field("step", "Step", placeholder="optional MODULE:FUNC, e.g. mypkg.steps:train_step"))
+TRAIN_FORM = (
+    Field("name", "Name", placeholder="e.g. baseline"),
+    Field("hp", "Hyperparameters", placeholder="K=V K=V, e.g. learning_rate=0.2"),
+    Field("epochs", "Epochs", "5"),
+    Field("pool", "Pool", placeholder="optional"),
+    Field("step", "Step", placeholder="optional MODULE:FUNC, e.g. mypkg.steps:train_step"),
+)
 
 
 def train_line(values: dict[str, str]) -> str:
@@ -55,14 +59,34 @@ class TrainingView(TableView):
     def compose(self) -> ComposeResult:
         with ViewBody():
             yield Label("Training jobs", classes="section")
-            yield KeyedTable([("name", 14), ("status", None), ("epochs", None), ("ckpt", None), ("int", None),
-                              ("metric", None), ("artifact", 8)], id="trainings")
+            yield KeyedTable(
+                [
+                    ("name", 14),
+                    ("status", None),
+                    ("epochs", None),
+                    ("ckpt", None),
+                    ("int", None),
+                    ("metric", None),
+                    ("artifact", 8),
+                ],
+                id="trainings",
+            )
             yield Label("Tuning studies", classes="section")
-            yield KeyedTable([("study", 14), ("strategy", None), ("status", None), ("trials", None), ("best", None)],
-                             id="studies")
+            yield KeyedTable(
+                [("study", 14), ("strategy", None), ("status", None), ("trials", None), ("best", None)], id="studies"
+            )
             yield Label("Trials", id="trials-title", classes="section")
-            yield KeyedTable([("trial", None), ("hyperparameters", 26), ("status", None), ("metric", None),
-                              ("artifact", 8), ("best", None)], id="trials")
+            yield KeyedTable(
+                [
+                    ("trial", None),
+                    ("hyperparameters", 26),
+                    ("status", None),
+                    ("metric", None),
+                    ("artifact", 8),
+                    ("best", None),
+                ],
+                id="trials",
+            )
 
     async def reload(self) -> None:
         trainings = await self.console.training.list()
@@ -79,7 +103,8 @@ class TrainingView(TableView):
         self.query_one("#trials-title", Label).update(title)
         trials = () if study is None else study.trials
         self.query_one("#trials", KeyedTable).sync(
-            [(*trial_row(trial), BEST if trial.trial_id == study.best else "") for trial in trials])
+            [(*trial_row(trial), BEST if trial.trial_id == study.best else "") for trial in trials]
+        )
 
     @on(DataTable.RowHighlighted, "#studies")
     def study_chosen(self) -> None:

@@ -4,6 +4,7 @@ Completion is the core's (`kinetic_tui.core.commands.complete`: verbs, subcomman
 names of live objects for the argument slot being typed (job ids after `cancel`, pools after
 `pool remove`, ...), which only the console knows. Messages go up: the app executes and filters.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,11 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
 from kinetic_tui.core.commands import complete
-from kinetic_tui.core.commands.verbs import FAMILIES, VERBS, positional_kind
 from kinetic_tui.core.commands.parser import ParseError, tokenize
+from kinetic_tui.core.commands.verbs import FAMILIES, VERBS, positional_kind
 
 Mode = Literal["command", "filter"]
 Names = Mapping[str, Sequence[str]]  # object kind -> names, e.g. {"job": ["job-1a2b3c4d", ...]}
-
 
 
 def _slot(done: Sequence[str]) -> tuple[str, int, list[str]] | None:
@@ -73,7 +73,7 @@ def apply_completion(line: str, candidates: Sequence[str]) -> str:
         return line
     tokens, _ = tokenize(line)
     typing = bool(tokens) and tokens[-1][2] == len(line)
-    head = line[:tokens[-1][1]] if typing else line
+    head = line[: tokens[-1][1]] if typing else line
     if len(candidates) == 1:
         return head + candidates[0] + " "
     prefix = os.path.commonprefix(list(candidates))

@@ -1,4 +1,5 @@
 """A pipeline's DAG as a widget: `render.dag` (Kahn rounds, status glyphs and colours) at the current width."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -12,20 +13,34 @@ from kinetic_tui.render.dag import LABEL_WIDTH, render_dag
 class DagView(Widget):
     DEFAULT_CSS = "DagView { height: auto; }"
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.drawing: tuple = ((), (), {}, {})
 
-    def show(self, layers: Sequence[Sequence[str]], edges: Sequence[tuple[str, str]], statuses: Mapping[str, str],
-             branch_taken: Mapping[str, bool]) -> None:
+    def show(
+        self,
+        layers: Sequence[Sequence[str]],
+        edges: Sequence[tuple[str, str]],
+        statuses: Mapping[str, str],
+        branch_taken: Mapping[str, bool],
+    ) -> None:
         """`statuses` are the selected run's step statuses (empty: every step Pending)."""
-        drawing = (tuple(tuple(layer) for layer in layers), tuple(tuple(edge) for edge in edges), dict(statuses),
-                   dict(branch_taken))
+        drawing = (
+            tuple(tuple(layer) for layer in layers),
+            tuple(tuple(edge) for edge in edges),
+            dict(statuses),
+            dict(branch_taken),
+        )
         if drawing != self.drawing:
             self.drawing = drawing
             self.refresh(layout=True)
 
     def render(self) -> Text:
         layers, edges, statuses, branch_taken = self.drawing
-        return render_dag([list(layer) for layer in layers], list(edges), statuses, branch_taken,
-                          width=max(self.size.width, 2 * LABEL_WIDTH))
+        return render_dag(
+            [list(layer) for layer in layers],
+            list(edges),
+            statuses,
+            branch_taken,
+            width=max(self.size.width, 2 * LABEL_WIDTH),
+        )

@@ -4,6 +4,7 @@ Textual's `Footer` mounts a widget per key and recomposes them all whenever the 
 is a single widget that redraws its line on the same signal (focus moved, a view switched, a modal
 opened), so it costs the first frame one widget and a few lines of stylesheet.
 """
+
 from __future__ import annotations
 
 from textual import events
@@ -54,8 +55,13 @@ class KeyFooter(Widget, can_focus=False):
                 actions.add(binding.action)
                 shown.append(KeyHint(app.get_key_display(binding), binding.description, enabled, binding.key))
         palette = active.get(app.COMMAND_PALETTE_BINDING) if app.ENABLE_COMMAND_PALETTE else None
-        corner = None if palette is None else KeyHint(app.get_key_display(palette.binding), palette.binding.description,
-                                                      palette.enabled, palette.binding.key)
+        corner = (
+            None
+            if palette is None
+            else KeyHint(
+                app.get_key_display(palette.binding), palette.binding.description, palette.enabled, palette.binding.key
+            )
+        )
         return shown, corner
 
     def render_line(self, y: int) -> Strip:

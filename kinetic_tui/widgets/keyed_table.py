@@ -7,6 +7,7 @@ tens to hundreds of rows; the jobs list, which can hold tens of thousands, uses 
 (virtual_table.py), which renders only the visible page, and so does view 1, whose lighter tables keep the
 console's first frame cheap.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

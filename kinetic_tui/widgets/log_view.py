@@ -7,6 +7,7 @@ dropped whenever what a row looks like changes (width, wrap, timestamps, the sea
 The scroll position (keys, wheel, scrollbar) is the reader's; the buffer keeps what it means: at the last
 row the view follows, anywhere else it pauses and counts "N new lines".
 """
+
 from __future__ import annotations
 
 import time
@@ -33,10 +34,14 @@ STRIP_CACHE = 1024  # strips kept: a few screens' worth, so scrolling back and f
 
 class LogView(ScrollView, can_focus=True):
     BINDINGS = [
-        Binding("up", "scroll(-1)", "Up", show=False), Binding("down", "scroll(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "top", "Top", show=False), Binding("end", "bottom", "Follow"),
-        Binding("w", "toggle_wrap", "Wrap"), Binding("t", "toggle_timestamps", "Timestamps"),
+        Binding("up", "scroll(-1)", "Up", show=False),
+        Binding("down", "scroll(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "top", "Top", show=False),
+        Binding("end", "bottom", "Follow"),
+        Binding("w", "toggle_wrap", "Wrap"),
+        Binding("t", "toggle_timestamps", "Timestamps"),
     ]
     DEFAULT_CSS = """
     LogView { overflow-x: hidden; overflow-y: scroll; }
@@ -105,8 +110,11 @@ class LogView(ScrollView, can_focus=True):
         parts = [f"{len(buffer)} lines"]
         if buffer.trimmed:
             parts.append(f"{buffer.trimmed} trimmed")
-        parts.append(f"▼ {buffer.new_lines_label} (End follows)" if buffer.new_lines
-                     else ("following" if buffer.follow else "paused"))
+        parts.append(
+            f"▼ {buffer.new_lines_label} (End follows)"
+            if buffer.new_lines
+            else ("following" if buffer.follow else "paused")
+        )
         parts += [word for word, on in (("wrap", buffer.wrap), ("timestamps", buffer.show_timestamps)) if on]
         return " · ".join(parts)
 

@@ -1,5 +1,6 @@
 """An endpoint's scaling history as a widget: `render.scaling_chart` at the current width, one column per
 observation, so the newest events stay in view when the history outgrows the screen."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ PLOT_ROWS = 6  # with the axis, marks, ticks, concurrency and legend rows the ch
 class ScalingChart(Widget):
     DEFAULT_CSS = "ScalingChart { height: auto; }"
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.history: tuple[ScalingEventSnapshot, ...] = ()
         self.max_instances: int | None = None

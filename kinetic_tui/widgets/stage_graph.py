@@ -1,4 +1,5 @@
 """The registry's stage graph as a widget: `render.stage_graph` drawn at the widget's current width."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ class StageGraph(Widget):
 
     DEFAULT_CSS = "StageGraph { height: auto; }"
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.versions: tuple[ModelVersionSnapshot, ...] = ()
         self.selected: int | None = None

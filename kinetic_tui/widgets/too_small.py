@@ -1,4 +1,5 @@
 """The notice that covers the console while the terminal is smaller than the console needs (SPEC 5)."""
+
 from __future__ import annotations
 
 from textual.widgets import Static

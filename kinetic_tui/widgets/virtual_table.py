@@ -5,6 +5,7 @@ cost seconds to show and every poll touches all of them. This table holds only t
 a function that produces a row for a key: a refresh is one list assignment, and drawing (Textual's Line
 API) asks only for the rows on screen. Columns have fixed widths so nothing is ever measured.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -47,9 +48,12 @@ class VirtualTable(ScrollView, can_focus=True):
     refresh forgets the rows produced for the previous one (they may have changed)."""
 
     BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False), Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False), Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(0)", "First", show=False), Binding("end", "edge(1)", "Last", show=False),
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First", show=False),
+        Binding("end", "edge(1)", "Last", show=False),
         Binding("enter", "select", "Open", show=False),
     ]
     COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
@@ -230,7 +234,9 @@ class VirtualTable(ScrollView, can_focus=True):
             style = self._style
             # drawn over the status colour, as DataTable does
             cursor = self.get_component_rich_style("virtual-table--cursor") if row == self.cursor_row else Style.null()
-        segments = [Segment(f" {fit(cell, width)} ", style + cell_style(cell) + cursor)
-                    for cell, (_, width) in zip(cells, self.columns)]
+        segments = [
+            Segment(f" {fit(cell, width)} ", style + cell_style(cell) + cursor)
+            for cell, (_, width) in zip(cells, self.columns)
+        ]
         scroll_x = int(self.scroll_x)
         return Strip(segments, self._line_width).crop_extend(scroll_x, scroll_x + self.size.width, style + cursor)

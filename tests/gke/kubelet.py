@@ -16,6 +16,7 @@ resolved from the pod, a CSI volume mount -> a local directory, STORAGE_EMULATOR
 output into the pod log, and writes pod and workload status back. Diagnostics tests instead write the
 pod conditions, container waiting states and events a real cluster would.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,9 +40,9 @@ from kmock import KubernetesEmulator, ResourceInfo, Server
 
 from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.backends.gke.backend import GkeBackend
-from kinetic_tui.core.backends.gke.submission import backend_class
 from kinetic_tui.core.backends.gke.k8s_client import K8sClients, clients_for
 from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION
+from kinetic_tui.core.backends.gke.submission import backend_class
 from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra
 from kinetic_tui.core.storage import GcsStorage
 from tests.gcs_emulator import create_bucket
@@ -169,8 +170,14 @@ def kube_api() -> Iterator[KubeApi]:
 
 
 def _container_status(image: str, state: dict[str, Any]) -> dict[str, Any]:
-    return {"name": manifests.CONTAINER, "image": image, "imageID": "", "ready": "running" in state,
-            "restartCount": 0, "state": state}
+    return {
+        "name": manifests.CONTAINER,
+        "image": image,
+        "imageID": "",
+        "ready": "running" in state,
+        "restartCount": 0,
+        "state": state,
+    }
 
 
 class Kubelet:
@@ -185,47 +192,55 @@ class Kubelet:
         return json.loads(self.clients.batch.read_namespaced_job(name, self.namespace, _preload_content=False).data)
 
     def leaderworkerset(self, name: str) -> dict[str, Any]:
-        return self.clients.custom.get_namespaced_custom_object(LWS_GROUP, LWS_VERSION, self.namespace,
-                                                                LWS_PLURAL, name)
+        return self.clients.custom.get_namespaced_custom_object(
+            LWS_GROUP, LWS_VERSION, self.namespace, LWS_PLURAL, name
+        )
 
     # -- pods ------------------------------------------------------------------------------------------
 
-    def create_pod(self, name: str, template: Mapping[str, Any], extra_labels: Mapping[str, str],
-                   status: Mapping[str, Any]) -> dict[str, Any]:
+    def create_pod(
+        self, name: str, template: Mapping[str, Any], extra_labels: Mapping[str, str], status: Mapping[str, Any]
+    ) -> dict[str, Any]:
         metadata = dict(template.get("metadata") or {})
-        metadata.update(name=name, namespace=self.namespace,
-                        labels={**(metadata.get("labels") or {}), **extra_labels})
+        metadata.update(name=name, namespace=self.namespace, labels={**(metadata.get("labels") or {}), **extra_labels})
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"], "status": status}
         self.clients.core.create_namespaced_pod(self.namespace, pod, _preload_content=False)
         return pod
 
     def set_pod_status(self, name: str, status: Mapping[str, Any]) -> None:
-        self.clients.core.patch_namespaced_pod_status(name, self.namespace, {"status": status},
-                                                      _preload_content=False)
+        self.clients.core.patch_namespaced_pod_status(name, self.namespace, {"status": status}, _preload_content=False)
 
     def add_event(self, pod: str, reason: str, message: str) -> None:
-        event = {"apiVersion": "v1", "kind": "Event",
-                 "metadata": {"name": f"{pod}.{reason.lower()}", "namespace": self.namespace},
-                 "involvedObject": {"kind": "Pod", "name": pod, "namespace": self.namespace},
-                 "reason": reason, "message": message, "type": "Normal"}
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod}.{reason.lower()}", "namespace": self.namespace},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": self.namespace},
+            "reason": reason,
+            "message": message,
+            "type": "Normal",
+        }
         self.clients.core.create_namespaced_event(self.namespace, event, _preload_content=False)
 
     # -- running containers ----------------------------------------------------------------------------
 
     def _env(self, pod: Mapping[str, Any], container: Mapping[str, Any], mounts: Mapping[str, Path]) -> dict[str, str]:
         labels = pod["metadata"].get("labels") or {}
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.workdir),
-               "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"]}
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.workdir),
+            "STORAGE_EMULATOR_HOST": os.environ["STORAGE_EMULATOR_HOST"],
+        }
         for item in container.get("env") or []:
             if "value" in item:
                 value = item["value"]
                 for mount_path, local in mounts.items():
                     if value == mount_path or value.startswith(mount_path + "/"):
-                        value = str(local) + value[len(mount_path):]
+                        value = str(local) + value[len(mount_path) :]
                 env[item["name"]] = value
             else:
                 path = item["valueFrom"]["fieldRef"]["fieldPath"]
-                label = path[len("metadata.labels['"):-2]
+                label = path[len("metadata.labels['") : -2]
                 env[item["name"]] = labels[label]
         return env
 
@@ -240,10 +255,17 @@ class Kubelet:
         argv = [sys.executable, str(RUNNER), *command[2:]]
         cwd = self.workdir / name / "cwd"
         cwd.mkdir(parents=True, exist_ok=True)
-        self.set_pod_status(name, {"phase": "Running", "startTime": _now(), "containerStatuses": [
-            _container_status(container["image"], {"running": {"startedAt": _now()}})]})
-        return subprocess.Popen(argv, cwd=cwd, env=self._env(pod, container, mounts), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        self.set_pod_status(
+            name,
+            {
+                "phase": "Running",
+                "startTime": _now(),
+                "containerStatuses": [_container_status(container["image"], {"running": {"startedAt": _now()}})],
+            },
+        )
+        return subprocess.Popen(
+            argv, cwd=cwd, env=self._env(pod, container, mounts), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
 
     def finish_container(self, pod: Mapping[str, Any], process: subprocess.Popen[bytes]) -> int:
         """Stream the container's output into the pod log; record its exit in the pod status."""
@@ -254,8 +276,15 @@ class Kubelet:
         code = process.wait()
         self.api.emulator.end_log(self.namespace, name)
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": _now()}
-        self.set_pod_status(name, {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
-            _container_status(pod["spec"]["containers"][0]["image"], {"terminated": terminated})]})
+        self.set_pod_status(
+            name,
+            {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "containerStatuses": [
+                    _container_status(pod["spec"]["containers"][0]["image"], {"terminated": terminated})
+                ],
+            },
+        )
         return code
 
     # -- workloads ---------------------------------------------------------------------------------------
@@ -263,17 +292,29 @@ class Kubelet:
     def start_job(self, name: str) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
         job = self.job(name)
         pod = self.create_pod(f"{name}-pod", job["spec"]["template"], {"job-name": name}, {"phase": "Pending"})
-        self.clients.batch.patch_namespaced_job_status(name, self.namespace, {"status": {"active": 1,
-                                                       "startTime": _now()}}, _preload_content=False)
+        self.clients.batch.patch_namespaced_job_status(
+            name, self.namespace, {"status": {"active": 1, "startTime": _now()}}, _preload_content=False
+        )
         return pod, self.start_container(pod)
 
     def finish_job(self, name: str, pod: Mapping[str, Any], process: subprocess.Popen[bytes]) -> int:
         code = self.finish_container(pod, process)
         kind, counts = ("Complete", {"succeeded": 1}) if code == 0 else ("Failed", {"failed": 1})
         reason = "Completed" if code == 0 else "BackoffLimitExceeded"
-        self.clients.batch.patch_namespaced_job_status(name, self.namespace, {"status": {
-            "active": 0, **counts, "conditions": [{"type": kind, "status": "True", "reason": reason,
-                                                   "message": f"pod exited with {code}"}]}}, _preload_content=False)
+        self.clients.batch.patch_namespaced_job_status(
+            name,
+            self.namespace,
+            {
+                "status": {
+                    "active": 0,
+                    **counts,
+                    "conditions": [
+                        {"type": kind, "status": "True", "reason": reason, "message": f"pod exited with {code}"}
+                    ],
+                }
+            },
+            _preload_content=False,
+        )
         return code
 
     def run_job(self, name: str) -> int:
@@ -284,10 +325,15 @@ class Kubelet:
         """Run a LeaderWorkerSet's group: one pod per host, all at once, host 0 the leader."""
         lws = self.leaderworkerset(name)
         template = lws["spec"]["leaderWorkerTemplate"]
-        pods = [self.create_pod(name if host == 0 else f"{name}-{host}", template["workerTemplate"],
-                                {manifests.LWS_WORKER_INDEX: str(host),
-                                 "leaderworkerset.sigs.k8s.io/name": name}, {"phase": "Pending"})
-                for host in range(template["size"])]
+        pods = [
+            self.create_pod(
+                name if host == 0 else f"{name}-{host}",
+                template["workerTemplate"],
+                {manifests.LWS_WORKER_INDEX: str(host), "leaderworkerset.sigs.k8s.io/name": name},
+                {"phase": "Pending"},
+            )
+            for host in range(template["size"])
+        ]
         processes = [self.start_container(pod) for pod in pods]
         return [self.finish_container(pod, process) for pod, process in zip(pods, processes)]
 
@@ -333,22 +379,34 @@ def cluster(kube: KubeApi, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch, t
     """A GKE profile (through KINETIC_* variables) whose API server is kmock and whose bucket is fake GCS."""
     serial = next(_clusters)  # a namespace per test: workloads of earlier tests on the shared server stay apart
     project, name, namespace = "kn-test", f"c{os.getpid()}-{serial}", f"ns-{serial}"
-    for variable, value in {"KINETIC_K8S_HOST": kube.url, "KINETIC_BACKEND": "gke", "KINETIC_PROJECT": project,
-                            "KINETIC_CLUSTER": name, "KINETIC_NAMESPACE": namespace}.items():
+    for variable, value in {
+        "KINETIC_K8S_HOST": kube.url,
+        "KINETIC_BACKEND": "gke",
+        "KINETIC_PROJECT": project,
+        "KINETIC_CLUSTER": name,
+        "KINETIC_NAMESPACE": namespace,
+    }.items():
         monkeypatch.setenv(variable, value)
     bucket = create_bucket(gcs_emulator, jobs_bucket_name(project, name))
     clients = clients_for(resolve_infra())
-    return Cluster(kube, clients, Kubelet(kube, clients, namespace, tmp_path / "kubelet"), project, name, bucket,
-                   namespace)
+    return Cluster(
+        kube, clients, Kubelet(kube, clients, namespace, tmp_path / "kubelet"), project, name, bucket, namespace
+    )
 
 
 def wait_for_workload(kubelet: Kubelet, kind: str, timeout: float = 30.0) -> str:
     """The name of the first workload of `kind` (job / lws) to appear that this kubelet has not taken yet.
     A suspended Job is left alone until released, as the Job controller does (`spec.suspend`)."""
     taken = kubelet.__dict__.setdefault("taken", set())
-    list_all = (lambda: kubelet.clients.batch.list_namespaced_job(kubelet.namespace, _preload_content=False)) \
-        if kind == "job" else (lambda: kubelet.clients.custom.list_namespaced_custom_object(
-            LWS_GROUP, LWS_VERSION, kubelet.namespace, LWS_PLURAL, _preload_content=False))
+    list_all = (
+        (lambda: kubelet.clients.batch.list_namespaced_job(kubelet.namespace, _preload_content=False))
+        if kind == "job"
+        else (
+            lambda: kubelet.clients.custom.list_namespaced_custom_object(
+                LWS_GROUP, LWS_VERSION, kubelet.namespace, LWS_PLURAL, _preload_content=False
+            )
+        )
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for item in json.loads(list_all().data)["items"]:

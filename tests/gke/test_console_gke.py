@@ -1,6 +1,7 @@
 """The Console (and so `--script`, the CLI verbs and the TUI) on a gke profile: jobs, logs, results, cancel and
 pools come from the cluster (kmock + the kubelet double) and its jobs bucket (fake-gcs-server), not from the
 workspace's local backend."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,33 +13,39 @@ from typing import Any
 
 import pytest
 
-from kinetic_tui.core.console import Console
 from kinetic_tui.core.backends.gke.cluster import GkeCluster
-from kinetic_tui.core.backends.local.interface import LocalInterface
-from kinetic_tui.core.events import JobStatusChanged
 from kinetic_tui.core.backends.gke.pools import GkePools
-from kinetic_tui.core.profiles import create_profile, resolve_infra
+from kinetic_tui.core.backends.local.interface import LocalInterface
 from kinetic_tui.core.backends.local.workspace import local_backend, store
+from kinetic_tui.core.console import Console
+from kinetic_tui.core.events import JobStatusChanged
+from kinetic_tui.core.profiles import create_profile, resolve_infra
 from kinetic_tui.script import run_script
-from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
+from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload
 from tests.lifecycle.backend_projects import make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
-REMOTE = f'''
+REMOTE = f"""
 import kinetic_tui as kinetic
 from . import jobs
 
 add, boom, count_lines, hold = (kinetic.run(container_image={IMAGE!r})(f)
                                 for f in (jobs.add, jobs.boom, jobs.count_lines, jobs.hold))
-'''
+"""
 
 
 @pytest.fixture
 def gke(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """The cluster reached through a current gke profile (not KINETIC_* variables), and a user project whose
     decorated functions name a custom image (no Cloud Build here)."""
-    create_profile("cloud", backend="gke", project=cluster.project, cluster=cluster.name,
-                   namespace=cluster.namespace, make_current=True)
+    create_profile(
+        "cloud",
+        backend="gke",
+        project=cluster.project,
+        cluster=cluster.name,
+        namespace=cluster.namespace,
+        make_current=True,
+    )
     for variable in ("KINETIC_BACKEND", "KINETIC_PROJECT", "KINETIC_CLUSTER", "KINETIC_NAMESPACE"):
         monkeypatch.delenv(variable)
     project, package = make_project(tmp_path)
@@ -108,17 +115,35 @@ def test_cancel_deletes_the_running_job_and_pools_count_the_cluster_jobs(gke: Si
         status, pools, listed = results(f"status {name}\npools\njobs --status PENDING")
         assert (running["job_id"], status["status"], status["pool"]) == (name, "RUNNING", "gpu-l4")
         assert pools == [
-            {"name": "gpu-l4", "accelerator": "l4x1", "nodes": 3, "spot": False, "in_use": 1, "queued": 1,
-             "emulated": False},
-            {"name": "tpu-v5e", "accelerator": "v5litepod-2x2", "nodes": 1, "spot": True, "in_use": 0, "queued": 0,
-             "emulated": False},
+            {
+                "name": "gpu-l4",
+                "accelerator": "l4x1",
+                "nodes": 3,
+                "spot": False,
+                "in_use": 1,
+                "queued": 1,
+                "emulated": False,
+            },
+            {
+                "name": "tpu-v5e",
+                "accelerator": "v5litepod-2x2",
+                "nodes": 1,
+                "spot": True,
+                "in_use": 0,
+                "queued": 0,
+                "emulated": False,
+            },
         ]
         assert [job["job_id"] for job in listed] == [queued["job_id"]]
 
         cancelled, again = results(f"cancel {name}\nstatus {name}")
         assert (cancelled["status"], cancelled["detail"], again["status"]) == ("CANCELLED", "cancelled", "CANCELLED")
-        assert name not in [item["metadata"]["name"] for item in json.loads(gke.cluster.clients.batch.list_namespaced_job(
-            gke.cluster.namespace, _preload_content=False).data)["items"]]
+        assert name not in [
+            item["metadata"]["name"]
+            for item in json.loads(
+                gke.cluster.clients.batch.list_namespaced_job(gke.cluster.namespace, _preload_content=False).data
+            )["items"]
+        ]
         results(f"cancel {queued['job_id']}")
         assert [(p["in_use"], p["queued"]) for p in results("pools")[0]] == [(0, 0), (0, 0)]
     finally:
@@ -129,13 +154,19 @@ def test_cancel_deletes_the_running_job_and_pools_count_the_cluster_jobs(gke: Si
 def test_pool_changes_are_refused_on_the_console(gke: SimpleNamespace) -> None:
     gke.pools.add("gpu-l4", "l4", 2)
     before = gke.pools.list()
-    for line, verb in [("pool add big --accelerator l4x2 --nodes 2", "pool add big --accelerator l4x2 --nodes 2"),
-                       ("pool remove gpu-l4", "pool remove gpu-l4")]:
+    for line, verb in [
+        ("pool add big --accelerator l4x2 --nodes 2", "pool add big --accelerator l4x2 --nodes 2"),
+        ("pool remove gpu-l4", "pool remove gpu-l4"),
+    ]:
         code, (record,) = script(line)
         assert code == 1
-        assert record["error"] == {"type": "ValidationError", "message": (
-            f"node pools of GKE cluster {gke.cluster.name!r} change with its Pulumi stack, not from the console: "
-            f"run `kinetic-tui {verb}` (it applies the stack)")}
+        assert record["error"] == {
+            "type": "ValidationError",
+            "message": (
+                f"node pools of GKE cluster {gke.cluster.name!r} change with its Pulumi stack, not from the console: "
+                f"run `kinetic-tui {verb}` (it applies the stack)"
+            ),
+        }
     assert gke.pools.list() == before
     (pool,) = results("show pool gpu-l4")
     assert (pool["name"], pool["nodes"], pool["emulated"]) == ("gpu-l4", 2, False)
@@ -145,8 +176,9 @@ def test_an_unknown_job_is_one_line_naming_the_bucket(gke: SimpleNamespace) -> N
     for verb in ("status", "logs", "result", "cancel"):
         code, (record,) = script(f"{verb} job-ffffffff")
         assert code == 1 and record["error"]["type"] == "NotFoundError"
-        assert record["error"]["message"] == (f"unknown job 'job-ffffffff': no handle.json in bucket "
-                                              f"{gke.cluster.bucket!r}")
+        assert record["error"]["message"] == (
+            f"unknown job 'job-ffffffff': no handle.json in bucket {gke.cluster.bucket!r}"
+        )
 
 
 def test_poll_announces_cluster_job_changes(gke: SimpleNamespace) -> None:

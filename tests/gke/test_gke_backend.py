@@ -1,5 +1,6 @@
 """The GKE backend end to end against kmock (the API server) and fake-gcs-server (the jobs bucket), with
 tests/gke/kubelet.py playing the Job controller and kubelet: real runner processes, real GCS round trips."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,17 +17,17 @@ import kinetic_tui as kinetic
 from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeError
 from kinetic_tui.core.backends.gke.cluster import GkeCluster
+from kinetic_tui.core.backends.gke.k8s_client import ClusterAccessError, clients_for
 from kinetic_tui.core.backends.gke.submission import submit_gke as submit_record
 from kinetic_tui.core.backends.registry import backend_for_handle
-from kinetic_tui.core.jobs import JobHandle
-from kinetic_tui.core.backends.gke.k8s_client import ClusterAccessError, clients_for
-from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import MissingExtraError
+from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.infra.container_builder import ImageBuild, prebuilt_image
-from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
+from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload
 from tests.lifecycle.backend_projects import import_jobs, make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
@@ -53,14 +54,19 @@ def objects(c: Cluster) -> list[str]:
 
 def created(c: Cluster, name: str) -> list[dict[str, Any]]:
     """The bodies of the create requests kmock received for workload `name`."""
-    return [r.data for r in c.api.requests()
-            if r.method == "POST" and isinstance(r.data, dict) and r.data["metadata"]["name"] == name]
+    return [
+        r.data
+        for r in c.api.requests()
+        if r.method == "POST" and isinstance(r.data, dict) and r.data["metadata"]["name"] == name
+    ]
 
 
 # -- @run on a GKE profile -------------------------------------------------------------------------------
 
-def test_run_returns_the_remote_value_and_streams_its_output(cluster: Cluster, jobs: Any,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+
+def test_run_returns_the_remote_value_and_streams_its_output(
+    cluster: Cluster, jobs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     remote = kinetic.run(accelerator="l4", container_image=IMAGE)(jobs.two_lines)
     with serving(cluster.kubelet) as codes:
         assert remote("first line", "second line", 0.2) == "done"
@@ -74,8 +80,7 @@ def test_run_returns_the_remote_value_and_streams_its_output(cluster: Cluster, j
     _assert_job_deleted(cluster, name)  # result() cleans up: the finished Job goes with the inputs
 
 
-def test_run_reraises_the_remote_exception_with_its_traceback(cluster: Cluster,
-                                                              jobs: Any) -> None:
+def test_run_reraises_the_remote_exception_with_its_traceback(cluster: Cluster, jobs: Any) -> None:
     remote = kinetic.run(container_image=IMAGE)(jobs.boom)
     with serving(cluster.kubelet) as codes, pytest.raises(ValueError, match="kaboom") as caught:
         remote("kaboom")
@@ -103,6 +108,7 @@ def test_the_runner_gets_both_hashes_and_the_job_id(cluster: Cluster, jobs: Any)
 
 
 # -- status mapping ----------------------------------------------------------------------------------------
+
 
 def test_status_follows_the_job_and_its_pod(cluster: Cluster, jobs: Any) -> None:
     handle = submit(jobs.add, 2, 3)
@@ -139,9 +145,20 @@ def test_wait_times_out_and_leaves_the_job(cluster: Cluster, jobs: Any) -> None:
 
 # -- pending diagnostics ---------------------------------------------------------------------------------
 
+
 def _unschedulable(message: str, since: str = "2999-01-01T00:00:00Z") -> dict[str, Any]:
-    return {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                                "message": message, "lastTransitionTime": since}]}
+    return {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": since,
+            }
+        ],
+    }
 
 
 def test_unschedulable_pod_reports_the_scheduler_message(cluster: Cluster, jobs: Any) -> None:
@@ -162,11 +179,13 @@ def test_unschedulable_for_too_long_fails_the_job(cluster: Cluster, jobs: Any) -
 
 def test_no_node_pool_for_the_accelerator_fails_naming_it(cluster: Cluster, jobs: Any) -> None:
     handle = submit(jobs.add, 1, 1, accelerator="v5e-2x2")
-    pod = cluster.kubelet.pending_pod(handle.job_id, _unschedulable(
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."))
+    pod = cluster.kubelet.pending_pod(
+        handle.job_id, _unschedulable("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.")
+    )
     assert cluster.backend().refresh(handle.job_id).status is JobStatus.PENDING  # the autoscaler has not spoken
-    cluster.kubelet.add_event(pod, "NotTriggerScaleUp",
-                              "pod didn't trigger scale-up: 2 node(s) didn't match Pod's node affinity/selector")
+    cluster.kubelet.add_event(
+        pod, "NotTriggerScaleUp", "pod didn't trigger scale-up: 2 node(s) didn't match Pod's node affinity/selector"
+    )
     state = cluster.backend().refresh(handle.job_id)
     assert (state.status, state.phase) == (JobStatus.FAILED, "launch")
     assert "no node pool provides v5litepod-2x2" in state.detail
@@ -179,8 +198,15 @@ def test_no_node_pool_for_the_accelerator_fails_naming_it(cluster: Cluster, jobs
 def test_image_pull_errors_fail_with_the_reason(cluster: Cluster, jobs: Any, reason: str) -> None:
     handle = submit(jobs.add, 1, 1)
     waiting = {"waiting": {"reason": reason, "message": "manifest unknown"}}
-    cluster.kubelet.pending_pod(handle.job_id, {"phase": "Pending", "containerStatuses": [
-        {"name": "kinetic", "image": IMAGE, "imageID": "", "ready": False, "restartCount": 0, "state": waiting}]})
+    cluster.kubelet.pending_pod(
+        handle.job_id,
+        {
+            "phase": "Pending",
+            "containerStatuses": [
+                {"name": "kinetic", "image": IMAGE, "imageID": "", "ready": False, "restartCount": 0, "state": waiting}
+            ],
+        },
+    )
     state = cluster.backend().refresh(handle.job_id)
     assert (state.status, state.phase) == (JobStatus.FAILED, "launch")
     assert reason in state.detail and IMAGE in state.detail and "manifest unknown" in state.detail
@@ -195,6 +221,7 @@ def _assert_job_deleted(c: Cluster, name: str) -> None:
 
 
 # -- cancel, cleanup, logs, listing --------------------------------------------------------------------------
+
 
 def _delete_requests(c: Cluster, name: str) -> list[Any]:
     return [r for r in c.api.requests() if r.method == "DELETE" and r.name == name]
@@ -253,16 +280,23 @@ def test_logs_after_the_fact_and_followed(cluster: Cluster, jobs: Any) -> None:
 
 
 def test_list_uses_the_kinetic_label(cluster: Cluster, jobs: Any) -> None:
-    foreign = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "not-ours", "labels": {"app": "other"}},
-               "spec": {"template": {"spec": {"containers": [{"name": "x", "image": "x"}], "restartPolicy": "Never"}}}}
+    foreign = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "not-ours", "labels": {"app": "other"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "x", "image": "x"}], "restartPolicy": "Never"}}},
+    }
     cluster.clients.batch.create_namespaced_job(cluster.namespace, foreign, _preload_content=False)
     first = submit(jobs.add, 1, 1)
     second = submit(jobs.add, 1, 2)
     ids = cluster.backend().job_ids()
     assert "not-ours" not in ids
     assert {first.job_id, second.job_id} <= set(ids)
-    request = [r for r in cluster.api.requests() if r.method == "GET" and r.resource is not None
-               and r.resource.plural == "jobs" and r.name is None][-1]
+    request = [
+        r
+        for r in cluster.api.requests()
+        if r.method == "GET" and r.resource is not None and r.resource.plural == "jobs" and r.name is None
+    ][-1]
     assert request.params["labelSelector"] == "app=kinetic"
 
 
@@ -274,6 +308,7 @@ def test_backend_for_a_handle_reaches_the_same_job(cluster: Cluster, jobs: Any) 
 
 
 # -- bad input and missing pieces change nothing ---------------------------------------------------------
+
 
 def _requirements(jobs: Any, text: str) -> None:
     (Path(jobs.__file__).parents[1] / "requirements.txt").write_text(text)
@@ -323,8 +358,9 @@ def test_multi_host_on_plain_gke_is_refused(cluster: Cluster, jobs: Any) -> None
 
 def test_an_api_refusal_is_one_line(cluster: Cluster, jobs: Any) -> None:
     ctx = JobContext.from_params(jobs.add, "cpu", container_image=IMAGE)
-    taken = manifests.job_manifest(manifests.WorkloadSpec(ctx.job_id, cluster.namespace, IMAGE, ctx.accelerator,
-                                                          (), "/out"))
+    taken = manifests.job_manifest(
+        manifests.WorkloadSpec(ctx.job_id, cluster.namespace, IMAGE, ctx.accelerator, (), "/out")
+    )
     cluster.clients.batch.create_namespaced_job(cluster.namespace, taken, _preload_content=False)
     with pytest.raises(GkeError, match=f"could not create gke workload {ctx.job_id}") as caught:
         submit_gke(ctx, (1, 2), {})
@@ -344,8 +380,9 @@ def test_no_kubeconfig_context_names_the_gcloud_command(tmp_path: Path, monkeypa
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     infra = resolve_infra(project="kn-test", backend="gke", cluster="c9", zone="europe-west4-a")
-    with pytest.raises(ClusterAccessError, match="gcloud container clusters get-credentials c9 --zone europe-west4-a "
-                                                 "--project kn-test"):
+    with pytest.raises(
+        ClusterAccessError, match="gcloud container clusters get-credentials c9 --zone europe-west4-a --project kn-test"
+    ):
         clients_for(infra)
 
 

@@ -1,6 +1,7 @@
 """`map` on a GKE profile (core/backends/gke/batches.py) against kmock and fake-gcs-server, with the kubelet double
 running each pod's runner as a real process: one Job per input, `max_concurrent` through suspended Jobs,
 retries, partial failures, reattaching, and the refusals."""
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,13 @@ from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.submission.packaging import PayloadError
-from tests.gke.kubelet import Cluster, cluster, kube, serving  # noqa: F401
+from tests.gke.kubelet import Cluster, cluster, kube, serving
 from tests.lifecycle.run_projects import flaky_task, load_module, make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
 TIMEOUT = 60
 
-TASKS = '''
+TASKS = """
 import threading
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def invert(x):
 @kinetic.run(container_image=IMAGE, accelerator="v5litepod-2x4", backend="pathways")
 def sliced(x):
     return x
-''' + flaky_task('container_image=IMAGE')
+""" + flaky_task("container_image=IMAGE")
 
 
 @pytest.fixture
@@ -54,15 +55,24 @@ def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 def created_jobs(c: Cluster) -> list[dict[str, Any]]:
     """The Jobs created in this test's namespace (the API server is shared by the module's tests)."""
-    return [r.data for r in c.api.requests()
-            if r.method == "POST" and isinstance(r.data, dict) and r.data.get("kind") == "Job"
-            and r.data["metadata"]["namespace"] == c.namespace]
+    return [
+        r.data
+        for r in c.api.requests()
+        if r.method == "POST"
+        and isinstance(r.data, dict)
+        and r.data.get("kind") == "Job"
+        and r.data["metadata"]["namespace"] == c.namespace
+    ]
 
 
 def releases(c: Cluster) -> list[str]:
-    return [str(r.url).split("?")[0].rsplit("/", 1)[-1] for r in c.api.requests()
-            if r.method == "PATCH" and f"/namespaces/{c.namespace}/jobs/" in str(r.url)
-            and r.data == {"spec": {"suspend": False}}]
+    return [
+        str(r.url).split("?")[0].rsplit("/", 1)[-1]
+        for r in c.api.requests()
+        if r.method == "PATCH"
+        and f"/namespaces/{c.namespace}/jobs/" in str(r.url)
+        and r.data == {"spec": {"suspend": False}}
+    ]
 
 
 def test_map_runs_one_labelled_job_per_input(cluster: Cluster, tasks: ModuleType) -> None:
@@ -79,7 +89,8 @@ def test_map_runs_one_labelled_job_per_input(cluster: Cluster, tasks: ModuleType
 
 
 def test_max_concurrent_creates_the_rest_suspended_and_releases_them_one_by_one(
-        cluster: Cluster, tasks: ModuleType) -> None:
+    cluster: Cluster, tasks: ModuleType
+) -> None:
     with serving(cluster.kubelet, count=3):
         batch = tasks.cube.map([1, 2, 3], max_concurrent=1)
         jobs = created_jobs(cluster)

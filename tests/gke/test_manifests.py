@@ -1,5 +1,6 @@
 """Job and LeaderWorkerSet manifests: placement per accelerator, the runner command, and schema validity
 (kubernetes-validate in strict mode for Jobs and pod templates; the LWS CRD schema for LeaderWorkerSets)."""
+
 from __future__ import annotations
 
 import copy
@@ -20,17 +21,33 @@ from kinetic_tui.core.backends.gke.manifests import WorkloadSpec, job_manifest, 
 K8S_VERSIONS = ("1.37.0", "1.33.0")
 LWS_SCHEMA = json.loads((Path(__file__).with_name("lws_schema.json")).read_text())
 PAYLOAD_SHA, CONTEXT_SHA = "a" * 64, "b" * 64
-RUNNER_ARGS = ("--payload", "gs://p-kn-c-jobs/job-0123abcd/payload.pkl",
-               "--context", "gs://p-kn-c-jobs/job-0123abcd/context.zip",
-               "--result", "gs://p-kn-c-jobs/job-0123abcd/result.pkl",
-               "--payload-sha256", PAYLOAD_SHA, "--context-sha256", CONTEXT_SHA)
+RUNNER_ARGS = (
+    "--payload",
+    "gs://p-kn-c-jobs/job-0123abcd/payload.pkl",
+    "--context",
+    "gs://p-kn-c-jobs/job-0123abcd/context.zip",
+    "--result",
+    "gs://p-kn-c-jobs/job-0123abcd/result.pkl",
+    "--payload-sha256",
+    PAYLOAD_SHA,
+    "--context-sha256",
+    CONTEXT_SHA,
+)
 
 
-def spec_for(accelerator: str, output_dir: str = "gs://p-kn-c-jobs/job-0123abcd/output/",
-             job_id: str = "job-0123abcd") -> WorkloadSpec:
-    return WorkloadSpec(job_id=job_id, namespace="ml", image="us-docker.pkg.dev/p/kn-c/base:gpu-0123456789ab",
-                        accelerator=parse_accelerator(accelerator), runner_args=RUNNER_ARGS, output_dir=output_dir,
-                        service_account="kinetic-runner", display_name="train")
+def spec_for(
+    accelerator: str, output_dir: str = "gs://p-kn-c-jobs/job-0123abcd/output/", job_id: str = "job-0123abcd"
+) -> WorkloadSpec:
+    return WorkloadSpec(
+        job_id=job_id,
+        namespace="ml",
+        image="us-docker.pkg.dev/p/kn-c/base:gpu-0123456789ab",
+        accelerator=parse_accelerator(accelerator),
+        runner_args=RUNNER_ARGS,
+        output_dir=output_dir,
+        service_account="kinetic-runner",
+        display_name="train",
+    )
 
 
 def validate_job(manifest: dict[str, Any], versions: tuple[str, ...] = K8S_VERSIONS) -> None:
@@ -68,25 +85,53 @@ SINGLE_HOST_TABLE = [
     ("l4", {"cloud.google.com/gke-accelerator": "nvidia-l4"}, ["nvidia.com/gpu"], {"nvidia.com/gpu": "1"}),
     ("l4x2", {"cloud.google.com/gke-accelerator": "nvidia-l4"}, ["nvidia.com/gpu"], {"nvidia.com/gpu": "2"}),
     ("t4x4", {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}, ["nvidia.com/gpu"], {"nvidia.com/gpu": "4"}),
-    ("a100-80gbx16", {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"}, ["nvidia.com/gpu"],
-     {"nvidia.com/gpu": "16"}),
-    ("h100x8:spot", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-spot": "true"},
-     ["nvidia.com/gpu", "cloud.google.com/gke-spot"], {"nvidia.com/gpu": "8"}),
-    ("v5litepod-1", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                     "cloud.google.com/gke-tpu-topology": "1x1"}, ["google.com/tpu"], {"google.com/tpu": "1"}),
-    ("v5e-2x2", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                 "cloud.google.com/gke-tpu-topology": "2x2"}, ["google.com/tpu"], {"google.com/tpu": "4"}),
-    ("v5litepod-2x4:spot", {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                            "cloud.google.com/gke-tpu-topology": "2x4", "cloud.google.com/gke-spot": "true"},
-     ["google.com/tpu", "cloud.google.com/gke-spot"], {"google.com/tpu": "8"}),
-    ("v3-4", {"cloud.google.com/gke-tpu-accelerator": "tpu-v3-podslice",
-              "cloud.google.com/gke-tpu-topology": "2x2"}, ["google.com/tpu"], {"google.com/tpu": "4"}),
+    (
+        "a100-80gbx16",
+        {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+        ["nvidia.com/gpu"],
+        {"nvidia.com/gpu": "16"},
+    ),
+    (
+        "h100x8:spot",
+        {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb", "cloud.google.com/gke-spot": "true"},
+        ["nvidia.com/gpu", "cloud.google.com/gke-spot"],
+        {"nvidia.com/gpu": "8"},
+    ),
+    (
+        "v5litepod-1",
+        {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "1x1"},
+        ["google.com/tpu"],
+        {"google.com/tpu": "1"},
+    ),
+    (
+        "v5e-2x2",
+        {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x2"},
+        ["google.com/tpu"],
+        {"google.com/tpu": "4"},
+    ),
+    (
+        "v5litepod-2x4:spot",
+        {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+            "cloud.google.com/gke-tpu-topology": "2x4",
+            "cloud.google.com/gke-spot": "true",
+        },
+        ["google.com/tpu", "cloud.google.com/gke-spot"],
+        {"google.com/tpu": "8"},
+    ),
+    (
+        "v3-4",
+        {"cloud.google.com/gke-tpu-accelerator": "tpu-v3-podslice", "cloud.google.com/gke-tpu-topology": "2x2"},
+        ["google.com/tpu"],
+        {"google.com/tpu": "4"},
+    ),
 ]
 
 
 @pytest.mark.parametrize(("accelerator", "selector", "toleration_keys", "limits"), SINGLE_HOST_TABLE)
-def test_job_manifest_places_and_validates(accelerator: str, selector: dict[str, str], toleration_keys: list[str],
-                                           limits: dict[str, str] | None) -> None:
+def test_job_manifest_places_and_validates(
+    accelerator: str, selector: dict[str, str], toleration_keys: list[str], limits: dict[str, str] | None
+) -> None:
     manifest = job_manifest(spec_for(accelerator))
     validate_job(manifest)
     pod = pod_spec(manifest)
@@ -136,8 +181,10 @@ def test_gs_output_dir_is_mounted_with_gcs_fuse() -> None:
     validate_job(manifest)
     assert env_of(manifest)["KINETIC_OUTPUT_DIR"] == manifests.OUTPUT_MOUNT
     (volume,) = pod_spec(manifest)["volumes"]
-    assert volume["csi"] == {"driver": "gcsfuse.csi.storage.gke.io",
-                             "volumeAttributes": {"bucketName": "other-bucket", "mountOptions": "only-dir=runs/7"}}
+    assert volume["csi"] == {
+        "driver": "gcsfuse.csi.storage.gke.io",
+        "volumeAttributes": {"bucketName": "other-bucket", "mountOptions": "only-dir=runs/7"},
+    }
     assert container(manifest)["volumeMounts"] == [{"name": volume["name"], "mountPath": manifests.OUTPUT_MOUNT}]
     assert manifest["spec"]["template"]["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
 
@@ -149,8 +196,10 @@ def test_a_pod_path_output_dir_needs_no_volume() -> None:
     assert "volumes" not in pod_spec(manifest) and "annotations" not in manifest["spec"]["template"]["metadata"]
 
 
-@pytest.mark.parametrize(("accelerator", "hosts", "chips_per_host"),
-                         [("v5litepod-4x4", 4, "4"), ("v4-8", 2, "4"), ("v5p-32:spot", 8, "4"), ("v6e-16", 4, "4")])
+@pytest.mark.parametrize(
+    ("accelerator", "hosts", "chips_per_host"),
+    [("v5litepod-4x4", 4, "4"), ("v4-8", 2, "4"), ("v5p-32:spot", 8, "4"), ("v6e-16", 4, "4")],
+)
 def test_multi_host_leaderworkerset(accelerator: str, hosts: int, chips_per_host: str) -> None:
     manifest = leaderworkerset_manifest(spec_for(accelerator))
     validate_lws(manifest)
@@ -161,8 +210,9 @@ def test_multi_host_leaderworkerset(accelerator: str, hosts: int, chips_per_host
     assert "restartPolicy" not in template["workerTemplate"]["spec"]  # StatefulSet pods: the default, Always
     assert container(manifest)["resources"]["limits"] == {"google.com/tpu": chips_per_host}
     env = env_of(manifest)
-    assert env["TPU_WORKER_ID"] == {"fieldRef": {
-        "fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"}}
+    assert env["TPU_WORKER_ID"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"}
+    }
     assert env["KINETIC_NUM_HOSTS"] == str(hosts)
     assert ("cloud.google.com/gke-spot" in pod_spec(manifest).get("nodeSelector", {})) == accelerator.endswith(":spot")
 
@@ -178,9 +228,12 @@ def test_every_registry_shape_validates() -> None:
 
 
 @settings(max_examples=40)
-@given(accelerator=st.sampled_from([format_accelerator(c) for c in all_accelerators()]), spot=st.booleans(),
-       job_hex=st.text(alphabet="0123456789abcdef", min_size=8, max_size=8),
-       output=st.sampled_from(["gs://b-kn-c-jobs/x/output/", "gs://other", "/tmp/out"]))
+@given(
+    accelerator=st.sampled_from([format_accelerator(c) for c in all_accelerators()]),
+    spot=st.booleans(),
+    job_hex=st.text(alphabet="0123456789abcdef", min_size=8, max_size=8),
+    output=st.sampled_from(["gs://b-kn-c-jobs/x/output/", "gs://other", "/tmp/out"]),
+)
 def test_placement_follows_the_accelerator(accelerator: str, spot: bool, job_hex: str, output: str) -> None:
     spec = spec_for(accelerator + (":spot" if spot else ""), output_dir=output, job_id=f"job-{job_hex}")
     manifest = (leaderworkerset_manifest if spec.num_nodes > 1 else job_manifest)(spec)
@@ -200,6 +253,7 @@ def test_placement_follows_the_accelerator(accelerator: str, spot: bool, job_hex
 
 
 # -- the validators can fail: a broken manifest is caught ----------------------------------------------------
+
 
 def test_strict_validation_rejects_a_misspelt_field() -> None:
     manifest = job_manifest(spec_for("l4"))

@@ -1,5 +1,6 @@
 """Multi-host TPU slices as LeaderWorkerSets on the emulated cluster: the host index from the LWS worker-index
 label through the downward API, leader-and-worker outcomes, and the LWS removed once the job is decided."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,12 @@ import pytest
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.gke.backend import OUTCOME
-from kinetic_tui.core.backends.gke.submission import submit_gke
-from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VERSION, PathwaysBackend
-from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.backends.gke.submission import submit_gke
 from kinetic_tui.core.job_status import JobStatus
-from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload  # noqa: F401
+from kinetic_tui.core.jobs import JobHandle
+from kinetic_tui.core.submission.context import JobContext
+from tests.gke.kubelet import Cluster, cluster, kube, serving, wait_for_workload
 from tests.lifecycle.backend_projects import import_jobs, make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:tpu-0123456789ab"
@@ -41,8 +42,9 @@ def lws_exists(c: Cluster, name: str) -> bool:
     return name in {item["metadata"]["name"] for item in listing["items"]}
 
 
-def test_run_on_a_slice_returns_host_zeros_value(cluster: Cluster, jobs: Any,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_on_a_slice_returns_host_zeros_value(
+    cluster: Cluster, jobs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     remote = kinetic.run(accelerator=SLICE, container_image=IMAGE)(jobs.fail_on_worker)
     with serving(cluster.kubelet, "lws") as codes:
         value = remote("none")
@@ -64,8 +66,7 @@ def test_the_created_set_validates_against_the_crd_schema(cluster: Cluster, jobs
     assert handle.job_id in PathwaysBackend(cluster.clients, cluster.storage(), cluster.namespace).job_ids()
 
 
-def test_a_failed_worker_fails_the_job_despite_the_leaders_success(cluster: Cluster,
-                                                                   jobs: Any) -> None:
+def test_a_failed_worker_fails_the_job_despite_the_leaders_success(cluster: Cluster, jobs: Any) -> None:
     remote = kinetic.run(accelerator=SLICE, container_image=IMAGE)(jobs.fail_on_worker)
     with serving(cluster.kubelet, "lws") as codes, pytest.raises(RuntimeError, match="worker 2 broke") as caught:
         remote("2")
@@ -83,9 +84,15 @@ def test_leader_success_waits_for_the_workers(cluster: Cluster, jobs: Any) -> No
     kubelet, backend = cluster.kubelet, cluster.backend("pathways")
     name = wait_for_workload(kubelet, "lws")
     template = kubelet.leaderworkerset(name)["spec"]["leaderWorkerTemplate"]["workerTemplate"]
-    pods = [kubelet.create_pod(name if host == 0 else f"{name}-{host}", template,
-                               {"leaderworkerset.sigs.k8s.io/worker-index": str(host)}, {"phase": "Pending"})
-            for host in range(4)]
+    pods = [
+        kubelet.create_pod(
+            name if host == 0 else f"{name}-{host}",
+            template,
+            {"leaderworkerset.sigs.k8s.io/worker-index": str(host)},
+            {"phase": "Pending"},
+        )
+        for host in range(4)
+    ]
     assert backend.refresh(name).status is JobStatus.PENDING
     processes = [kubelet.start_container(pod) for pod in pods]
     assert kubelet.finish_container(pods[0], processes[0]) == 0
@@ -104,10 +111,24 @@ def _group(c: Cluster, job_id: str, states: dict[int, dict[str, Any]]) -> None:
     template = c.kubelet.leaderworkerset(job_id)["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     for host in range(4):
         state = states.get(host, {"running": {}})
-        c.kubelet.create_pod(f"{job_id}-{host}", template, {"leaderworkerset.sigs.k8s.io/worker-index": str(host)},
-                             {"phase": "Pending" if "waiting" in state else "Running", "containerStatuses": [
-                                 {"name": "kinetic", "image": IMAGE, "imageID": "", "ready": False,
-                                  "restartCount": 0, "state": state}]})
+        c.kubelet.create_pod(
+            f"{job_id}-{host}",
+            template,
+            {"leaderworkerset.sigs.k8s.io/worker-index": str(host)},
+            {
+                "phase": "Pending" if "waiting" in state else "Running",
+                "containerStatuses": [
+                    {
+                        "name": "kinetic",
+                        "image": IMAGE,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": state,
+                    }
+                ],
+            },
+        )
 
 
 def test_a_worker_killed_without_a_result_fails_the_job(cluster: Cluster, jobs: Any) -> None:

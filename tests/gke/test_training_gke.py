@@ -1,6 +1,7 @@
 """Training and tuning on a gke profile go through the profile's backend: every attempt and every trial is a
 GKE Job (kmock + the kubelet double run it with the real runner, checkpoints in fake GCS), and an attempt
 interrupted before epoch 3 then resumed ends with the straight run's artifact hash."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +17,7 @@ from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE
 from kinetic_tui.core.training.service import TrainingService
 from kinetic_tui.infra.container_builder import ResolvedImage
-from tests.gke.kubelet import Cluster, cluster, kube, serving  # noqa: F401
+from tests.gke.kubelet import Cluster, cluster, kube, serving
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
 HP = {"learning_rate": 0.2}
@@ -41,8 +42,9 @@ def job_names(c: Cluster) -> set[str]:
     return {item.metadata.name for item in listing.items}
 
 
-def test_an_interrupted_training_resumed_on_gke_ends_with_the_straight_hash(service: TrainingService,
-                                                                            cluster: Cluster) -> None:
+def test_an_interrupted_training_resumed_on_gke_ends_with_the_straight_hash(
+    service: TrainingService, cluster: Cluster
+) -> None:
     with serving(cluster.kubelet) as codes:
         service.start("t", HP, 4, 1, None, interrupt_before_epoch=3)
         stopped = service.wait("t", timeout=90)

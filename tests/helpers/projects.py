@@ -1,4 +1,5 @@
 """A throw-away user project on disk, importable by name, as the console's `submit MODULE:FUNC` needs."""
+
 from __future__ import annotations
 
 import sys

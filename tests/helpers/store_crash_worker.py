@@ -4,6 +4,7 @@ Each action runs in one transaction together with a row in `crash_markers` descr
 its marker id is printed only after the commit returned, so the parent knows exactly which actions were
 acknowledged when it SIGKILLs this process.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,12 @@ class Actions:
         target = self.rng.choice(ALLOWED_TRANSITIONS[model.stage])
         before = len(self.registry.history(model.group))
         self.registry.transition(model.group, model.version, target)
-        return {"group": model.group, "version": model.version, "to": target.value,
-                "rows": len(self.registry.history(model.group)) - before}
+        return {
+            "group": model.group,
+            "version": model.version,
+            "to": target.value,
+            "rows": len(self.registry.history(model.group)) - before,
+        }
 
     def observe(self) -> dict[str, Any]:
         tick = (self.endpoint.last_tick or 0) + self.rng.randint(0, 3)
@@ -68,8 +73,9 @@ class Actions:
         self.count += 1
         detail = getattr(self, kind)()
         kind = "register" if detail.pop("fallback", False) else kind
-        return conn.execute("INSERT INTO crash_markers (kind, detail) VALUES (?, ?)",
-                            (kind, json.dumps(detail))).lastrowid
+        return conn.execute(
+            "INSERT INTO crash_markers (kind, detail) VALUES (?, ?)", (kind, json.dumps(detail))
+        ).lastrowid
 
 
 def main(seed: int) -> None:

@@ -1,4 +1,5 @@
 """A small pipeline with a gate, importable by reference ("tests.helpers.store_pipeline:build") from any process."""
+
 from __future__ import annotations
 
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
@@ -17,10 +18,17 @@ def _publish(inputs: dict) -> dict:
 
 
 def build() -> Pipeline:
-    return Pipeline("demo", [
-        Step("prepare", _prepare, {"n": "params.n"}),
-        Step("total", _total, {"rows": "prepare.rows"}),
-        ConditionStep("big", lambda inputs: inputs["total"] > inputs["limit"],
-                      {"total": "total.total", "limit": "params.limit"}),
-        Step("publish", _publish, {"total": "total.total"}, when=("big", True)),
-    ], params={"n": 5, "limit": 10})
+    return Pipeline(
+        "demo",
+        [
+            Step("prepare", _prepare, {"n": "params.n"}),
+            Step("total", _total, {"rows": "prepare.rows"}),
+            ConditionStep(
+                "big",
+                lambda inputs: inputs["total"] > inputs["limit"],
+                {"total": "total.total", "limit": "params.limit"},
+            ),
+            Step("publish", _publish, {"total": "total.total"}, when=("big", True)),
+        ],
+        params={"n": 5, "limit": 10},
+    )

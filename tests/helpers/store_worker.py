@@ -3,6 +3,7 @@
 Each invocation opens the store at $KINETIC_HOME/state.db, rebuilds what it needs from it, acts, saves, and
 prints a JSON summary; the tests compare what a second process sees with what the first one left.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -44,8 +45,9 @@ def training(store: Store, step: str) -> dict:
 
 def endpoint(store: Store, step: str) -> dict:
     if step == "first":
-        ep = Endpoint("api", min_instances=1, max_instances=5, target_per_instance=10,
-                      scale_out_cooldown=3, scale_in_cooldown=5)
+        ep = Endpoint(
+            "api", min_instances=1, max_instances=5, target_per_instance=10, scale_out_cooldown=3, scale_in_cooldown=5
+        )
     else:
         ep = store.endpoints.get("api")
     with store.transaction():

@@ -1,4 +1,5 @@
 """Shared by the infra tests: a Pulumi mock runtime that records what a program declares."""
+
 from __future__ import annotations
 
 import asyncio

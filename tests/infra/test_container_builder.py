@@ -4,6 +4,7 @@ Cloud Build is exercised through google-cloud-build's real `CloudBuildClient` (R
 `CloudBuildDouble`, a local HTTP double; build sources are uploaded with the real google-cloud-storage
 client to fake-gcs-server. Nothing here talks to Google.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,15 +29,32 @@ from hypothesis import strategies as st
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.storage.gcs import MissingExtraError
-from kinetic_tui.infra.container_builder import PREBUILT_REPOSITORY, RUNNER_IN_IMAGE, RUNNER_PATH, TEMPLATE_PATH, ImageBuild, ImageBuildError, ImageInputs, build_context, cloud_build_client, ensure_image, filter_requirements, image_inputs, image_tag, registry_has_tag, resolve_image
+from kinetic_tui.infra.container_builder import (
+    PREBUILT_REPOSITORY,
+    RUNNER_IN_IMAGE,
+    RUNNER_PATH,
+    TEMPLATE_PATH,
+    ImageBuild,
+    ImageBuildError,
+    ImageInputs,
+    build_context,
+    cloud_build_client,
+    ensure_image,
+    filter_requirements,
+    image_inputs,
+    image_tag,
+    registry_has_tag,
+    resolve_image,
+)
 from tests.gcs_emulator import create_bucket
 
 PROJECT, REGION, CLUSTER = "acme-ml", "us-central1", "train"
 DOCKER = "gcr.io/cloud-builders/docker"
 TARGET = {"project": PROJECT, "region": REGION, "cluster": CLUSTER}
 REQUIREMENTS = "numpy>=1.26\ntorch==2.4.0\n"
-BASE = ImageInputs("python:3.11-slim", "gpu", "0.1.0", filter_requirements(REQUIREMENTS), b"print('runner')\n",
-                   "FROM ${base_image}\n")
+BASE = ImageInputs(
+    "python:3.11-slim", "gpu", "0.1.0", filter_requirements(REQUIREMENTS), b"print('runner')\n", "FROM ${base_image}\n"
+)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -50,13 +68,20 @@ BASE = ImageInputs("python:3.11-slim", "gpu", "0.1.0", filter_requirements(REQUI
         ("Scikit_Learn==1.5\n", ("scikit-learn==1.5",)),
         ("numpy >= 1, < 2\nnumpy<2,>=1\n", ("numpy<2,>=1",)),
         ("jax[TPU, cuda12]>=0.4\n", ("jax[cuda12,tpu]>=0.4",)),
-        ('numpy; python_version  <  "3.12"  and sys_platform=="linux"\n',
-         ('numpy; python_version < "3.12" and sys_platform=="linux"',)),
-        ("mypkg@  https://example.com/m-1.0.tar.gz#sha256=ab\n", ("mypkg @ https://example.com/m-1.0.tar.gz#sha256=ab",)),
+        (
+            'numpy; python_version  <  "3.12"  and sys_platform=="linux"\n',
+            ('numpy; python_version < "3.12" and sys_platform=="linux"',),
+        ),
+        (
+            "mypkg@  https://example.com/m-1.0.tar.gz#sha256=ab\n",
+            ("mypkg @ https://example.com/m-1.0.tar.gz#sha256=ab",),
+        ),
         ("-e .\n./libs/local\n../sibling\n/abs/pkg\nfile:///tmp/x.whl\nrequests\n", ("requests",)),
         ("kinetic-tui>=0.1\nKinetic_TUI\nrich\n", ("rich",)),
-        ("--extra-index-url   https://download.pytorch.org/whl/cu121\ntorch\n",
-         ("--extra-index-url https://download.pytorch.org/whl/cu121", "torch")),
+        (
+            "--extra-index-url   https://download.pytorch.org/whl/cu121\ntorch\n",
+            ("--extra-index-url https://download.pytorch.org/whl/cu121", "torch"),
+        ),
         ("numpy \\\n  >=1.26\n", ("numpy>=1.26",)),
         ("six==1.16 --hash=sha256:bb  --hash=sha256:aa\n", ("six==1.16 --hash=sha256:aa --hash=sha256:bb",)),
         ("", ()),
@@ -97,14 +122,25 @@ def test_any_changed_input_changes_the_tag(changed):
 
 
 def test_unchanged_inputs_keep_the_tag():
-    again = ImageInputs(BASE.base_image, BASE.category, BASE.package_version,
-                        filter_requirements("# reordered\ntorch == 2.4.0\n\n  numpy>=1.26  # comment\n"),
-                        bytes(BASE.runner), str(BASE.template))
+    again = ImageInputs(
+        BASE.base_image,
+        BASE.category,
+        BASE.package_version,
+        filter_requirements("# reordered\ntorch == 2.4.0\n\n  numpy>=1.26  # comment\n"),
+        bytes(BASE.runner),
+        str(BASE.template),
+    )
     assert image_tag(PROJECT, REGION, CLUSTER, again) == image_tag(PROJECT, REGION, CLUSTER, BASE)
 
 
-REQUIREMENT_POOL = ["numpy>=1.26", "torch==2.4.0", "pandas", "jax[tpu]>=0.4.30", "requests<3,>=2",
-                    'tomli; python_version < "3.11"']
+REQUIREMENT_POOL = [
+    "numpy>=1.26",
+    "torch==2.4.0",
+    "pandas",
+    "jax[tpu]>=0.4.30",
+    "requests<3,>=2",
+    'tomli; python_version < "3.11"',
+]
 
 
 @st.composite
@@ -154,9 +190,11 @@ def _members(archive: bytes) -> dict[str, bytes]:
 def test_build_context_is_reproducible():
     first, second = build_context(BASE), build_context(replace(BASE))
     assert first == second
-    assert _members(first) == {"Dockerfile": b"FROM python:3.11-slim\n",
-                               "remote_runner.py": b"print('runner')\n",
-                               "requirements.txt": b"numpy>=1.26\ntorch==2.4.0\n"}
+    assert _members(first) == {
+        "Dockerfile": b"FROM python:3.11-slim\n",
+        "remote_runner.py": b"print('runner')\n",
+        "requirements.txt": b"numpy>=1.26\ntorch==2.4.0\n",
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -176,8 +214,14 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
     Every request is recorded as (method, path, headers, JSON body).
     """
 
-    def __init__(self, outcome: str = "SUCCESS", polls_until_done: int = 2, existing: set[str] = frozenset(),
-                 refuse: bool = False, forget: bool = False) -> None:
+    def __init__(
+        self,
+        outcome: str = "SUCCESS",
+        polls_until_done: int = 2,
+        existing: set[str] = frozenset(),
+        refuse: bool = False,
+        forget: bool = False,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _DoubleHandler)
         self.outcome, self.polls_until_done, self.existing = outcome, polls_until_done, set(existing)
         self.refuse, self.forget = refuse, forget
@@ -197,8 +241,14 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
         self.polls[name] = self.polls.get(name, 0) + 1
         done = self.outcome != "never" and self.polls[name] >= self.polls_until_done
         build = dict(self.builds[build_id], status="WORKING")
-        operation: dict[str, Any] = {"name": name, "done": done, "metadata": {
-            "@type": "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata", "build": build}}
+        operation: dict[str, Any] = {
+            "name": name,
+            "done": done,
+            "metadata": {
+                "@type": "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata",
+                "build": build,
+            },
+        }
         if done and self.outcome == "SUCCESS":
             build["status"] = "SUCCESS"
             images = [{"name": image, "digest": "sha256:" + "0" * 64} for image in build["images"]]
@@ -235,11 +285,23 @@ class _DoubleHandler(http.server.BaseHTTPRequestHandler):
         if match is None:
             return self._reply(404, {"error": {"code": 404, "message": f"no route {path}"}})
         if self.server.refuse:
-            return self._reply(403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
-                                               "message": "Cloud Build API has not been used in project acme-ml"}})
+            return self._reply(
+                403,
+                {
+                    "error": {
+                        "code": 403,
+                        "status": "PERMISSION_DENIED",
+                        "message": "Cloud Build API has not been used in project acme-ml",
+                    }
+                },
+            )
         build_id = f"b{len(self.server.builds) + 1}"
-        self.server.builds[build_id] = dict(body, id=build_id, projectId=match[1],
-                                            logUrl=f"https://console.cloud.google.com/cloud-build/builds/{build_id}")
+        self.server.builds[build_id] = dict(
+            body,
+            id=build_id,
+            projectId=match[1],
+            logUrl=f"https://console.cloud.google.com/cloud-build/builds/{build_id}",
+        )
         name = f"operations/build/{match[1]}/{build_id}"
         self.server.polls[name] = 0
         operation = self.server.operation(name)
@@ -326,7 +388,9 @@ def test_a_failed_build_surfaces_its_status_detail(double):
         _build(double)
     message = str(info.value)
     assert message.startswith(f"Cloud Build b1 for {image_tag(PROJECT, REGION, CLUSTER, BASE)} ended FAILURE: ")
-    assert "step exited with non-zero status: 1; logs: https://console.cloud.google.com/cloud-build/builds/b1" in message
+    assert (
+        "step exited with non-zero status: 1; logs: https://console.cloud.google.com/cloud-build/builds/b1" in message
+    )
 
 
 @pytest.mark.parametrize("double", [{"outcome": "never"}], indirect=True)
@@ -371,7 +435,10 @@ def test_build_sources_upload_to_gcs(double, gcs_emulator):
 def test_upload_to_a_missing_builds_bucket_says_how_to_create_it(double, gcs_emulator):
     with pytest.raises(ImageBuildError) as info:
         _build(double, upload=None, cluster="nobucket")
-    assert str(info.value) == "the builds bucket gs://acme-ml-kn-nobucket-builds does not exist; `kinetic-tui up` creates it"
+    assert (
+        str(info.value)
+        == "the builds bucket gs://acme-ml-kn-nobucket-builds does not exist; `kinetic-tui up` creates it"
+    )
     assert double.of("POST", "/v1/") == []
 
 
@@ -400,8 +467,14 @@ def test_bundled_mode_builds_through_ensure():
 
 def test_bundled_mode_against_the_double(double):
     client = cloud_build_client(api_endpoint=double.url, credentials=AnonymousCredentials())
-    ensure = partial(ensure_image, **TARGET, exists=partial(registry_has_tag, token="t", registry=double.url),
-                     upload=lambda *_: None, client=client, poll_interval=0.01)
+    ensure = partial(
+        ensure_image,
+        **TARGET,
+        exists=partial(registry_has_tag, token="t", registry=double.url),
+        upload=lambda *_: None,
+        client=client,
+        poll_interval=0.01,
+    )
     resolved = resolve_image("bundled", accelerator=parse_accelerator("cpu"), ensure=ensure)
     assert resolved.image.startswith("us-central1-docker.pkg.dev/acme-ml/kn-train/base:cpu-")
     assert resolved.build.built and len(double.of("POST", "/v1/")) == 1
@@ -411,15 +484,21 @@ def test_prebuilt_mode_installs_requirements_at_start():
     def ensure(inputs: ImageInputs) -> ImageBuild:
         raise AssertionError("prebuilt mode must not build")
 
-    resolved = resolve_image("prebuilt", accelerator="v5litepod-2x2", requirements="Jax[TPU]\n\n# x\n",
-                             container_image="prebuilt", ensure=ensure)
+    resolved = resolve_image(
+        "prebuilt",
+        accelerator="v5litepod-2x2",
+        requirements="Jax[TPU]\n\n# x\n",
+        container_image="prebuilt",
+        ensure=ensure,
+    )
     assert resolved.image == f"{PREBUILT_REPOSITORY}:tpu-0.1.0"
     assert resolved.install_requirements == ("jax[tpu]",) and resolved.build is None
 
 
 def test_custom_images_are_used_as_given():
-    resolved = resolve_image("custom", accelerator="cpu", requirements="numpy\n",
-                             container_image="ghcr.io/me/trainer:2024-05")
+    resolved = resolve_image(
+        "custom", accelerator="cpu", requirements="numpy\n", container_image="ghcr.io/me/trainer:2024-05"
+    )
     assert (resolved.image, resolved.install_requirements, resolved.build) == ("ghcr.io/me/trainer:2024-05", (), None)
 
 

@@ -3,6 +3,7 @@
 The mocks (tests/infra/__init__.py) echo each resource's inputs back as its outputs and record every
 registration, so the tests assert on exactly what the program would send to the GCP provider.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:gcp\..*deprecated:DeprecationWa
 
 ZONE, CLUSTER = "us-central2-b", "train"
 CONFIG = InfraConfig(
-    PROJECT, ZONE, CLUSTER,
+    PROJECT,
+    ZONE,
+    CLUSTER,
     (
         NodePoolSpec("l4", "l4x2", min_nodes=0, max_nodes=3),
         NodePoolSpec("h100", "h100x8:spot", max_nodes=2),
@@ -100,15 +103,22 @@ def test_tpu_pools_machine_type_and_topology(resources):
 def test_autoscaling_bounds(resources):
     bounds = {name: pool(resources, name)["autoscaling"] for name in ("l4", "h100", "v5e-single", "v5e-slice", "cpu")}
     assert {name: (b["minNodeCount"], b["maxNodeCount"]) for name, b in bounds.items()} == {
-        "l4": (0, 3), "h100": (0, 2), "v5e-single": (1, 4), "v5e-slice": (0, 4), "cpu": (0, 5)
+        "l4": (0, 3),
+        "h100": (0, 2),
+        "v5e-single": (1, 4),
+        "v5e-slice": (0, 4),
+        "cpu": (0, 5),
     }
     assert pool(resources, "system")["autoscaling"] == {"minNodeCount": 1, "maxNodeCount": 3}
 
 
 def test_reservation_and_cpu_pool(resources):
     affinity = pool(resources, "v5e-single")["nodeConfig"]["reservationAffinity"]
-    assert affinity == {"consumeReservationType": "SPECIFIC_RESERVATION",
-                        "key": "compute.googleapis.com/reservation-name", "values": ["my-resv"]}
+    assert affinity == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["my-resv"],
+    }
     cpu = pool(resources, "cpu")["nodeConfig"]
     assert cpu["machineType"] == "e2-standard-8" and cpu["taints"] == []
     assert "reservationAffinity" not in pool(resources, "l4")["nodeConfig"]
@@ -135,8 +145,10 @@ def test_private_cluster_settings(resources):
     assert cluster["name"] == CLUSTER and cluster["location"] == ZONE
     assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
     assert cluster["privateClusterConfig"]["enablePrivateEndpoint"] is False
-    assert cluster["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods",
-                                             "servicesSecondaryRangeName": "services"}
+    assert cluster["ipAllocationPolicy"] == {
+        "clusterSecondaryRangeName": "pods",
+        "servicesSecondaryRangeName": "services",
+    }
     assert cluster["removeDefaultNodePool"] is True
     assert cluster["network"] == "network-id" and cluster["subnetwork"] == "subnetwork-id"
 
@@ -154,12 +166,18 @@ def test_service_accounts_and_scoped_grants(resources):
     assert {a["accountId"] for a in accounts.values()} == {f"kn-{CLUSTER}-node", f"kn-{CLUSTER}-build"}
     node = f"serviceAccount:{service_account_email(PROJECT, CLUSTER, 'node')}"
     build = f"serviceAccount:{service_account_email(PROJECT, CLUSTER, 'build')}"
-    bucket_grants = {(g["bucket"], g["role"], g["member"])
-                     for g in of_type(resources, "gcp:storage/bucketIAMMember:BucketIAMMember").values()}
-    assert bucket_grants == {(f"{PROJECT}-kn-{CLUSTER}-jobs", "roles/storage.objectAdmin", node),
-                             (f"{PROJECT}-kn-{CLUSTER}-builds", "roles/storage.objectAdmin", build)}
-    repo_grants = {(g["role"], g["member"])
-                   for g in of_type(resources, "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember").values()}
+    bucket_grants = {
+        (g["bucket"], g["role"], g["member"])
+        for g in of_type(resources, "gcp:storage/bucketIAMMember:BucketIAMMember").values()
+    }
+    assert bucket_grants == {
+        (f"{PROJECT}-kn-{CLUSTER}-jobs", "roles/storage.objectAdmin", node),
+        (f"{PROJECT}-kn-{CLUSTER}-builds", "roles/storage.objectAdmin", build),
+    }
+    repo_grants = {
+        (g["role"], g["member"])
+        for g in of_type(resources, "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember").values()
+    }
     assert repo_grants == {("roles/artifactregistry.reader", node), ("roles/artifactregistry.writer", build)}
     project_members = {g["member"] for g in of_type(resources, "gcp:projects/iAMMember:IAMMember").values()}
     assert project_members == {node, build}
@@ -173,8 +191,9 @@ def test_every_resource_uses_the_pinned_provider(program):
     assert kind == "pulumi:providers:gcp"
     assert (inputs["project"], inputs["region"], inputs["zone"]) == (PROJECT, "us-central2", ZONE)
     others = {name: ref for name, ref in mocks.providers.items() if name != "gcp"}
-    assert len(others) > 30 and all(ref and ref.startswith("urn:pulumi:") and "::gcp::gcp-id" in ref
-                                    for ref in others.values()), others
+    assert len(others) > 30 and all(
+        ref and ref.startswith("urn:pulumi:") and "::gcp::gcp-id" in ref for ref in others.values()
+    ), others
 
 
 def test_exports(program):

@@ -1,6 +1,7 @@
 """Stack state: the entry points against a fake StackBackend, and the real AutomationBackend's preflight
 against this machine (no Pulumi CLI), fake-gcs-server and small local HTTP doubles of the GCS JSON API.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -8,7 +9,7 @@ import shutil
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import pytest
@@ -18,7 +19,24 @@ from pulumi.automation._cmd import CommandResult
 
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.infra import InfraConfig, NodePoolSpec
-from kinetic_tui.infra.state import AutomationBackend, CredentialsError, DestroyResult, PulumiCliMissingError, StackOperationError, StackRef, StackState, StateBackendError, UpdateResult, _guarded, apply_destroy, apply_update, error_line, load_state, output_values, resource_changes
+from kinetic_tui.infra.state import (
+    AutomationBackend,
+    CredentialsError,
+    DestroyResult,
+    PulumiCliMissingError,
+    StackOperationError,
+    StackRef,
+    StackState,
+    StateBackendError,
+    UpdateResult,
+    _guarded,
+    apply_destroy,
+    apply_update,
+    error_line,
+    load_state,
+    output_values,
+    resource_changes,
+)
 from tests.infra import PROJECT, run_under_mocks
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:gcp\..*deprecated:DeprecationWarning")
@@ -219,8 +237,15 @@ def test_error_line_falls_back_to_the_last_line():
 
 
 def test_summaries_and_outputs_become_plain_values():
-    summary = auto.UpdateSummary(kind="update", start_time=datetime.now(timezone.utc), message="", environment={},
-                                 config={}, result="succeeded", resource_changes={"create": 3, "same": 2})
+    summary = auto.UpdateSummary(
+        kind="update",
+        start_time=datetime.now(UTC),
+        message="",
+        environment={},
+        config={},
+        result="succeeded",
+        resource_changes={"create": 3, "same": 2},
+    )
     assert resource_changes(summary) == {"create": 3, "same": 2}
     outputs = {"cluster_name": auto.OutputValue("train", False), "token": auto.OutputValue("s3cr3t", True)}
     assert output_values(outputs) == {"cluster_name": "train", "token": "[secret]"}

@@ -5,6 +5,7 @@ is installed nowhere, client code run with `sys.executable` from that directory 
 and real job processes started by the local backend. `reap_jobs` (autouse in the test files that import
 it) kills whatever job a test left running and stops the home's fork server, so no test leaks processes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,10 +27,11 @@ from typing import Any, TypeVar
 import pytest
 
 from kinetic_tui.core.backends.local import launcher
-from kinetic_tui.core.supervisor import process as queue_watcher
 from kinetic_tui.core.backends.local.launcher import HostProcess
-from kinetic_tui.core.paths import kinetic_home as home_dir, state_db_path
+from kinetic_tui.core.paths import kinetic_home as home_dir
+from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
+from kinetic_tui.core.supervisor import process as queue_watcher
 
 CLIENT_TIMEOUT = 60.0
 T = TypeVar("T")
@@ -126,8 +128,13 @@ def import_jobs(project: Path, package: str, monkeypatch: pytest.MonkeyPatch) ->
 def start_client(project: Path, code: str) -> subprocess.Popen[str]:
     """Start `code` as a client program run from the project directory (so its package imports, as for a
     user's `python -c`); it inherits KINETIC_HOME from the test."""
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish_client(proc: subprocess.Popen[str], timeout: float = CLIENT_TIMEOUT) -> Any:

@@ -5,6 +5,7 @@ import it only because they run with the project as their working directory (sub
 test put it on `sys.path` for its own duration (in-process). Every job these tests start is a real
 runner process of the local backend; `stop_jobs` kills whatever a test left behind.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,7 +29,7 @@ CLIENT_TIMEOUT = 90.0
 
 # The head of a task module the map tests ship: its imports and a `wait_for(path)` a task blocks on until
 # the test writes a release marker.
-TASKS_PRELUDE = '''
+TASKS_PRELUDE = """
 import json
 import os
 import time
@@ -43,14 +44,14 @@ def wait_for(path, timeout=30.0):
         if time.monotonic() > deadline:
             raise TimeoutError(path)
         time.sleep(0.02)
-'''
+"""
 
 
 def flaky_task(run_options: str = "") -> str:
     """Source of a `@kinetic.run(run_options)` task `flaky(x, marker_dir)` whose first attempt per input
     fails (a marker file remembers it) and whose retry returns x * 10: what the retry tests run. The
     module it goes in imports `kinetic_tui as kinetic` and `Path`."""
-    return f'''
+    return f"""
 
 @kinetic.run({run_options})
 def flaky(x, marker_dir):
@@ -59,7 +60,7 @@ def flaky(x, marker_dir):
         marker.write_text("first attempt")
         raise RuntimeError(f"first attempt of {{x}} fails")
     return x * 10
-'''
+"""
 
 
 def make_project(root: Path, files: Mapping[str, str], *, pyproject: bool = True) -> Path:
@@ -74,16 +75,16 @@ def make_project(root: Path, files: Mapping[str, str], *, pyproject: bool = True
     return root
 
 
-def run_client(cwd: Path, *argv: str, env: Mapping[str, str] | None = None,
-               timeout: float = CLIENT_TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run_client(
+    cwd: Path, *argv: str, env: Mapping[str, str] | None = None, timeout: float = CLIENT_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     """Run `python argv...` as a user would: cwd is the project, KINETIC_HOME is the test's home.
 
     PYTHONPATH is dropped unless `env` sets it, so the user package is importable only through the cwd.
     """
     full = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     full.update(env or {})
-    return subprocess.run([sys.executable, *argv], cwd=cwd, env=full, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
 
 
 def client_result(done: subprocess.CompletedProcess[str]) -> Any:
@@ -91,7 +92,7 @@ def client_result(done: subprocess.CompletedProcess[str]) -> Any:
     assert done.returncode == 0, f"client exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
     assert lines, f"client printed no {RESULT_PREFIX!r} line\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    return json.loads(lines[-1][len(RESULT_PREFIX):])
+    return json.loads(lines[-1][len(RESULT_PREFIX) :])
 
 
 def load_module(monkeypatch: pytest.MonkeyPatch, project: Path, name: str) -> ModuleType:

@@ -5,6 +5,7 @@ in the client, and not in the job processes, which import our training entry nex
 client is a real process with the project as its cwd, as a user's script would run; every job is a real
 runner process of the local backend.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +36,7 @@ USER_PACKAGES = {
     """,
 }
 
-CLIENT = '''
+CLIENT = """
 import asyncio
 import json
 import os
@@ -89,7 +90,7 @@ if __name__ == "__main__":
         "client_pid": os.getpid(),
     }
     print("RESULT " + json.dumps(report))
-'''
+"""
 
 
 def test_a_project_with_its_own_core_infra_and_runner_packages(tmp_path: Path, kinetic_home: Path) -> None:

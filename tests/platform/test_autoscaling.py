@@ -1,4 +1,5 @@
 """Endpoint autoscaling (SPEC 3.4): cooldowns with one last_scale_tick, reconfigure, restore."""
+
 from __future__ import annotations
 
 import json
@@ -9,16 +10,22 @@ from hypothesis import strategies as st
 
 from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
 
+
 def state(endpoint: Endpoint) -> tuple:
     return endpoint.to_record(), endpoint.history
 
 
 def test_spec_worked_example():
-    endpoint = Endpoint("web", min_instances=1, max_instances=5, target_per_instance=10,
-                        scale_out_cooldown=3, scale_in_cooldown=5)
+    endpoint = Endpoint(
+        "web", min_instances=1, max_instances=5, target_per_instance=10, scale_out_cooldown=3, scale_in_cooldown=5
+    )
     assert endpoint.instance_count == 1
-    assert [endpoint.observe(45, 0), endpoint.observe(5, 1), endpoint.observe(5, 9),
-            endpoint.observe(9999, 20)] == [5, 5, 1, 5]
+    assert [endpoint.observe(45, 0), endpoint.observe(5, 1), endpoint.observe(5, 9), endpoint.observe(9999, 20)] == [
+        5,
+        5,
+        1,
+        5,
+    ]
     assert endpoint.history == [
         ScalingEvent(0, 45, 5, 5, "scale_out"),
         ScalingEvent(1, 5, 1, 5, "hold"),
@@ -35,10 +42,10 @@ def test_desired_instances_clamps_and_treats_idle_as_min():
 
 def test_one_last_scale_tick_serves_both_directions():
     endpoint = Endpoint("web", scale_out_cooldown=3, scale_in_cooldown=5)
-    endpoint.observe(50, 0)                       # scale out, stamps tick 0
-    assert endpoint.observe(0, 4) == 5            # 4 < scale_in_cooldown 5: hold
-    assert endpoint.observe(0, 5) == 1            # scale in, stamps tick 5
-    assert endpoint.observe(50, 7) == 1           # scale-out cooldown counts from the scale-in
+    endpoint.observe(50, 0)  # scale out, stamps tick 0
+    assert endpoint.observe(0, 4) == 5  # 4 < scale_in_cooldown 5: hold
+    assert endpoint.observe(0, 5) == 1  # scale in, stamps tick 5
+    assert endpoint.observe(50, 7) == 1  # scale-out cooldown counts from the scale-in
     assert endpoint.observe(50, 8) == 5
     assert endpoint.observe(50, 8) == 5 and endpoint.history[-1].action == "none"
     assert [e.action for e in endpoint.history] == ["scale_out", "hold", "scale_in", "hold", "scale_out", "none"]
@@ -54,14 +61,17 @@ def test_backwards_tick_is_rejected_and_changes_nothing():
     assert endpoint.observe(90, 10) == 3  # an equal tick is fine; cooldown 3 from tick 10 holds at 3
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("min_instances", 0, r"min_instances: must be >= 1"),
-    ("max_instances", 0, r"max_instances: must be >= 1"),
-    ("max_instances", 2.5, r"max_instances: expected an integer"),
-    ("target_per_instance", 0, r"target_per_instance: must be > 0"),
-    ("scale_out_cooldown", -1, r"scale_out_cooldown: must be >= 0"),
-    ("scale_in_cooldown", float("nan"), r"scale_in_cooldown: expected a finite number"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("min_instances", 0, r"min_instances: must be >= 1"),
+        ("max_instances", 0, r"max_instances: must be >= 1"),
+        ("max_instances", 2.5, r"max_instances: expected an integer"),
+        ("target_per_instance", 0, r"target_per_instance: must be > 0"),
+        ("scale_out_cooldown", -1, r"scale_out_cooldown: must be >= 0"),
+        ("scale_in_cooldown", float("nan"), r"scale_in_cooldown: expected a finite number"),
+    ],
+)
 def test_bad_config_names_the_field_and_range(field, value, message):
     with pytest.raises(ValueError, match=message):
         Endpoint("web", **{field: value})
@@ -106,13 +116,22 @@ def test_reconfigure_before_any_observation_has_no_tick():
 
 # --- against a tiny reference model -----------------------------------------------------------------
 
-configs = st.fixed_dictionaries({
-    "min_instances": st.integers(1, 4), "extra": st.integers(0, 4), "target_per_instance": st.integers(1, 20),
-    "scale_out_cooldown": st.integers(0, 6), "scale_in_cooldown": st.integers(0, 6)})
-steps = st.lists(st.one_of(
-    st.tuples(st.just("observe"), st.integers(-5, 120), st.integers(0, 4)),
-    st.tuples(st.just("reconfigure"), st.integers(1, 5), st.integers(0, 3)),
-), max_size=40)
+configs = st.fixed_dictionaries(
+    {
+        "min_instances": st.integers(1, 4),
+        "extra": st.integers(0, 4),
+        "target_per_instance": st.integers(1, 20),
+        "scale_out_cooldown": st.integers(0, 6),
+        "scale_in_cooldown": st.integers(0, 6),
+    }
+)
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("observe"), st.integers(-5, 120), st.integers(0, 4)),
+        st.tuples(st.just("reconfigure"), st.integers(1, 5), st.integers(0, 3)),
+    ),
+    max_size=40,
+)
 
 
 def reference(config: dict, ops: list) -> list[tuple]:
@@ -154,8 +173,14 @@ def drive(endpoint: Endpoint, ops: list, tick: int = 0) -> list[int]:
 
 
 def build(config: dict) -> Endpoint:
-    return Endpoint("web", config["min_instances"], config["min_instances"] + config["extra"],
-                    config["target_per_instance"], config["scale_out_cooldown"], config["scale_in_cooldown"])
+    return Endpoint(
+        "web",
+        config["min_instances"],
+        config["min_instances"] + config["extra"],
+        config["target_per_instance"],
+        config["scale_out_cooldown"],
+        config["scale_in_cooldown"],
+    )
 
 
 @given(configs, steps)

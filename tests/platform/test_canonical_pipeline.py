@@ -1,11 +1,20 @@
 """The canonical demo pipeline (SPEC 3.6): the three runs the demo shows, shared caches and determinism."""
+
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
 
-from kinetic_tui.core.demo.canonical import DEFAULT_PARAMS, NAME, canonical_pipeline, evaluate, predict, preprocess, train_centroid
+from kinetic_tui.core.demo.canonical import (
+    DEFAULT_PARAMS,
+    NAME,
+    canonical_pipeline,
+    evaluate,
+    predict,
+    preprocess,
+    train_centroid,
+)
 from kinetic_tui.core.platform.pipelines import PipelineRun, RunStatus, StepStatus
 
 ALL_STEPS = ["preprocess", "train_a", "train_b", "evaluate", "accuracy_gate", "register", "notify"]
@@ -19,8 +28,13 @@ def statuses(run: PipelineRun) -> dict[str, str]:
 def test_the_dag_has_the_documented_shape():
     pipeline = canonical_pipeline()
     assert pipeline.name == NAME
-    assert pipeline.layers() == [["preprocess"], ["train_a", "train_b"], ["evaluate"], ["accuracy_gate"],
-                                 ["notify", "register"]]
+    assert pipeline.layers() == [
+        ["preprocess"],
+        ["train_a", "train_b"],
+        ["evaluate"],
+        ["accuracy_gate"],
+        ["notify", "register"],
+    ]
     assert sorted(pipeline.topological_order()) == sorted(ALL_STEPS)
 
 
@@ -68,8 +82,13 @@ def test_cache_keys_are_identical_in_another_process_with_another_hash_seed():
         "run = canonical_pipeline().run()\n"
         "print(json.dumps({n: r.cache_key for n, r in run.steps.items()}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": ""},
+    ).stdout
     here = canonical_pipeline().run()
     assert json.loads(out) == {n: r.cache_key for n, r in here.steps.items()}
 

@@ -1,4 +1,5 @@
 """Pipelines (SPEC 3.6): planning, construction errors, the cache contract, gates, failures, persistence."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinetic_tui.core.platform.pipelines import ConditionStep, CycleError, Pipeline, PipelineRun, RunStatus, Step, StepResult, StepStatus, code_fingerprint, compute_cache_key
+from kinetic_tui.core.platform.pipelines import (
+    ConditionStep,
+    CycleError,
+    Pipeline,
+    PipelineRun,
+    RunStatus,
+    Step,
+    StepResult,
+    StepStatus,
+    code_fingerprint,
+    compute_cache_key,
+)
 
 NAMES = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
 
@@ -237,8 +249,9 @@ def cached_dags(draw):
     """A DAG of `combine` steps reading parents and params, plus a sequence of param settings to run."""
     names, parents = draw(dags(max_nodes=8))
     reads = [sorted(draw(st.sets(st.sampled_from(["p0", "p1", "p2"]), max_size=2))) for _ in names]
-    runs = draw(st.lists(st.fixed_dictionaries({p: st.integers(0, 3) for p in ("p0", "p1", "p2")}),
-                         min_size=2, max_size=4))
+    runs = draw(
+        st.lists(st.fixed_dictionaries({p: st.integers(0, 3) for p in ("p0", "p1", "p2")}), min_size=2, max_size=4)
+    )
     return names, parents, reads, runs
 
 
@@ -247,8 +260,11 @@ def cached_dags(draw):
 def test_a_step_hits_the_cache_exactly_when_name_version_inputs_and_read_params_are_equal(case):
     names, parents, reads, runs = case
     steps = [
-        Step(name, combine, {**ref_inputs([names[p] for p in parents[i]]),
-                             **{f"par_{p}": f"params.{p}" for p in reads[i]}})
+        Step(
+            name,
+            combine,
+            {**ref_inputs([names[p] for p in parents[i]]), **{f"par_{p}": f"params.{p}" for p in reads[i]}},
+        )
         for i, name in enumerate(names)
     ]
     pipeline = Pipeline("p", steps, {"p0": 0, "p1": 0, "p2": 0})
@@ -258,8 +274,10 @@ def test_a_step_hits_the_cache_exactly_when_name_version_inputs_and_read_params_
         run = pipeline.run(params)
         values: dict[str, int] = {}
         for i, name in enumerate(names):  # indices are a topological order by construction
-            inputs = {**{f"in_{names[p]}": values[names[p]] for p in parents[i]},
-                      **{f"par_{p}": params[p] for p in reads[i]}}
+            inputs = {
+                **{f"in_{names[p]}": values[names[p]] for p in parents[i]},
+                **{f"par_{p}": params[p] for p in reads[i]},
+            }
             read = {p: params[p] for p in reads[i]}
             values[name] = sum(inputs.values()) % 2
             identity = (name, json.dumps(inputs, sort_keys=True), json.dumps(read, sort_keys=True))
@@ -309,7 +327,8 @@ def test_editing_a_steps_code_misses_the_cache_but_moving_it_does_not():
     assert status(nested_edited) is StepStatus.EXECUTED
     assert code_fingerprint(nested_edit.__code__) != code_fingerprint(nested_edited.__code__)
     assert Pipeline("p", [Step("s", edited, {"x": "params.x"}, version="v")], {"x": 1}, cache).run().steps[
-        "s"].cache_key == compute_cache_key("s", {"x": 1}, {"x": 1}, "v")
+        "s"
+    ].cache_key == compute_cache_key("s", {"x": 1}, {"x": 1}, "v")
 
 
 def test_fingerprints_are_stable_across_processes_and_hash_seeds():
@@ -320,8 +339,13 @@ def test_fingerprints_are_stable_across_processes_and_hash_seeds():
         "print(code_fingerprint(step.__code__))\n"
     )
     prints = {
-        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
         for seed in ("1", "2", "3")
     }
     assert len(prints) == 1
@@ -346,9 +370,15 @@ def test_condition_steps_are_cached_as_the_branch_taken():
         calls.append(inputs)
         return inputs["x"] > 1
 
-    pipeline = Pipeline("p", [ConditionStep("gate", predicate, {"x": "params.x"}),
-                              Step("yes", const("y"), when=("gate", True)),
-                              Step("no", const("n"), when=("gate", False))], {"x": 5})
+    pipeline = Pipeline(
+        "p",
+        [
+            ConditionStep("gate", predicate, {"x": "params.x"}),
+            Step("yes", const("y"), when=("gate", True)),
+            Step("no", const("n"), when=("gate", False)),
+        ],
+        {"x": 5},
+    )
     first, second = pipeline.run(), pipeline.run()
     assert len(calls) == 1
     assert first.branch_taken == second.branch_taken == {"gate": True}
@@ -456,7 +486,11 @@ def test_a_failing_step_skips_its_descendants_while_others_still_run():
     run = Pipeline("p", steps).run()
     assert run.status is RunStatus.FAILED
     assert {n: r.status.value for n, r in run.steps.items()} == {
-        "bad": "Failed", "other": "Executed", "after_other": "Executed", "child": "Skipped", "grandchild": "Skipped",
+        "bad": "Failed",
+        "other": "Executed",
+        "after_other": "Executed",
+        "child": "Skipped",
+        "grandchild": "Skipped",
     }
     assert run.executed() == ["other", "after_other"]
 
@@ -514,16 +548,27 @@ def test_inputs_that_are_not_json_fail_the_step_instead_of_caching_unsafely():
 
 
 def test_run_records_round_trip_through_json():
-    pipeline = Pipeline("p", [ConditionStep("gate", lambda i: i["x"] > 0, {"x": "params.x"}),
-                              Step("yes", lambda i: {"out": [1, "two", None]}, when=("gate", True)),
-                              Step("no", const(0), when=("gate", False)),
-                              Step("bad", _fail)], {"x": 1})
+    pipeline = Pipeline(
+        "p",
+        [
+            ConditionStep("gate", lambda i: i["x"] > 0, {"x": "params.x"}),
+            Step("yes", lambda i: {"out": [1, "two", None]}, when=("gate", True)),
+            Step("no", const(0), when=("gate", False)),
+            Step("bad", _fail),
+        ],
+        {"x": 1},
+    )
     run = pipeline.run()
     record = json.loads(json.dumps(run.to_record()))
     assert record["pipeline"] == "p" and record["status"] == "Failed" and record["executed"] == ["gate", "yes"]
     assert record["steps"]["bad"]["error"] == "step 'bad' raised RuntimeError: boom"
-    assert record["steps"]["no"] == {"status": "Skipped", "outputs": {}, "cache_key": None, "duration": 0.0,
-                                     "error": None}
+    assert record["steps"]["no"] == {
+        "status": "Skipped",
+        "outputs": {},
+        "cache_key": None,
+        "duration": 0.0,
+        "error": None,
+    }
     restored = PipelineRun.from_record(record)
     assert restored == run
     assert restored.executed() == run.executed()

@@ -1,4 +1,5 @@
 """Model registry (SPEC 3.3): stage graph, single-Production rule, history, listener and restore."""
+
 from __future__ import annotations
 
 import copy
@@ -11,12 +12,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kinetic_tui.core.errors import NotFoundError
-from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, InvalidTransitionError, ModelRegistry, ModelVersion, Stage, Transition
+from kinetic_tui.core.platform.registry import (
+    ALLOWED_TRANSITIONS,
+    InvalidTransitionError,
+    ModelRegistry,
+    ModelVersion,
+    Stage,
+    Transition,
+)
 
 SPEC_EDGES = {
-    ("None", "Staging"), ("None", "Archived"),
-    ("Staging", "Production"), ("Staging", "Archived"), ("Staging", "None"),
-    ("Production", "Archived"), ("Production", "Staging"),
+    ("None", "Staging"),
+    ("None", "Archived"),
+    ("Staging", "Production"),
+    ("Staging", "Archived"),
+    ("Staging", "None"),
+    ("Production", "Archived"),
+    ("Production", "Staging"),
     ("Archived", "None"),
 }
 PATH_TO = {  # how to bring a fresh version into each stage
@@ -33,13 +45,18 @@ def ticking_clock():
 
 
 def snapshot(registry: ModelRegistry) -> dict:
-    return {g: (registry.versions(g), registry.history(g), registry.get_latest_production(g))
-            for g in registry.groups()}
+    return {
+        g: (registry.versions(g), registry.history(g), registry.get_latest_production(g)) for g in registry.groups()
+    }
 
 
 def test_enum_values_and_edges_match_the_spec():
     assert [(s.name, s.value) for s in Stage] == [
-        ("NONE", "None"), ("STAGING", "Staging"), ("PRODUCTION", "Production"), ("ARCHIVED", "Archived")]
+        ("NONE", "None"),
+        ("STAGING", "Staging"),
+        ("PRODUCTION", "Production"),
+        ("ARCHIVED", "Archived"),
+    ]
     assert {(a.value, b.value) for a, targets in ALLOWED_TRANSITIONS.items() for b in targets} == SPEC_EDGES
 
 
@@ -160,8 +177,16 @@ def test_get_latest_production_is_none_until_a_promotion():
 operations = st.lists(
     st.one_of(
         st.tuples(st.just("register"), st.sampled_from("abc")),
-        *[st.tuples(st.just("transition"), st.sampled_from("ab"), st.integers(1, 4),
-                    st.sampled_from(list(Stage)), st.booleans())] * 4,
+        *[
+            st.tuples(
+                st.just("transition"),
+                st.sampled_from("ab"),
+                st.integers(1, 4),
+                st.sampled_from(list(Stage)),
+                st.booleans(),
+            )
+        ]
+        * 4,
     ),
     min_size=5,
     max_size=60,
@@ -208,7 +233,7 @@ def test_random_sequences_keep_one_production_and_illegal_calls_change_nothing(o
         if op[0] == "register":
             assert seen == [(group, registry.versions(group)[-1])]
         else:
-            assert seen == [(group, t) for t in registry.history(group)[history_len[group]:]]
+            assert seen == [(group, t) for t in registry.history(group)[history_len[group] :]]
         for g in registry.groups():
             production = [v for v in registry.versions(g) if v.stage is Stage.PRODUCTION]
             assert len(production) <= 1
@@ -270,5 +295,6 @@ def test_restore_accepts_json_shaped_records_and_rejects_inconsistent_ones():
     with pytest.raises(LookupError, match="history"):
         ModelRegistry.restore([], [("g", Transition(1, Stage.NONE, Stage.STAGING, 1.0))])
     with pytest.raises(ValueError, match="not an allowed edge"):
-        ModelRegistry.restore([ModelVersion(**records[0])],
-                              [("g", Transition(1, Stage.ARCHIVED, Stage.PRODUCTION, 1.0))])
+        ModelRegistry.restore(
+            [ModelVersion(**records[0])], [("g", Transition(1, Stage.ARCHIVED, Stage.PRODUCTION, 1.0))]
+        )

@@ -1,4 +1,5 @@
 """Multi-model serving (SPEC 3.5): LRU loading against a reference, re-register, errors, restore."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -50,15 +51,24 @@ class ReferenceLRU:
 
 
 def view(endpoint: MultiModelEndpoint) -> tuple:
-    return (endpoint.loaded, endpoint.hits, endpoint.misses, endpoint.load_events, endpoint.evict_events,
-            endpoint.models)
+    return (
+        endpoint.loaded,
+        endpoint.hits,
+        endpoint.misses,
+        endpoint.load_events,
+        endpoint.evict_events,
+        endpoint.models,
+    )
 
 
 NAMES = [f"m{i}" for i in range(8)]
-sequences = st.lists(st.one_of(
-    st.tuples(st.just("invoke"), st.sampled_from(NAMES), st.integers(-3, 3)),
-    st.tuples(st.just("register"), st.sampled_from(NAMES), st.integers(1, 9)),
-), max_size=80)
+sequences = st.lists(
+    st.one_of(
+        st.tuples(st.just("invoke"), st.sampled_from(NAMES), st.integers(-3, 3)),
+        st.tuples(st.just("register"), st.sampled_from(NAMES), st.integers(1, 9)),
+    ),
+    max_size=80,
+)
 
 
 def run(target, ops: list) -> list:
@@ -94,8 +104,14 @@ def test_restore_behaves_identically(capacity, first, then):
     original, _ = fresh(capacity)
     run(original, first)
     restored = MultiModelEndpoint.restore(
-        capacity, original.models, original.loaded,
-        original.hits, original.misses, original.load_events, original.evict_events)
+        capacity,
+        original.models,
+        original.loaded,
+        original.hits,
+        original.misses,
+        original.load_events,
+        original.evict_events,
+    )
     assert view(restored) == view(original)
     assert run(restored, then) == run(original, then)
     assert view(restored) == view(original)

@@ -1,4 +1,5 @@
 """SPEC 3.1: the artifact-hash contract, the deep-copy rule, capacity and the status machine."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 from kinetic_tui.core.errors import KineticError
-from kinetic_tui.core.platform.training import CapacityError, Checkpoint, ManagedTrainingRunner, TrainingCluster, TrainingJob, TrainingStateError, TrainingStatus, compute_artifact_hash, default_train_step
+from kinetic_tui.core.platform.training import (
+    CapacityError,
+    Checkpoint,
+    ManagedTrainingRunner,
+    TrainingCluster,
+    TrainingJob,
+    TrainingStateError,
+    TrainingStatus,
+    compute_artifact_hash,
+    default_train_step,
+)
 
 MAX_EPOCHS = 6
 
@@ -372,8 +383,7 @@ class ClusterMachine(RuleBasedStateMachine):
         self.all_jobs: list[TrainingJob] = []
         self.expected_hash: dict[str, str] = {}
 
-    @rule(target=jobs, max_epochs=st.integers(1, 4), checkpoint_every=st.integers(1, 5),
-          lr=st.sampled_from([0.1, 0.5]))
+    @rule(target=jobs, max_epochs=st.integers(1, 4), checkpoint_every=st.integers(1, 5), lr=st.sampled_from([0.1, 0.5]))
     def new_job(self, max_epochs, checkpoint_every, lr):
         job = TrainingJob(f"job-{len(self.all_jobs)}", {"learning_rate": lr}, max_epochs, checkpoint_every)
         self.all_jobs.append(job)
@@ -393,6 +403,7 @@ class ClusterMachine(RuleBasedStateMachine):
             expected = CapacityError
         else:
             expected = None
+
         def act():
             if action == "fail":
                 return self.runner.fail(job, "spot capacity gone")

@@ -1,4 +1,5 @@
 """SPEC 3.2: candidate order per strategy, the best-trial tie rules, trials as real training jobs."""
+
 from __future__ import annotations
 
 import itertools
@@ -33,8 +34,14 @@ def test_grid_order_is_sorted_keys_with_values_in_given_order():
 
 
 @settings(max_examples=40)
-@given(st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.lists(st.integers(), min_size=1, max_size=4),
-                       min_size=1, max_size=3))
+@given(
+    st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3),
+        st.lists(st.integers(), min_size=1, max_size=4),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_grid_is_the_cartesian_product_over_sorted_keys(space):
     keys = sorted(space)
     expected = [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
@@ -74,20 +81,44 @@ def test_bayesian_follows_the_hand_worked_example():
     # -> nearest untried (1,0) at 1/16, loss 4 -> (2,0) loss 1 -> (3,0) loss 0 -> (4,0) loss 1;
     # best stays (3,0) = (3/4, 0): (3,1) at 1 -> loss 1; then (2,1) and (4,1) tie at 1 + 1/16,
     # the tie goes to the lower grid position, (2,1).
-    tuner = HyperparameterTuner({"y": [0, 1], "x": [0, 1, 2, 3, 4]}, strategy="bayesian", max_trials=8,
-                                max_epochs=1, train_step=parabola_step)
+    tuner = HyperparameterTuner(
+        {"y": [0, 1], "x": [0, 1, 2, 3, 4]}, strategy="bayesian", max_trials=8, max_epochs=1, train_step=parabola_step
+    )
     result = tuner.run()
     assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in result.trials] == [
-        (0, 0), (0, 1), (1, 0), (2, 0), (3, 0), (4, 0), (3, 1), (2, 1)]
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (4, 0),
+        (3, 1),
+        (2, 1),
+    ]
     assert [t.metric for t in result.trials] == [9, 10, 4, 1, 0, 1, 1, 2]
     assert result.best.trial_id == 5
 
 
 def test_bayesian_maximize_walks_the_same_path_on_the_negated_objective():
-    tuner = HyperparameterTuner({"y": [0, 1], "x": [0, 1, 2, 3, 4]}, strategy="bayesian", max_trials=8,
-                                max_epochs=1, train_step=parabola_step, objective="score", maximize=True)
+    tuner = HyperparameterTuner(
+        {"y": [0, 1], "x": [0, 1, 2, 3, 4]},
+        strategy="bayesian",
+        max_trials=8,
+        max_epochs=1,
+        train_step=parabola_step,
+        objective="score",
+        maximize=True,
+    )
     assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in tuner.run().trials] == [
-        (0, 0), (0, 1), (1, 0), (2, 0), (3, 0), (4, 0), (3, 1), (2, 1)]
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (4, 0),
+        (3, 1),
+        (2, 1),
+    ]
     assert tuner.best.trial_id == 5 and tuner.best.metric == 0
 
 
@@ -97,10 +128,19 @@ def test_bayesian_distance_ties_are_exact():
     # so the tie goes to the lower position, v=3; in floats (0.6-0.8)^2 > (1.0-0.8)^2 and v=5 would win.
     losses = {(0, 0): 10, (0, 1): 9, (0, 2): 8, (0, 3): 7, (0, 4): 1, (0, 5): 6, (1, 4): 0}
     step = lambda hp, e, s: {"loss": losses.get((hp["a"], hp["v"]), 5)}  # noqa: E731
-    result = HyperparameterTuner({"v": list(range(6)), "a": [0, 1]}, strategy="bayesian", max_trials=8,
-                                 max_epochs=1, train_step=step).run()
+    result = HyperparameterTuner(
+        {"v": list(range(6)), "a": [0, 1]}, strategy="bayesian", max_trials=8, max_epochs=1, train_step=step
+    ).run()
     assert [(t.hyperparameters["a"], t.hyperparameters["v"]) for t in result.trials] == [
-        (0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (1, 4), (1, 3)]
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (0, 5),
+        (1, 4),
+        (1, 3),
+    ]
 
 
 def test_bayesian_with_a_single_candidate_and_budget_one():
@@ -112,8 +152,7 @@ def test_bayesian_with_a_single_candidate_and_budget_one():
 def test_constant_metric_tie_rules(strategy):
     low = HyperparameterTuner(SPACE, strategy=strategy, max_epochs=1, train_step=constant_step).run()
     assert low.best.trial_id == 1
-    high = HyperparameterTuner(SPACE, strategy=strategy, max_epochs=1, train_step=constant_step,
-                               maximize=True).run()
+    high = HyperparameterTuner(SPACE, strategy=strategy, max_epochs=1, train_step=constant_step, maximize=True).run()
     assert high.best.trial_id == 4
 
 
@@ -122,8 +161,14 @@ def trial(trial_id, metric, status=TrainingStatus.COMPLETED):
 
 
 def test_best_trial_rules():
-    trials = [trial(1, 0.5), trial(2, 0.2), trial(3, 0.9), trial(4, 0.2), trial(5, 0.9),
-              trial(6, None, TrainingStatus.FAILED)]
+    trials = [
+        trial(1, 0.5),
+        trial(2, 0.2),
+        trial(3, 0.9),
+        trial(4, 0.2),
+        trial(5, 0.9),
+        trial(6, None, TrainingStatus.FAILED),
+    ]
     assert best_trial(trials, maximize=False).trial_id == 2
     assert best_trial(trials, maximize=True).trial_id == 5
     assert best_trial([trial(1, None, TrainingStatus.FAILED)], maximize=False) is None
@@ -157,8 +202,9 @@ def test_a_failing_trial_is_recorded_and_skipped_for_best():
 
 def test_bayesian_falls_back_to_grid_order_while_nothing_succeeded():
     step = lambda hp, e, s: {"loss": 1 / hp["v"]}  # noqa: E731  # v == 0 fails
-    result = HyperparameterTuner({"v": [0, 0, 4, 1]}, strategy="bayesian", max_trials=4, max_epochs=1,
-                                 train_step=step).run()
+    result = HyperparameterTuner(
+        {"v": [0, 0, 4, 1]}, strategy="bayesian", max_trials=4, max_epochs=1, train_step=step
+    ).run()
     assert [t.hyperparameters["v"] for t in result.trials] == [0, 0, 4, 1]
 
 

@@ -1,4 +1,5 @@
 """Tests of the pure rendering layer; `widest` is the width guarantee every renderer is held to."""
+
 from rich.cells import cell_len
 from rich.text import Text
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.demo.canonical import canonical_pipeline
+from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, PipelineRun, Step
 from kinetic_tui.render.dag import render_dag, run_history_rows, step_rows
 from tests.render import widest
@@ -28,7 +28,7 @@ def test_golden_small_dag():
 def test_each_box_is_coloured_by_its_status():
     text = render_dag(LAYERS, EDGES, STATUSES, {"c": False})
     plain = text.plain
-    styles = {plain[s.start:s.end]: str(s.style) for s in text.spans}
+    styles = {plain[s.start : s.end]: str(s.style) for s in text.spans}
     assert styles["[✓ a]"] == "green"
     assert styles["[≡ b]"] == "cyan"
     assert styles["[✗ c ⑂false]"] == "bright_red"
@@ -75,12 +75,16 @@ def test_empty_pipeline():
 
 
 def _gate_pipeline() -> Pipeline:
-    return Pipeline("p", [
-        Step("load", lambda i: {"rows": i["n"]}, {"n": "params.n"}, version="1"),
-        ConditionStep("big", lambda i: i["rows"] > 5, {"rows": "load.rows"}, version="1"),
-        Step("train", lambda i: {"model": i["rows"] * 2}, {"rows": "load.rows"}, when=("big", True), version="1"),
-        Step("warn", lambda i: {"msg": "small"}, {}, when=("big", False), version="1"),
-    ], params={"n": 10})
+    return Pipeline(
+        "p",
+        [
+            Step("load", lambda i: {"rows": i["n"]}, {"n": "params.n"}, version="1"),
+            ConditionStep("big", lambda i: i["rows"] > 5, {"rows": "load.rows"}, version="1"),
+            Step("train", lambda i: {"model": i["rows"] * 2}, {"rows": "load.rows"}, when=("big", True), version="1"),
+            Step("warn", lambda i: {"msg": "small"}, {}, when=("big", False), version="1"),
+        ],
+        params={"n": 10},
+    )
 
 
 def test_rendering_a_real_run_shows_branch_and_skips():
@@ -99,15 +103,32 @@ def test_rendering_a_real_run_shows_branch_and_skips():
 
 
 def test_step_rows_golden():
-    record = {"steps": {
-        "load": {"status": "Executed", "outputs": {"rows": 10}, "cache_key": "abcdef0123456789",
-                 "duration": 0.25, "error": None},
-        "big": {"status": "Cached", "outputs": {"branch": True}, "cache_key": "99887766554433",
-                "duration": 0.001, "error": None},
-        "warn": {"status": "Skipped", "outputs": {}, "cache_key": None, "duration": 0.0, "error": None},
-        "train": {"status": "Failed", "outputs": {}, "cache_key": "1234567890",
-                  "duration": 75.5, "error": "step 'train' raised ZeroDivisionError: division by zero"},
-    }}
+    record = {
+        "steps": {
+            "load": {
+                "status": "Executed",
+                "outputs": {"rows": 10},
+                "cache_key": "abcdef0123456789",
+                "duration": 0.25,
+                "error": None,
+            },
+            "big": {
+                "status": "Cached",
+                "outputs": {"branch": True},
+                "cache_key": "99887766554433",
+                "duration": 0.001,
+                "error": None,
+            },
+            "warn": {"status": "Skipped", "outputs": {}, "cache_key": None, "duration": 0.0, "error": None},
+            "train": {
+                "status": "Failed",
+                "outputs": {},
+                "cache_key": "1234567890",
+                "duration": 75.5,
+                "error": "step 'train' raised ZeroDivisionError: division by zero",
+            },
+        }
+    }
     assert step_rows(record) == [
         ("load", "✓ Executed", "250ms", "abcdef01", "rows=10"),
         ("big", "≡ Cached", "1ms", "99887766", "branch=True"),
@@ -117,15 +138,33 @@ def test_step_rows_golden():
 
 
 def test_step_rows_cut_long_outputs():
-    record = {"steps": {"s": {"status": "Executed", "outputs": {"data": list(range(1000)), "n": 3},
-                              "cache_key": "k" * 64, "duration": 1.0}}}
+    record = {
+        "steps": {
+            "s": {
+                "status": "Executed",
+                "outputs": {"data": list(range(1000)), "n": 3},
+                "cache_key": "k" * 64,
+                "duration": 1.0,
+            }
+        }
+    }
     (row,) = step_rows(record)
     assert row[4] == "data=[0, 1, 2, 3, 4,… n=3"
 
 
 def test_step_rows_accept_the_snapshot_shape():
-    snapshot_dict = {"steps": [{"name": "a", "status": "Executed", "cache_key": "ab" * 32, "duration": 2.0,
-                                "error": None, "outputs": {"x": 1}}]}
+    snapshot_dict = {
+        "steps": [
+            {
+                "name": "a",
+                "status": "Executed",
+                "cache_key": "ab" * 32,
+                "duration": 2.0,
+                "error": None,
+                "outputs": {"x": 1},
+            }
+        ]
+    }
     assert step_rows(snapshot_dict) == [("a", "✓ Executed", "2s", "abababab", "x=1")]
     with pytest.raises(ValidationError, match="run record: field 'steps' must be"):
         step_rows({"steps": 3})

@@ -71,12 +71,25 @@ def test_styled_cell_restores_the_status_colour():
     assert styled_cell("job-1234").style == ""
 
 
-@pytest.mark.parametrize("seconds, text, parsed", [
-    (0, "0ms", 0), (0.0125, "12ms", 0.012), (0.999, "999ms", 0.999), (1, "1s", 1), (3.7, "3s", 3),
-    (59, "59s", 59), (60, "1m00s", 60), (125, "2m05s", 125), (3599, "59m59s", 3599), (3600, "1h00m", 3600),
-    (3725, "1h02m", 3720), (86399, "23h59m", 86340), (86400, "1d00h", 86400),
-    (3 * 86400 + 4 * 3600 + 5, "3d04h", 3 * 86400 + 4 * 3600),
-])
+@pytest.mark.parametrize(
+    "seconds, text, parsed",
+    [
+        (0, "0ms", 0),
+        (0.0125, "12ms", 0.012),
+        (0.999, "999ms", 0.999),
+        (1, "1s", 1),
+        (3.7, "3s", 3),
+        (59, "59s", 59),
+        (60, "1m00s", 60),
+        (125, "2m05s", 125),
+        (3599, "59m59s", 3599),
+        (3600, "1h00m", 3600),
+        (3725, "1h02m", 3720),
+        (86399, "23h59m", 86340),
+        (86400, "1d00h", 86400),
+        (3 * 86400 + 4 * 3600 + 5, "3d04h", 3 * 86400 + 4 * 3600),
+    ],
+)
 def test_humanize_duration(seconds, text, parsed):
     assert humanize_duration(seconds) == text
     assert parse_humanized(text) == pytest.approx(parsed)

@@ -93,10 +93,13 @@ def test_bad_batches_change_nothing():
     assert log.lines == ["kept"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_lines": 0}, "max_lines: must be >= 1, got 0"),
-    ({"height": True}, "height: expected an integer >= 1, got True"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_lines": 0}, "max_lines: must be >= 1, got 0"),
+        ({"height": True}, "height: expected an integer >= 1, got True"),
+    ],
+)
 def test_bad_construction(kwargs, message):
     with pytest.raises(ValidationError, match=message):
         LogBuffer(**kwargs)
@@ -158,12 +161,18 @@ def test_save_writes_the_held_lines_as_shown(tmp_path):
 
 
 @settings(max_examples=60)
-@given(st.lists(st.one_of(
-    st.tuples(st.just("append"), st.integers(0, 30)),
-    st.tuples(st.just("scroll"), st.integers(-40, 40)),
-    st.tuples(st.just("end"), st.just(0)),
-    st.tuples(st.just("resize"), st.integers(1, 12)),
-), max_size=40), st.integers(1, 50))
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(0, 30)),
+            st.tuples(st.just("scroll"), st.integers(-40, 40)),
+            st.tuples(st.just("end"), st.just(0)),
+            st.tuples(st.just("resize"), st.integers(1, 12)),
+        ),
+        max_size=40,
+    ),
+    st.integers(1, 50),
+)
 def test_viewport_invariants(operations, max_lines):
     """Whatever happens: at most max_lines held, top within bounds, follow exactly when at the bottom,
     and a following view never has unseen new lines."""

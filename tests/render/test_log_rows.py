@@ -8,8 +8,11 @@ from kinetic_tui.render.log_rows import WrappedRows, wrapped
 
 def brute_rows(buffer: LogBuffer, width: int) -> list[tuple[int, int]]:
     """(line, part) of every row, counted the slow way."""
-    return [(line, part) for line in range(len(buffer))
-            for part in range(len(chop_cells(buffer.render(line), width) or [""]))]
+    return [
+        (line, part)
+        for line in range(len(buffer))
+        for part in range(len(chop_cells(buffer.render(line), width) or [""]))
+    ]
 
 
 def test_rows_of_a_wrapped_log_and_where_each_line_starts():
@@ -39,8 +42,11 @@ def test_trimming_drops_rows_from_the_front_and_timestamps_recount():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.text(alphabet="ab日 ", max_size=30), max_size=8), max_size=6),
-       st.integers(2, 12), st.integers(2, 20))  # 2 cells: the narrowest row that holds a wide character
+@given(
+    st.lists(st.lists(st.text(alphabet="ab日 ", max_size=30), max_size=8), max_size=6),
+    st.integers(2, 12),
+    st.integers(2, 20),
+)  # 2 cells: the narrowest row that holds a wide character
 def test_the_index_agrees_with_wrapping_every_line(batches, width, max_lines):
     buffer, index = LogBuffer(max_lines=max_lines), WrappedRows()
     for batch in batches:

@@ -1,12 +1,13 @@
 """Every renderer, drawn at 80 columns: only the 16 ANSI colours, and legible with NO_COLOR."""
+
 import io
 
 import pytest
 from rich.console import Console
 from rich.text import Text
 
-from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.demo.canonical import canonical_pipeline
+from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.registry import ModelVersion, Stage
 from kinetic_tui.render.dag import render_dag
 from kinetic_tui.render.formatting import styled_cell
@@ -20,15 +21,15 @@ ALLOWED = COLOURS | {f"bright_{c}" for c in COLOURS} | {"bold", "dim", "reverse"
 
 def _stage_graph() -> Text:
     stages = [Stage.NONE, Stage.STAGING, Stage.PRODUCTION, Stage.ARCHIVED]
-    return render_stage_graph([ModelVersion("g", i + 1, "h", {}, None, s) for i, s in enumerate(stages)],
-                              selected=3)
+    return render_stage_graph([ModelVersion("g", i + 1, "h", {}, None, s) for i, s in enumerate(stages)], selected=3)
 
 
 def _dag() -> Text:
     pipeline = canonical_pipeline()
     run = pipeline.run({"threshold": 0.99})
-    return render_dag(pipeline.layers(), pipeline.edges(), {n: r.status for n, r in run.steps.items()},
-                      run.branch_taken)
+    return render_dag(
+        pipeline.layers(), pipeline.edges(), {n: r.status for n, r in run.steps.items()}, run.branch_taken
+    )
 
 
 def _chart() -> Text:

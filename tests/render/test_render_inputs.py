@@ -1,5 +1,6 @@
 """Renderers draw the console's snapshots (or plain values), never a backend's or the store's rows: a
 renderer that knew a backend's row type would have to change with every backend."""
+
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,10 @@ def imported(path: Path) -> set[str]:
 def test_render_modules_and_the_widgets_they_feed_import_no_backend_or_store() -> None:
     paths = [*(PACKAGE / "render").glob("*.py"), *(PACKAGE / "widgets").glob("*.py")]
     assert len(paths) > 10
-    offenders = {f"{path.parent.name}/{path.name}: {name}" for path in paths for name in imported(path)
-                 if name.startswith(FORBIDDEN)}
+    offenders = {
+        f"{path.parent.name}/{path.name}: {name}"
+        for path in paths
+        for name in imported(path)
+        if name.startswith(FORBIDDEN)
+    }
     assert not offenders, sorted(offenders)

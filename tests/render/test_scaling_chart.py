@@ -82,8 +82,9 @@ def test_empty_history():
 
 
 @settings(max_examples=40)
-@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 3)), max_size=150),
-       st.integers(1, 12), st.integers(20, 100))
+@given(
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 3)), max_size=150), st.integers(1, 12), st.integers(20, 100)
+)
 def test_always_fits_width_and_height(steps, height, width):
     endpoint = Endpoint("e", max_instances=9)
     tick = 0
@@ -97,11 +98,14 @@ def test_always_fits_width_and_height(steps, height, width):
         assert len(plot_rows) == min(height, 9)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"height": 0}, "height: must be >= 1, got 0"),
-    ({"max_instances": 0}, "max_instances: must be >= 1, got 0"),
-    ({"width": 5}, "width: must be >= 11, got 5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"height": 0}, "height: must be >= 1, got 0"),
+        ({"max_instances": 0}, "max_instances: must be >= 1, got 0"),
+        ({"width": 5}, "width: must be >= 11, got 5"),
+    ],
+)
 def test_rejects_bad_geometry(kwargs, message):
     with pytest.raises(ValidationError, match=message):
         render_scaling_chart(worked_example(), **kwargs)

@@ -36,7 +36,7 @@ def test_production_is_bold_and_starred_and_selection_is_reversed():
     text = render_stage_graph(FIXTURE, selected=5)
     plain = text.plain
     assert "★ Production" in plain
-    styles = {plain[span.start:span.end]: str(span.style) for span in text.spans}
+    styles = {plain[span.start : span.end]: str(span.style) for span in text.spans}
     assert "bold" in styles["v3"]
     assert "bold" in styles["★ Production"]
     assert "reverse" in styles["▸v5"]
@@ -107,8 +107,12 @@ def test_promote_targets_match_the_registry(current):
         # the registry agrees: an allowed target transitions, a refused one raises
         registry = ModelRegistry(clock=lambda: 0.0)
         registry.register("g", "h")
-        path = {Stage.NONE: [], Stage.STAGING: [Stage.STAGING], Stage.PRODUCTION: [Stage.STAGING, Stage.PRODUCTION],
-                Stage.ARCHIVED: [Stage.ARCHIVED]}[current]
+        path = {
+            Stage.NONE: [],
+            Stage.STAGING: [Stage.STAGING],
+            Stage.PRODUCTION: [Stage.STAGING, Stage.PRODUCTION],
+            Stage.ARCHIVED: [Stage.ARCHIVED],
+        }[current]
         for step in path:
             registry.transition("g", 1, step)
         if target.allowed:
@@ -120,8 +124,7 @@ def test_promote_targets_match_the_registry(current):
 
 def test_promote_target_reasons_name_the_edge_and_the_choices():
     by_stage = {t.stage: t for t in promote_targets("archived")}
-    assert by_stage[Stage.PRODUCTION].reason == (
-        "Archived → Production is not an allowed transition; allowed: None")
+    assert by_stage[Stage.PRODUCTION].reason == ("Archived → Production is not an allowed transition; allowed: None")
     assert by_stage[Stage.ARCHIVED].reason == "the version is already Archived; allowed: None"
     assert by_stage[Stage.NONE] == (Stage.NONE, True, "")
 
@@ -132,8 +135,9 @@ def test_promote_targets_rejects_unknown_stage():
 
 
 def test_history_rows():
-    rows = history_rows([Transition(2, Stage.NONE, Stage.STAGING, 0.0),
-                         Transition(2, Stage.STAGING, Stage.PRODUCTION, 90061.5)])
+    rows = history_rows(
+        [Transition(2, Stage.NONE, Stage.STAGING, 0.0), Transition(2, Stage.STAGING, Stage.PRODUCTION, 90061.5)]
+    )
     assert rows == [
         ("1", "v2", "○ None", "◇ Staging", "1970-01-01 00:00:00"),
         ("2", "v2", "◇ Staging", "★ Production", "1970-01-02 01:01:01"),

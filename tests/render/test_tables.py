@@ -10,10 +10,10 @@ from kinetic_tui.core.console.snapshots import (
     PoolSnapshot,
     RunSummary,
 )
+from kinetic_tui.core.demo.canonical import canonical_pipeline
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.platform.autoscaling import Endpoint
-from kinetic_tui.core.demo.canonical import canonical_pipeline
 from kinetic_tui.core.platform.registry import ModelRegistry, Stage
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
@@ -36,19 +36,55 @@ from kinetic_tui.render.tables import (
 NOW = 10_000.0
 
 
-def job(job_id: str, status: JobStatus, created: float, started: float | None, finished: float | None,
-        ) -> JobSnapshot:
+def job(
+    job_id: str,
+    status: JobStatus,
+    created: float,
+    started: float | None,
+    finished: float | None,
+) -> JobSnapshot:
     """The snapshot the console makes of a local job's store row."""
     handle = {"display_name": f"name-{job_id}", "accelerator": "l4", "func_name": "f"}
-    return JobSnapshot.of(JobRow(1, job_id, "gpu", 1, status, None, None, None, created, started, finished, False,
-                                 None, handle, {"job_dir": "/tmp"}))
+    return JobSnapshot.of(
+        JobRow(
+            1,
+            job_id,
+            "gpu",
+            1,
+            status,
+            None,
+            None,
+            None,
+            created,
+            started,
+            finished,
+            False,
+            None,
+            handle,
+            {"job_dir": "/tmp"},
+        )
+    )
 
 
 def test_job_row_running_and_finished():
     assert job_row(job("job-1", JobStatus.RUNNING, NOW - 125, NOW - 62, None), NOW) == (
-        "job-1", "name-job-1", "l4", "gpu", "▶ RUNNING", "2m05s", "1m02s")
+        "job-1",
+        "name-job-1",
+        "l4",
+        "gpu",
+        "▶ RUNNING",
+        "2m05s",
+        "1m02s",
+    )
     assert job_row(job("job-2", JobStatus.SUCCEEDED, NOW - 7200, NOW - 7000, NOW - 3000), NOW) == (
-        "job-2", "name-job-2", "l4", "gpu", "✓ SUCCEEDED", "2h00m", "1h06m")
+        "job-2",
+        "name-job-2",
+        "l4",
+        "gpu",
+        "✓ SUCCEEDED",
+        "2h00m",
+        "1h06m",
+    )
 
 
 def test_job_row_pending_has_no_duration_and_its_dict_form_works_too():
@@ -95,8 +131,14 @@ def test_training_row_from_a_real_record():
 
 def test_study_and_trial_rows():
     result = HyperparameterTuner({"learning_rate": [0.1, 0.5]}, max_trials=2, max_epochs=2).run()
-    study = {"name": "s", "strategy": "grid", "status": "Completed", "budget": 2,
-             "trials": [trial._asdict() for trial in result.trials], "best": result.best.trial_id}
+    study = {
+        "name": "s",
+        "strategy": "grid",
+        "status": "Completed",
+        "budget": 2,
+        "trials": [trial._asdict() for trial in result.trials],
+        "best": result.best.trial_id,
+    }
     assert study_row(study) == ("s", "grid", "Completed", "2/2", "#2 0.25")
     assert trial_row(result.trials[0])[:4] == ("#1", "learning_rate=0.1", "✓ Completed", "0.81")
 
@@ -118,8 +160,9 @@ def test_endpoint_row():
 
 
 def test_pipeline_row():
-    snapshot = PipelineSnapshot.of("pkg.mod:pipe", canonical_pipeline(),
-                                   (RunSummary(1, "Succeeded", ()), RunSummary(2, "Failed", ())))
+    snapshot = PipelineSnapshot.of(
+        "pkg.mod:pipe", canonical_pipeline(), (RunSummary(1, "Succeeded", ()), RunSummary(2, "Failed", ()))
+    )
     assert pipeline_row(snapshot) == ("canonical", "pkg.mod:pipe", "7", "5", "2", "✗ Failed")
 
 

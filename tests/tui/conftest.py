@@ -4,6 +4,7 @@ a deterministic workspace built through that console, and an app factory with a 
 Apps run at 80x24, the size the spec promises; `settle` waits for the app's workers so a test asserts on
 core state only after the action has really finished.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,15 +15,15 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.app import KineticApp
 from tests.helpers import projects
-from tests.lifecycle.run_projects import stop_jobs  # noqa: F401  (autouse: no job outlives its test)
+from tests.lifecycle.run_projects import stop_jobs
 
 SIZE = (80, 24)
 
-USER_MODULE = '''
+USER_MODULE = """
 import time
 
 
@@ -45,7 +46,7 @@ def chatty(count):
 def sleepy(seconds):
     time.sleep(seconds)
     return seconds
-'''
+"""
 
 
 @pytest.fixture

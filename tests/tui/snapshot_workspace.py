@@ -19,6 +19,7 @@ by a load pattern, the canonical pipeline run three times); only what would diff
   fixture builds it there under a lock, so two test sessions on one machine take turns;
 - the machine-sized `cpu` pool (one node per core) is replaced by a fixed 4-node one.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -76,8 +77,11 @@ def counted_job_ids() -> Iterator[None]:
     def next_id() -> str:
         return f"job-{next(counter):08x}"
 
-    with mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id), mock.patch("kinetic_tui.core.backends.local.submission.new_job_id", next_id), \
-            mock.patch("kinetic_tui.core.batches.new_job_id", next_id):
+    with (
+        mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id),
+        mock.patch("kinetic_tui.core.backends.local.submission.new_job_id", next_id),
+        mock.patch("kinetic_tui.core.batches.new_job_id", next_id),
+    ):
         yield
 
 
@@ -107,8 +111,10 @@ def pin_job_times(console: Console) -> None:
         seqs = [row[0] for row in store.query("SELECT seq FROM jobs ORDER BY seq")]
         for slot, seq in enumerate(seqs, start=1):
             created = FROZEN + slot * JOB_SLOT
-            store.write("UPDATE jobs SET created_at = ?, started_at = ?, finished_at = ? WHERE seq = ?",
-                        (created, created + 1, created + 1 + JOB_TOOK, seq))
+            store.write(
+                "UPDATE jobs SET created_at = ?, started_at = ?, finished_at = ? WHERE seq = ?",
+                (created, created + 1, created + 1 + JOB_TOOK, seq),
+            )
         store.write("UPDATE pools SET created_at = ?", (FROZEN,))
 
 
@@ -125,11 +131,13 @@ async def fill(console: Console) -> None:
     await console.pools.add("tpu-v5e", "v5litepod-2x2", 2)
     await console.pools.add("gpu-l4", "l4x1", 2, spot=True)
     await console.jobs.submit(f"{PROJECT_MODULE}:score", args=[[3, 5, 8]], name="scorer", wait=True)
-    await console.jobs.submit(f"{PROJECT_MODULE}:score_corrupt", args=[[{"amount": 12.5}, {"amnt": 3.0}]],
-                              name="corrupt-batch", wait=True)
+    await console.jobs.submit(
+        f"{PROJECT_MODULE}:score_corrupt", args=[[{"amount": 12.5}, {"amnt": 3.0}]], name="corrupt-batch", wait=True
+    )
     await console.training.start("baseline", {"learning_rate": 0.2}, epochs=4, pool="tpu-v5e", wait=True)
-    await console.training.start("preemptible", {"learning_rate": 0.3}, epochs=4, pool="tpu-v5e",
-                                 interrupt_before_epoch=3, wait=True)
+    await console.training.start(
+        "preemptible", {"learning_rate": 0.3}, epochs=4, pool="tpu-v5e", interrupt_before_epoch=3, wait=True
+    )
     await console.training.resume("preemptible", wait=True)
     await console.training.tune("sweep", {"learning_rate": [0.1, 0.4]}, "grid", 2, pool="gpu-l4", wait=True)
     for source in ("baseline", "preemptible", "sweep.trial-1", "sweep.trial-2"):

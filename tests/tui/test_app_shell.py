@@ -1,6 +1,7 @@
 """The app shell: view switching (views and the bar mount lazily), the `:` bar, completion, palette, help,
 filter, readonly, quit, errors, and the size floor. Every action is checked against the core's state, not
 only the screen."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,20 +10,20 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from kinetic_tui.core.console import Console
 from kinetic_tui.app import KineticApp
-from kinetic_tui.views.base import View
-from kinetic_tui.views.clusters import ClustersView
+from kinetic_tui.core.console import Console
+from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
+from kinetic_tui.views.base import View
+from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.jobs import JobsView
 from kinetic_tui.views.pipelines import PipelinesView
 from kinetic_tui.views.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, complete_line
-from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from tests.test_console_support import state_dump
-from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
+from tests.tui.conftest import SIZE, AppFactory, build_workspace, job_status, notes, settle, wait_for
 
 
 async def _command(app: KineticApp, pilot: Pilot, line: str) -> None:
@@ -89,7 +90,9 @@ tiny = Pipeline("tiny", [Step("one", one, {})], {})
 
 
 async def test_the_palette_jumps_to_an_object_in_a_view_not_yet_mounted(
-        make_app: AppFactory, console: Console, tui_project: Path,
+    make_app: AppFactory,
+    console: Console,
+    tui_project: Path,
 ) -> None:
     (tui_project / "tui_pipes.py").write_text(TINY_PIPELINE)
     await console.pipelines.register("kinetic_tui.core.demo.canonical:canonical_pipeline")
@@ -146,8 +149,12 @@ async def test_tab_completes_verbs_flags_and_live_job_ids(make_app: AppFactory, 
 
 
 def test_completion_knows_which_argument_names_which_kind_of_object() -> None:
-    names = {"job": ["job-aaaa0001", "job-aaab0002"], "pool": ["cpu", "gpus"], "endpoint": ["fraud-ep"],
-             "group": ["fraud"]}
+    names = {
+        "job": ["job-aaaa0001", "job-aaab0002"],
+        "pool": ["cpu", "gpus"],
+        "endpoint": ["fraud-ep"],
+        "group": ["fraud"],
+    }
     assert complete_line("cancel job-aaa", names) == ["job-aaaa0001", "job-aaab0002"]
     assert complete_line("pool remove g", names) == ["gpus"]
     assert complete_line("show model f", names) == ["fraud"]
@@ -249,7 +256,8 @@ async def test_q_quits(make_app: AppFactory) -> None:
 
 
 async def test_a_failing_action_is_a_notification_and_the_app_keeps_running(
-        make_app: AppFactory, console: Console,
+    make_app: AppFactory,
+    console: Console,
 ) -> None:
     ids = await build_workspace(console)
     app = make_app()

@@ -1,5 +1,6 @@
 """The console's chrome: the header (workspace and view tabs) and the footer's key hints, as pure renderers
 and as the widgets that draw them, plus what the first frame holds (issue 5, first paint)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -8,24 +9,31 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.segment import Segment
 from rich.console import RenderableType
+from rich.segment import Segment
 from rich.style import Style
 from textual.screen import Screen
 
-from kinetic_tui.core.console import Console
 from kinetic_tui import app as app_module
 from kinetic_tui.app import KineticApp
+from kinetic_tui.core.console import Console
 from kinetic_tui.render.header import header_text
 from kinetic_tui.render.key_hints import CORNER_BAR, KeyHint, key_hints
+from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.base import View
 from kinetic_tui.views.clusters import ClustersView
-from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
-from tests.tui.conftest import AppFactory, SIZE, build_workspace, wait_for
+from tests.tui.conftest import SIZE, AppFactory, build_workspace, wait_for
 
-JOBS_KEYS = [KeyHint("s", "Submit"), KeyHint("c", "Cancel job"), KeyHint("o", "Sort"), KeyHint(":", "Command"),
-             KeyHint("/", "Filter"), KeyHint("?", "Keys"), KeyHint("q", "Quit")]
+JOBS_KEYS = [
+    KeyHint("s", "Submit"),
+    KeyHint("c", "Cancel job"),
+    KeyHint("o", "Sort"),
+    KeyHint(":", "Command"),
+    KeyHint("/", "Filter"),
+    KeyHint("?", "Keys"),
+    KeyHint("q", "Quit"),
+]
 PALETTE = KeyHint("^p", "palette")
 
 
@@ -71,7 +79,7 @@ def test_the_header_names_the_workspace_and_marks_the_current_tab() -> None:
     tabs = [("1", "Clusters"), ("2", "Jobs"), ("3", "Training")]
     text = header_text("profile local (local) · cluster c", tabs, "2", readonly=True)
     assert text.plain == "kinetic · profile local (local) · cluster c  READ-ONLY\n1 Clusters   2 Jobs   3 Training"
-    spans = sorted((str(span.style), text.plain[span.start:span.end]) for span in text.spans)
+    spans = sorted((str(span.style), text.plain[span.start : span.end]) for span in text.spans)
     assert spans == [("bold", "READ-ONLY"), ("bold", "kinetic"), ("reverse", " 2 Jobs ")]
     assert not text.style  # only those spans are styled, not the whole header
     assert header_text("", tabs, None, readonly=False).plain == "kinetic\n1 Clusters  2 Jobs  3 Training"
@@ -79,7 +87,8 @@ def test_the_header_names_the_workspace_and_marks_the_current_tab() -> None:
 
 def test_workspace_text_is_not_markup() -> None:
     assert header_text("profile [bold]x[/] (local)", [], None, readonly=False).plain.startswith(
-        "kinetic · profile [bold]x[/] (local)")
+        "kinetic · profile [bold]x[/] (local)"
+    )
 
 
 def _footer_line(app: KineticApp) -> str:
@@ -87,8 +96,7 @@ def _footer_line(app: KineticApp) -> str:
     return footer.render_line(0).text
 
 
-async def test_the_footer_lists_the_focused_views_keys_and_readonly_hides_mutating_ones(
-        make_app: AppFactory) -> None:
+async def test_the_footer_lists_the_focused_views_keys_and_readonly_hides_mutating_ones(make_app: AppFactory) -> None:
     for readonly, expected in ((False, " a Add pool  d Remove pool  : Command"), (True, " : Command  / Filter")):
         app = make_app(readonly=readonly)
         async with app.run_test(size=SIZE) as pilot:

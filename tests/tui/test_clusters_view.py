@@ -1,16 +1,17 @@
 """View 1: clusters from profiles, pools with usage history, add (form) and remove (confirmed)."""
+
 from __future__ import annotations
 
 from textual.pilot import Pilot
 
+from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.profiles import create_profile
-from kinetic_tui.app import KineticApp
-from kinetic_tui.views.clusters import ClustersView, pool_add_line
 from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
+from kinetic_tui.views.clusters import ClustersView, pool_add_line
 from kinetic_tui.widgets.virtual_table import VirtualTable
 from tests.test_console_support import state_dump
-from tests.tui.conftest import AppFactory, SIZE, build_workspace, notes, settle, wait_for
+from tests.tui.conftest import SIZE, AppFactory, build_workspace, notes, settle, wait_for
 
 
 def _cells(table: VirtualTable, key: str) -> list[str]:
@@ -74,8 +75,10 @@ async def test_a_bad_form_value_is_named_and_adds_nothing(make_app: AppFactory) 
 
 
 def test_the_form_becomes_one_quoted_command_line() -> None:
-    assert pool_add_line({"name": "a b", "accelerator": "l4", "nodes": "2", "spot": "false"}) == \
-        "pool add 'a b' --accelerator l4 --nodes 2"
+    assert (
+        pool_add_line({"name": "a b", "accelerator": "l4", "nodes": "2", "spot": "false"})
+        == "pool add 'a b' --accelerator l4 --nodes 2"
+    )
     assert pool_add_line({"name": "x", "accelerator": "l4", "nodes": "1", "spot": "true"}).endswith(" --spot")
 
 
@@ -115,7 +118,8 @@ async def test_removing_a_busy_pool_is_refused_with_a_notification(make_app: App
 
 
 async def test_the_pools_title_counts_what_the_filter_shows_and_takes_the_filter_literally(
-        make_app: AppFactory) -> None:
+    make_app: AppFactory,
+) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         pools = app.query_one("#pools", VirtualTable)

@@ -4,6 +4,7 @@ terminal maps itself, so it never emits 256-colour or truecolour escapes; with N
 Checked twice: headless, on the styles of every cell the compositor draws (every view, the job screen, the
 help modal), and end to end in tmux, on the escape codes a real terminal receives.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +22,19 @@ import pytest
 from rich.color import ColorType
 from textual.pilot import Pilot
 
-from kinetic_tui.core.console import Console
 from kinetic_tui.app import THEME, KineticApp
+from kinetic_tui.core.console import Console
 from tests.tui.conftest import SIZE, AppFactory
 
 VIEW_KEYS = "123456"
-MARKERS = {"1": "Pools (", "2": "Jobs ·", "3": "Tuning studies", "4": "Model versions", "5": "Scaling:",
-           "6": "DAG"}  # text each view shows even when empty: the capture is taken once it is there
+MARKERS = {
+    "1": "Pools (",
+    "2": "Jobs ·",
+    "3": "Tuning studies",
+    "4": "Model versions",
+    "5": "Scaling:",
+    "6": "DAG",
+}  # text each view shows even when empty: the capture is taken once it is there
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 EXTENDED = {"38", "48"}  # 38;5;N / 48;5;N (256 colours) and 38;2;R;G;B / 48;2;R;G;B (truecolour)
 COLOUR_CODES = {str(code) for code in (*range(30, 38), *range(40, 48), *range(90, 98), *range(100, 108))}
@@ -86,8 +93,9 @@ async def test_every_screen_draws_with_the_16_ansi_colours_only(make_app: AppFac
     assert ColorType.STANDARD in seen  # it does use colour: statuses, the selected row, the footer keys
 
 
-async def test_no_color_draws_no_colour(make_app: AppFactory, console: Console,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_color_draws_no_colour(
+    make_app: AppFactory, console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await finished_jobs(console)
     monkeypatch.setenv("NO_COLOR", "1")  # read when the app is created
     app = make_app()
@@ -119,8 +127,7 @@ class Tmux:
         self.socket = socket
 
     def __call__(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
 
     def capture_when(self, marker: str, timeout: float = 15.0) -> str:
         deadline = time.monotonic() + timeout
@@ -144,13 +151,15 @@ def tmux() -> Iterator[Tmux]:
 
 
 @pytest.mark.parametrize("no_color", [False, True], ids=["16-colours", "NO_COLOR"])
-def test_a_real_terminal_receives_no_256_or_truecolour_escapes(no_color: bool, console: Console, tmux: Tmux,
-                                                              kinetic_home: Path) -> None:
+def test_a_real_terminal_receives_no_256_or_truecolour_escapes(
+    no_color: bool, console: Console, tmux: Tmux, kinetic_home: Path
+) -> None:
     asyncio.run(finished_jobs(console))
     # COLORTERM=truecolor: the terminal would accept anything, so only the app's palette limits the codes
     env = {"KINETIC_HOME": str(kinetic_home), "COLORTERM": "truecolor", **({"NO_COLOR": "1"} if no_color else {})}
-    command = shlex.join(["env", *(f"{name}={value}" for name, value in env.items()), sys.executable, "-m",
-                          "kinetic_tui"])
+    command = shlex.join(
+        ["env", *(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", "kinetic_tui"]
+    )
     tmux("new-session", "-d", "-x", "100", "-y", "30", command)
     screens = [tmux.capture_when("kinetic ·")]
     for key in VIEW_KEYS:

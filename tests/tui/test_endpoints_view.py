@@ -1,4 +1,5 @@
 """Endpoints view (SPEC 5, view 5): scale and load through their forms change the endpoint in the core."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,7 +55,11 @@ async def test_scale_form_changes_the_endpoint_config(endpoint, make_app):
         await fill(pilot, {"min": "2", "max": "3", "target": "20"})
         after = await endpoint.endpoints.get("web")
         assert (after.min_instances, after.max_instances, after.target_per_instance, after.instance_count) == (
-            2, 3, 20, 3)
+            2,
+            3,
+            20,
+            3,
+        )
         assert after.history[-1].action == "reconfigure"
 
 

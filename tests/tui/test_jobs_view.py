@@ -1,5 +1,6 @@
 """View 2 and the job screen: submit, cancel (confirmed), sort, keyed table updates, live logs, result and
 remote traceback, log search and save."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,18 +10,18 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.console.snapshots import JobSnapshot
-from kinetic_tui.app import KineticApp
-from kinetic_tui.views.clusters import ClustersView
+from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views import jobs as jobs_screen
+from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.jobs import JobsView, submit_line
 from kinetic_tui.widgets.keyed_table import KeyedTable
-from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.widgets.log_view import LogView
-from tests.tui.conftest import AppFactory, SIZE, build_workspace, job_status, notes, settle, wait_for
+from tests.tui.conftest import SIZE, AppFactory, build_workspace, job_status, notes, settle, wait_for
 
 
 async def _command(app: KineticApp, pilot: Pilot, line: str) -> None:
@@ -64,8 +65,10 @@ async def test_submit_form_creates_a_job(make_app: AppFactory, console: Console)
 
 def test_the_submit_form_leaves_empty_optional_fields_out() -> None:
     assert submit_line({"ref": "m:f", "accelerator": "", "args": "[1]", "name": ""}) == "submit m:f --args '[1]'"
-    assert submit_line({"ref": "m:f", "accelerator": "l4", "args": "", "name": "a b"}) == \
-        "submit m:f --accelerator l4 --name 'a b'"
+    assert (
+        submit_line({"ref": "m:f", "accelerator": "l4", "args": "", "name": "a b"})
+        == "submit m:f --accelerator l4 --name 'a b'"
+    )
 
 
 async def test_cancel_asks_first_no_keeps_the_job_yes_cancels_it(make_app: AppFactory, console: Console) -> None:
@@ -119,10 +122,15 @@ async def test_o_cycles_the_sort_column_and_the_cursor_stays_on_its_job(make_app
 
 
 async def test_a_reload_renders_rows_only_for_the_visible_page_until_a_filter_needs_them_all(
-        make_app: AppFactory, monkeypatch: pytest.MonkeyPatch,
+    make_app: AppFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    jobs = tuple(JobSnapshot(f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None,
-                             1000.0 - n, 1000.0 - n, 1001.0 - n) for n in range(5000))
+    jobs = tuple(
+        JobSnapshot(
+            f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None, 1000.0 - n, 1000.0 - n, 1001.0 - n
+        )
+        for n in range(5000)
+    )
     rendered: list[str] = []
     real_job_row = jobs_screen.job_row
     monkeypatch.setattr(jobs_screen, "job_row", lambda job, now: rendered.append(job.job_id) or real_job_row(job, now))
@@ -176,7 +184,8 @@ async def test_keyed_sync_updates_changed_cells_in_place_and_keeps_row_identity(
 
 
 async def test_the_job_screen_streams_a_real_jobs_log_and_shows_its_result(
-        make_app: AppFactory, console: Console,
+    make_app: AppFactory,
+    console: Console,
 ) -> None:
     job = await console.jobs.submit("tui_user:chatty", args=[40], name="talker")
     app = make_app()
@@ -251,7 +260,9 @@ async def test_the_job_screen_has_its_own_help_and_number_keys_leave_it(make_app
 
 
 async def test_save_writes_the_buffer_to_the_path_asked_for(
-        make_app: AppFactory, console: Console, tmp_path: Path,
+    make_app: AppFactory,
+    console: Console,
+    tmp_path: Path,
 ) -> None:
     job = await console.jobs.submit("tui_user:chatty", args=[5], wait=True)
     app = make_app()
@@ -283,10 +294,15 @@ async def test_a_job_screen_for_an_unknown_job_notifies_and_the_app_keeps_runnin
 
 
 async def test_the_first_load_paints_the_newest_page_then_the_whole_list(
-        make_app: AppFactory, monkeypatch: pytest.MonkeyPatch,
+    make_app: AppFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    jobs = tuple(JobSnapshot(f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None,
-                             1000.0 - n, 1000.0 - n, 1001.0 - n) for n in range(jobs_screen.FIRST_PAGE * 3))
+    jobs = tuple(
+        JobSnapshot(
+            f"job-{n:08x}", f"job {n}", "f", "cpu", "cpu", "SUCCEEDED", None, None, 1000.0 - n, 1000.0 - n, 1001.0 - n
+        )
+        for n in range(jobs_screen.FIRST_PAGE * 3)
+    )
     asked: list[int | None] = []
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

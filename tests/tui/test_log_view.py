@@ -1,5 +1,6 @@
 """The job log widget on its own: scrolling by keys, wheel and scrollbar, follow and "N new lines", wrap,
 and which rows it draws (only visible ones, each once until its look changes)."""
+
 from __future__ import annotations
 
 from textual import events
@@ -35,8 +36,9 @@ async def fed(pilot: Pilot, log: LogView, lines: list[str]) -> None:
 
 
 def wheel(log: LogView, up: bool) -> None:
-    event = (events.MouseScrollUp if up else events.MouseScrollDown)(log, 5, 5, 0, -1 if up else 1, 0, False,
-                                                                      False, False)
+    event = (events.MouseScrollUp if up else events.MouseScrollDown)(
+        log, 5, 5, 0, -1 if up else 1, 0, False, False, False
+    )
     log.post_message(event)
 
 

@@ -1,11 +1,12 @@
 """Pipelines view (SPEC 5, view 6): the canonical pipeline's DAG with statuses, and rerun with param edits."""
+
 from __future__ import annotations
 
 import pytest
 from textual.widgets import TextArea
 
-from kinetic_tui.widgets.dag_view import DagView
 from kinetic_tui.views.forms import ParamsForm
+from kinetic_tui.widgets.dag_view import DagView
 from tests.tui.conftest import settle
 from tests.tui.test_training_view import open_view
 

@@ -1,5 +1,6 @@
 """Registry view (SPEC 5, view 4): promote through the stage picker; illegal targets disabled; taking a
 version out of Production asks first."""
+
 from __future__ import annotations
 
 import pytest

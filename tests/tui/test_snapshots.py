@@ -5,6 +5,7 @@ Each scenario waits for the state it shows (the app's refresh, a job's whole log
 screenshot, so the SVG depends only on the workspace. Update with
 `pytest tests/tui/test_snapshots.py --snapshot-update`, then look at the SVGs before committing them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,12 +16,12 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from kinetic_tui.core.console import Console
 from kinetic_tui.app import KineticApp
+from kinetic_tui.core.console import Console
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
-from kinetic_tui.widgets.command_bar import CommandBar
 from kinetic_tui.views.forms import StagePicker
+from kinetic_tui.widgets.command_bar import CommandBar
 from tests.tui.snapshot_workspace import VIEWED_AT, locked_workspace
 
 Scenario = Callable[[Pilot], Awaitable[None]]
@@ -43,8 +44,7 @@ def snapshot_app(snapshot_home: Path, monkeypatch: pytest.MonkeyPatch) -> Callab
     monkeypatch.setenv("KINETIC_HOME", str(snapshot_home))
 
     def factory(readonly: bool = False) -> KineticApp:
-        app = KineticApp(Console(default_wait=False), readonly=readonly, clock=lambda: VIEWED_AT,
-                         poll_interval=3_600)
+        app = KineticApp(Console(default_wait=False), readonly=readonly, clock=lambda: VIEWED_AT, poll_interval=3_600)
         app.animation_level = "none"
         return app
 
@@ -83,6 +83,7 @@ def view(*keys: str) -> Scenario:
 def job(job_id: str) -> Scenario:
     """Open `job_id` from the jobs view with Enter; wait for its whole log and its outcome (a remote
     traceback starts at the user's frame, so it names no machine-specific path)."""
+
     async def scenario(pilot: Pilot) -> None:
         await view("2")(pilot)
         app = pilot.app
@@ -92,8 +93,9 @@ def job(job_id: str) -> Scenario:
 
         def loaded() -> bool:
             screen = app.screen
-            return (isinstance(screen, JobScreen) and screen.outcome is not None
-                    and len(screen.log_view.buffer) == expected)
+            return (
+                isinstance(screen, JobScreen) and screen.outcome is not None and len(screen.log_view.buffer) == expected
+            )
 
         await wait_until(pilot, loaded)
         await pilot.pause()
@@ -147,14 +149,16 @@ def test_view(name: str, size: str, snapshot_app: Callable[..., KineticApp], sna
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_readonly_jobs_view_hides_submit_and_cancel(size: str, snapshot_app: Callable[..., KineticApp],
-                                                    snap_compare: SnapCompare) -> None:
+def test_readonly_jobs_view_hides_submit_and_cancel(
+    size: str, snapshot_app: Callable[..., KineticApp], snap_compare: SnapCompare
+) -> None:
     assert snap_compare(snapshot_app(readonly=True), terminal_size=SIZES[size], run_before=view("2"))
 
 
 @pytest.mark.parametrize("size", [(60, 20), (120, 20)], ids=["narrow", "short"])
-def test_terminal_too_small(size: tuple[int, int], snapshot_app: Callable[..., KineticApp],
-                            snap_compare: SnapCompare) -> None:
+def test_terminal_too_small(
+    size: tuple[int, int], snapshot_app: Callable[..., KineticApp], snap_compare: SnapCompare
+) -> None:
     async def too_small(pilot: Pilot) -> None:
         await ready(pilot)
         assert pilot.app.query_one("#too-small", Static).display

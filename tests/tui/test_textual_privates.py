@@ -2,6 +2,7 @@
 field of a Textual (or Rich) object, neither another object's (`table._data[...] = ...`) nor one that a
 Textual base class defines under the widget's own `self`. Private fields change between minor releases
 without notice; a write to one breaks silently instead of failing at import."""
+
 from __future__ import annotations
 
 import ast
@@ -75,8 +76,9 @@ def offences(path: Path) -> list[str]:
                 out.append(f"{path.name}: {node.name} writes {ast.unparse(owner)}.{name}")
     # outside classes: any write to another object's private field
     top = [child for child in tree.body if not isinstance(child, ast.ClassDef)]
-    out += [f"{path.name}: writes {ast.unparse(owner)}.{name}" for child in top
-            for owner, name in written_privates(child)]
+    out += [
+        f"{path.name}: writes {ast.unparse(owner)}.{name}" for child in top for owner, name in written_privates(child)
+    ]
     return out
 
 
@@ -85,8 +87,10 @@ def test_the_checker_sees_a_write_to_a_data_tables_cells() -> None:
 
     assert {"_data", "_update_count"} <= framework_privates(DataTable)
     tree = ast.parse("class T:\n    def f(self, t):\n        self._data[1][2] = 3\n        t._cells = {}\n")
-    assert [(ast.unparse(owner), name) for owner, name in written_privates(tree)] == [("self", "_data"),
-                                                                                      ("t", "_cells")]
+    assert [(ast.unparse(owner), name) for owner, name in written_privates(tree)] == [
+        ("self", "_data"),
+        ("t", "_cells"),
+    ]
 
 
 def test_no_module_writes_a_private_field_of_textual() -> None:

@@ -2,6 +2,7 @@
 with `capture-pane`, exactly what an operator over SSH gets. Pilot tests drive the app in-process; only
 this one proves the console script starts, draws in a real terminal, fills live and quits cleanly.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,12 +27,12 @@ KEY_TIMEOUT = 10.0
 EXIT_TIMEOUT = 5.0
 # what each view must show once the demo has filled it, by key: words of fill.py's scenario
 VIEW_WORDS = {
-    "1": [POOLS[0][0], "emulated"],          # the tpu-v5e pool
-    "2": [LONG_JOB, "FAILED"],               # the long job, and the failing job's status
-    "3": [BASELINE, STUDY, "Completed"],     # the column is 14 wide: "fraud-preemptible" is cut there
+    "1": [POOLS[0][0], "emulated"],  # the tpu-v5e pool
+    "2": [LONG_JOB, "FAILED"],  # the long job, and the failing job's status
+    "3": [BASELINE, STUDY, "Completed"],  # the column is 14 wide: "fraud-preemptible" is cut there
     "4": ["Production", "Staging", "Archived"],
     "5": [ENDPOINT, "hit ratio"],
-    "6": ["preprocess", "#3"],               # the canonical pipeline's first step; its third run
+    "6": ["preprocess", "#3"],  # the canonical pipeline's first step; its third run
 }
 HELP_WORDS = ["Keys: Pipelines", "Esc or ? closes"]
 
@@ -97,8 +98,14 @@ class Tmux:
             time.sleep(0.05)
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
-                              capture_output=True, text=True, timeout=10, check=check)
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=check,
+        )
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", SESSION).stdout
@@ -123,8 +130,12 @@ class Tmux:
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    env = {**os.environ, "KINETIC_HOME": str(tmp_path / "home"), "KINETIC_DEMO_HOME": str(tmp_path / "demo"),
-           "TERM": "xterm-256color"}
+    env = {
+        **os.environ,
+        "KINETIC_HOME": str(tmp_path / "home"),
+        "KINETIC_DEMO_HOME": str(tmp_path / "demo"),
+        "TERM": "xterm-256color",
+    }
     server = Tmux(env)
     try:
         yield server

@@ -1,5 +1,6 @@
 """Training view (SPEC 5, view 3): interrupt and resume a real training job on a pool from the keyboard;
 studies list their trials with the best one marked."""
+
 from __future__ import annotations
 
 import asyncio
@@ -135,5 +136,7 @@ async def test_the_train_form_refuses_a_bad_step_with_a_notification(console, ma
 
 def test_the_train_form_leaves_empty_optional_fields_out() -> None:
     assert train_line({"name": "t", "hp": "", "epochs": "5", "pool": "", "step": ""}) == "train t --epochs 5"
-    assert train_line({"name": "a b", "hp": "lr=0.1 k=v", "epochs": "", "pool": "p", "step": "m:f"}) == \
-        "train 'a b' --hp lr=0.1 --hp k=v --pool p --step m:f"
+    assert (
+        train_line({"name": "a b", "hp": "lr=0.1 k=v", "epochs": "", "pool": "p", "step": "m:f"})
+        == "train 'a b' --hp lr=0.1 --hp k=v --pool p --step m:f"
+    )

@@ -1,4 +1,5 @@
 """The TUI's read-only filter, view actions and palette commands come from the verb table."""
+
 from __future__ import annotations
 
 from kinetic_tui.app import VIEW_CLASSES
@@ -7,14 +8,29 @@ from kinetic_tui.palette import verb_entries
 from kinetic_tui.views.base import View
 
 # what `--readonly` hid before the table said which verbs mutate; it must still hide exactly these
-HIDDEN = {"Clusters": {"add_pool", "remove_pool"}, "Jobs": {"submit", "cancel"},
-          "Training": {"train", "interrupt", "resume"}, "Registry": {"promote"}, "Endpoints": {"scale", "load"},
-          "Pipelines": {"rerun"}}
+HIDDEN = {
+    "Clusters": {"add_pool", "remove_pool"},
+    "Jobs": {"submit", "cancel"},
+    "Training": {"train", "interrupt", "resume"},
+    "Registry": {"promote"},
+    "Endpoints": {"scale", "load"},
+    "Pipelines": {"rerun"},
+}
 
 
 def test_the_read_only_verbs_are_those_that_change_nothing() -> None:
-    assert READ_ONLY_VERBS == {"pools", "jobs", "status", "logs", "wait", "result", "models", "pipelines", "show",
-                               "help"}
+    assert {
+        "pools",
+        "jobs",
+        "status",
+        "logs",
+        "wait",
+        "result",
+        "models",
+        "pipelines",
+        "show",
+        "help",
+    } == READ_ONLY_VERBS
 
 
 def test_each_view_hides_the_actions_whose_verb_mutates() -> None:

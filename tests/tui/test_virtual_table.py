@@ -1,5 +1,6 @@
 """The windowed table: only visible rows are produced, the cursor keys move and scroll, the cursor follows
 its key through refreshes, Enter and clicks select, cells are cut to their column with an ellipsis."""
+
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,7 @@ def test_fit_fills_the_width_exactly_and_marks_a_cut(text: str, width: int) -> N
     fitted = fit(text, width)
     assert cell_len(fitted) == width
     if cell_len(text) <= width:
-        assert fitted.startswith(text) and not fitted[len(text):].strip()
+        assert fitted.startswith(text) and not fitted[len(text) :].strip()
     else:
         assert fitted.endswith(ELLIPSIS)
 

@@ -14,6 +14,7 @@ polls only need a few fields, and skipping model construction keeps a poll cheap
 One backend drives one workload kind (Pathways subclasses it for LeaderWorkerSets); `GkeCluster`
 (cluster.py) serves a whole GKE profile behind the `Backend` protocol and picks the workload backend per job.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,13 @@ def _parse_time(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def diagnose(pods: Sequence[Mapping[str, Any]], events: Callable[[str], list[Mapping[str, Any]]],
-             accelerator: str, now: float, pending_timeout: float) -> Diagnosis | None:
+def diagnose(
+    pods: Sequence[Mapping[str, Any]],
+    events: Callable[[str], list[Mapping[str, Any]]],
+    accelerator: str,
+    now: float,
+    pending_timeout: float,
+) -> Diagnosis | None:
     """The first reason a pending pod will not (or did not yet) start; `events(pod_name)` is asked only for
     unschedulable pods, to tell "no node pool matches" from "the pool is still scaling up"."""
     for pod in pods:
@@ -69,16 +75,22 @@ def diagnose(pods: Sequence[Mapping[str, Any]], events: Callable[[str], list[Map
         for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
             waiting = (container.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in IMAGE_PULL_REASONS:
-                return Diagnosis(f"image {container.get('image')!r} cannot be pulled ({waiting['reason']}): "
-                                 f"{waiting.get('message') or 'no message'}", fatal=True)
+                return Diagnosis(
+                    f"image {container.get('image')!r} cannot be pulled ({waiting['reason']}): "
+                    f"{waiting.get('message') or 'no message'}",
+                    fatal=True,
+                )
         for condition in status.get("conditions") or []:
             if condition.get("type") != "PodScheduled" or condition.get("reason") != "Unschedulable":
                 continue
             message = condition.get("message") or "no message"
             for event in events(pod["metadata"]["name"]):
                 if event.get("reason") == "NotTriggerScaleUp" and NO_POOL_HINT in (event.get("message") or ""):
-                    return Diagnosis(f"no node pool provides {accelerator} ({event['message']}); add one: "
-                                     f"kinetic-tui pool add NAME --accelerator {accelerator}", fatal=True)
+                    return Diagnosis(
+                        f"no node pool provides {accelerator} ({event['message']}); add one: "
+                        f"kinetic-tui pool add NAME --accelerator {accelerator}",
+                        fatal=True,
+                    )
             since = _parse_time(condition.get("lastTransitionTime"))
             waited = now - since if since is not None else 0.0
             if waited > pending_timeout:
@@ -116,8 +128,14 @@ class GkeBackend:
     kind = "gke"
     multi_host = False  # a Job runs one host; multi-host slices need a LeaderWorkerSet (Pathways)
 
-    def __init__(self, clients: K8sClients, storage: Storage, namespace: str, service_account: str = "default",
-                 pending_timeout: float = PENDING_TIMEOUT) -> None:
+    def __init__(
+        self,
+        clients: K8sClients,
+        storage: Storage,
+        namespace: str,
+        service_account: str = "default",
+        pending_timeout: float = PENDING_TIMEOUT,
+    ) -> None:
         self.clients = clients
         self.storage = storage
         self.namespace = namespace
@@ -137,43 +155,62 @@ class GkeBackend:
         return self._get(self.clients.batch.read_namespaced_job, job_id, self.namespace)
 
     def _list(self) -> list[dict[str, Any]]:
-        return self._raw(self.clients.batch.list_namespaced_job, self.namespace,
-                         label_selector=manifests.ALL_JOBS_SELECTOR)["items"]
+        return self._raw(
+            self.clients.batch.list_namespaced_job, self.namespace, label_selector=manifests.ALL_JOBS_SELECTOR
+        )["items"]
 
     def _delete(self, job_id: str, propagation: str) -> None:
         self._get(self.clients.batch.delete_namespaced_job, job_id, self.namespace, propagation_policy=propagation)
 
     def _verdict(self, job_id: str, workload: Mapping[str, Any], pods: list[dict[str, Any]]) -> JobState | None:
         """The finished state from the Job's conditions, or None while it runs."""
-        conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []
-                      if c.get("status") == "True"}
+        conditions = {
+            c.get("type"): c
+            for c in (workload.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"
+        }
         if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
             return self._from_results(job_id) or JobState(
-                job_id, JobStatus.FAILED, "lost", "the job exited without writing its result", self._nodes(job_id))
+                job_id, JobStatus.FAILED, "lost", "the job exited without writing its result", self._nodes(job_id)
+            )
         failed = conditions.get("Failed") or conditions.get("FailureTarget")
         if failed is None:
             return None
         return self._from_results(job_id) or JobState(
-            job_id, JobStatus.FAILED, "runner",
-            f"{failed.get('reason') or 'Failed'}: {failed.get('message') or 'the pod failed'}", self._nodes(job_id))
+            job_id,
+            JobStatus.FAILED,
+            "runner",
+            f"{failed.get('reason') or 'Failed'}: {failed.get('message') or 'the pod failed'}",
+            self._nodes(job_id),
+        )
 
     # -- submission -----------------------------------------------------------------------------------
 
-    def submit(self, record: Mapping[str, Any], runner_args: Sequence[str], image: str,
-               suspend: bool = False) -> JobState:
+    def submit(
+        self, record: Mapping[str, Any], runner_args: Sequence[str], image: str, suspend: bool = False
+    ) -> JobState:
         """Create the workload for a job whose artifacts and handle.json are already in the bucket;
         `suspend` creates it suspended (a batch input waiting for room, see `release`)."""
         spec = manifests.WorkloadSpec(
-            job_id=record["job_id"], namespace=self.namespace, image=image,
-            accelerator=_accelerator(record), runner_args=tuple(runner_args),
-            output_dir=record["output_dir"], service_account=self.service_account,
-            display_name=record.get("display_name") or "", group_id=record.get("group_id"), suspend=suspend)
+            job_id=record["job_id"],
+            namespace=self.namespace,
+            image=image,
+            accelerator=_accelerator(record),
+            runner_args=tuple(runner_args),
+            output_dir=record["output_dir"],
+            service_account=self.service_account,
+            display_name=record.get("display_name") or "",
+            group_id=record.get("group_id"),
+            suspend=suspend,
+        )
         self._handles[spec.job_id] = dict(record)
         try:
             self._create(self.manifest(spec))
         except api_error() as exc:
-            raise GkeError(f"could not create {self.kind} workload {spec.job_id} in namespace {self.namespace!r}: "
-                           f"{_api_reason(exc)}") from None
+            raise GkeError(
+                f"could not create {self.kind} workload {spec.job_id} in namespace {self.namespace!r}: "
+                f"{_api_reason(exc)}"
+            ) from None
         return JobState(spec.job_id, JobStatus.PENDING, nodes=spec.num_nodes)
 
     # -- state ------------------------------------------------------------------------------------------
@@ -182,12 +219,14 @@ class GkeBackend:
         """The job's current state; settles it FAILED when a pending pod can never start."""
         stored = _summary(self.storage, job_id, OUTCOME)
         if stored is not None:
-            return JobState(job_id, JobStatus(stored["status"]), stored.get("phase"), stored.get("detail"),
-                            self._nodes(job_id))
+            return JobState(
+                job_id, JobStatus(stored["status"]), stored.get("phase"), stored.get("detail"), self._nodes(job_id)
+            )
         workload = self._read(job_id)
         if workload is None:
             return self._from_results(job_id) or JobState(
-                job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id))
+                job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id)
+            )
         if (workload.get("spec") or {}).get("suspend"):
             return JobState(job_id, JobStatus.PENDING, None, SUSPENDED, self._nodes(job_id))
         pods = self._pods(job_id)
@@ -199,11 +238,11 @@ class GkeBackend:
             return self._settle(job_id, JobStatus.FAILED, "launch", found.detail)
         if any((pod.get("status") or {}).get("phase") == "Running" for pod in pods):
             return JobState(job_id, JobStatus.RUNNING, nodes=self._nodes(job_id))
-        return JobState(job_id, JobStatus.PENDING, None, found.detail if found else "waiting for a node",
-                        self._nodes(job_id))
+        return JobState(
+            job_id, JobStatus.PENDING, None, found.detail if found else "waiting for a node", self._nodes(job_id)
+        )
 
-    def wait(self, job_id: str, timeout: float | None = None,
-             on_poll: Callable[[], None] | None = None) -> JobState:
+    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobState:
         """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds.
         `on_poll` runs before every poll (the decorator echoes new log lines from there)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -223,18 +262,21 @@ class GkeBackend:
         """The batch's Jobs that are still suspended, in one list call: a batch polls this instead of
         reading every waiting input (a 500-input map with max_concurrent=10 would cost ~1,500 API calls
         per poll otherwise)."""
-        items = self._raw(self.clients.batch.list_namespaced_job, self.namespace,
-                          label_selector=f"{manifests.GROUP_LABEL}={group_id}")["items"]
+        items = self._raw(
+            self.clients.batch.list_namespaced_job, self.namespace, label_selector=f"{manifests.GROUP_LABEL}={group_id}"
+        )["items"]
         return {item["metadata"]["name"] for item in items if (item.get("spec") or {}).get("suspend")}
 
     def release(self, job_id: str) -> None:
         """Let a suspended Job start its pod (Kubernetes' `spec.suspend`, batch/v1)."""
         try:
-            self.clients.batch.patch_namespaced_job(job_id, self.namespace, {"spec": {"suspend": False}},
-                                                    _preload_content=False)
+            self.clients.batch.patch_namespaced_job(
+                job_id, self.namespace, {"spec": {"suspend": False}}, _preload_content=False
+            )
         except api_error() as exc:
-            raise GkeError(f"could not release job {job_id} in namespace {self.namespace!r}: "
-                           f"{_api_reason(exc)}") from None
+            raise GkeError(
+                f"could not release job {job_id} in namespace {self.namespace!r}: {_api_reason(exc)}"
+            ) from None
 
     def job_ids(self) -> list[str]:
         """Every kinetic workload in the namespace (label app=kinetic), newest first."""
@@ -263,13 +305,14 @@ class GkeBackend:
             raise ValidationError(f"job {job_id} is {state.status.value}; cancel it or wait before cleanup")
         self._delete(job_id, "Background")
         for key in self.storage.list(f"{job_id}/"):
-            if not key[len(job_id) + 1:].startswith(KEEP_ON_CLEANUP):
+            if not key[len(job_id) + 1 :].startswith(KEEP_ON_CLEANUP):
                 self.storage.delete_prefix(key)
 
     # -- logs -------------------------------------------------------------------------------------------
 
-    def read_logs(self, job_id: str, follow: bool = False, poll: float = 0.1,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(
+        self, job_id: str, follow: bool = False, poll: float = 0.1, stop: threading.Event | None = None
+    ) -> Iterator[list[str]]:
         """Batches of log lines from the pods' log streams; with `follow`, waits for the pods to start and
         streams until they end (or `stop` is set). Multi-host lines are prefixed with their host."""
         stop = stop or threading.Event()
@@ -280,8 +323,10 @@ class GkeBackend:
             return
         lines: queue.Queue[str | None] = queue.Queue()
         prefix = len(pods) > 1
-        readers = [threading.Thread(target=self._pump, args=(pod, host, prefix, follow, lines, stop), daemon=True)
-                   for host, pod in enumerate(pods)]
+        readers = [
+            threading.Thread(target=self._pump, args=(pod, host, prefix, follow, lines, stop), daemon=True)
+            for host, pod in enumerate(pods)
+        ]
         for reader in readers:
             reader.start()
         running = len(readers)
@@ -305,13 +350,24 @@ class GkeBackend:
     def log_reader(self, job_id: str) -> PodLogReader:
         return PodLogReader(self, job_id)
 
-    def _pump(self, pod: Mapping[str, Any], host: int, prefix: bool, follow: bool,
-              lines: queue.Queue[str | None], stop: threading.Event) -> None:
+    def _pump(
+        self,
+        pod: Mapping[str, Any],
+        host: int,
+        prefix: bool,
+        follow: bool,
+        lines: queue.Queue[str | None],
+        stop: threading.Event,
+    ) -> None:
         label = f"[host {host}] " if prefix else ""
         try:
             response = self.clients.core.read_namespaced_pod_log(
-                pod["metadata"]["name"], self.namespace, container=manifests.CONTAINER, follow=follow,
-                _preload_content=False)
+                pod["metadata"]["name"],
+                self.namespace,
+                container=manifests.CONTAINER,
+                follow=follow,
+                _preload_content=False,
+            )
             pending = b""
             for chunk in response.stream(None):
                 if stop.is_set():
@@ -330,11 +386,13 @@ class GkeBackend:
 
     # -- helpers ----------------------------------------------------------------------------------------
 
-    def _settle(self, job_id: str, status: JobStatus, phase: str | None, detail: str | None,
-                propagation: str = "Background") -> JobState:
+    def _settle(
+        self, job_id: str, status: JobStatus, phase: str | None, detail: str | None, propagation: str = "Background"
+    ) -> JobState:
         """Record the outcome durably first, then remove the workload: a crash in between still reads right."""
-        self.storage.put_bytes(f"{job_id}/{OUTCOME}",
-                               json.dumps({"status": status.value, "phase": phase, "detail": detail}).encode())
+        self.storage.put_bytes(
+            f"{job_id}/{OUTCOME}", json.dumps({"status": status.value, "phase": phase, "detail": detail}).encode()
+        )
         self._delete(job_id, propagation)
         return JobState(job_id, status, phase, detail, self._nodes(job_id))
 
@@ -344,8 +402,9 @@ class GkeBackend:
         for host in range(1, nodes):
             worker = _summary(self.storage, job_id, f"result-worker-{host}.json")
             if worker is not None and not worker["success"]:
-                return JobState(job_id, JobStatus.FAILED, worker["phase"], f"host {host}: {_failure_text(worker)}",
-                                nodes)
+                return JobState(
+                    job_id, JobStatus.FAILED, worker["phase"], f"host {host}: {_failure_text(worker)}", nodes
+                )
         leader = _summary(self.storage, job_id, "result.json")
         if leader is None:
             return None
@@ -371,13 +430,15 @@ class GkeBackend:
 
     def _pods(self, job_id: str) -> list[dict[str, Any]]:
         """The job's pods in host order (the LWS worker index; a Job has one host)."""
-        items = self._raw(self.clients.core.list_namespaced_pod, self.namespace,
-                          label_selector=manifests.job_selector(job_id))["items"]
+        items = self._raw(
+            self.clients.core.list_namespaced_pod, self.namespace, label_selector=manifests.job_selector(job_id)
+        )["items"]
         return sorted(items, key=lambda p: int(p["metadata"].get("labels", {}).get(manifests.LWS_WORKER_INDEX, 0)))
 
     def _events(self, pod_name: str) -> list[dict[str, Any]]:
-        return self._raw(self.clients.core.list_namespaced_event, self.namespace,
-                         field_selector=f"involvedObject.name={pod_name}")["items"]
+        return self._raw(
+            self.clients.core.list_namespaced_event, self.namespace, field_selector=f"involvedObject.name={pod_name}"
+        )["items"]
 
     def _get(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """The response object, or None when the API says 404 (reads, and deletes of what is gone)."""

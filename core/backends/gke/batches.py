@@ -10,6 +10,7 @@ resubmit the stored payload and archive under a new job id, like the local backe
 
 Imported only for GKE profiles: it needs the `gcp` extra.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,8 +56,9 @@ from kinetic_tui.core.submission.pack import (
 from kinetic_tui.infra.container_builder import ResolvedImage
 
 
-def submit_map(backend: GkeBackend, contexts: Sequence[JobContext], calls: Sequence[Call],
-               manifest: dict[str, Any]) -> Submitted:
+def submit_map(
+    backend: GkeBackend, contexts: Sequence[JobContext], calls: Sequence[Call], manifest: dict[str, Any]
+) -> Submitted:
     """Pack every input (a bad one submits nothing), resolve the image once, write the manifest, then
     create one Job per input, those beyond `max_concurrent` suspended."""
     storage = backend.storage
@@ -65,8 +67,10 @@ def submit_map(backend: GkeBackend, contexts: Sequence[JobContext], calls: Seque
         return Submitted(manifest, storage, GkeBatchDriver(manifest, backend), [])
     first = contexts[0]
     if first.backend != "gke":
-        raise ValidationError(f"map on the {first.backend} backend is not supported yet; call run_async once per "
-                              f"input, or use backend='gke' for one-host accelerators")
+        raise ValidationError(
+            f"map on the {first.backend} backend is not supported yet; call run_async once per "
+            f"input, or use backend='gke' for one-host accelerators"
+        )
     check_hosts(first)
     writes = DeferredWrites(backend.storage)
     env = captured_env(first.env_patterns)
@@ -83,9 +87,15 @@ def submit_map(backend: GkeBackend, contexts: Sequence[JobContext], calls: Seque
     with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
         archives = Archives(Path(tmp))
         for index, item in enumerate(packed):
-            records.append(create_workload(backend, gke_record(item.ctx, backend.storage),
-                                           upload(item, backend.storage, archives), image,
-                                           suspend=limit is not None and index >= limit))
+            records.append(
+                create_workload(
+                    backend,
+                    gke_record(item.ctx, backend.storage),
+                    upload(item, backend.storage, archives),
+                    image,
+                    suspend=limit is not None and index >= limit,
+                )
+            )
     return Submitted(manifest, backend.storage, GkeBatchDriver(manifest, backend), records)
 
 
@@ -116,9 +126,15 @@ class GkeBatchDriver:
     def states(self, latest: Sequence[str], full: bool) -> list[tuple[JobStatus, float | None]]:
         """The latest attempt's state per input; suspended inputs are released while the batch has room."""
         waiting = self.backend.suspended(self.group_id) if len(self._final) < len(latest) else set()
-        states = {job_id: self._final.get(job_id) or (JobState(job_id, JobStatus.PENDING, None, SUSPENDED)
-                                                      if job_id in waiting else self.backend.refresh(job_id))
-                  for job_id in latest}
+        states = {
+            job_id: self._final.get(job_id)
+            or (
+                JobState(job_id, JobStatus.PENDING, None, SUSPENDED)
+                if job_id in waiting
+                else self.backend.refresh(job_id)
+            )
+            for job_id in latest
+        }
         self._release(latest, states)
         for job_id in latest:
             if states[job_id].status.finished:
@@ -147,14 +163,21 @@ class GkeBatchDriver:
         data = {name: storage.get_bytes(f"{record['job_id']}/{name}") for name in (PAYLOAD, CONTEXT)}
         for name, content in data.items():
             storage.put_bytes(f"{job_id}/{name}", content)
-        prepared = Prepared(storage.uri(f"{job_id}/{PAYLOAD}"), storage.uri(f"{job_id}/{CONTEXT}"),
-                            storage.uri(f"{job_id}/{RESULT}"), hashlib.sha256(data[PAYLOAD]).hexdigest(),
-                            hashlib.sha256(data[CONTEXT]).hexdigest(), ())
+        prepared = Prepared(
+            storage.uri(f"{job_id}/{PAYLOAD}"),
+            storage.uri(f"{job_id}/{CONTEXT}"),
+            storage.uri(f"{job_id}/{RESULT}"),
+            hashlib.sha256(data[PAYLOAD]).hexdigest(),
+            hashlib.sha256(data[CONTEXT]).hexdigest(),
+            (),
+        )
         retried = retry_record(dict(record), job_id, storage, default_output)
-        image = ResolvedImage(record["backend"], self.manifest["image"]["image"],
-                              tuple(self.manifest["image"]["install_requirements"]))
-        return create_workload(self.backend, retried, prepared, image,
-                               suspend=self.manifest["max_concurrent"] is not None)
+        image = ResolvedImage(
+            record["backend"], self.manifest["image"]["image"], tuple(self.manifest["image"]["install_requirements"])
+        )
+        return create_workload(
+            self.backend, retried, prepared, image, suspend=self.manifest["max_concurrent"] is not None
+        )
 
     def settled(self) -> dict[str, JobInfo]:
         return {}  # each value comes from its job's own prefix

@@ -14,6 +14,7 @@ Decisions the spec leaves open:
   job (a settled job's state is final, so it is remembered and never asked again).
 - `pool add|remove` refuse: a node pool changes only with its Pulumi stack, which the CLI applies.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -120,8 +121,7 @@ class GkeCluster:
     def submit_call(self, ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return submit_gke(ctx, args, kwargs, backend=self._workloads[ctx.backend])
 
-    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call],
-                   manifest: dict[str, Any]) -> Submitted:
+    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call], manifest: dict[str, Any]) -> Submitted:
         return batches.submit_map(self._workloads["gke"], contexts, calls, manifest)
 
     def attach_batch(self, group_id: str) -> Submitted | None:
@@ -145,13 +145,11 @@ class GkeCluster:
     def refresh(self, job_id: str) -> ClusterJob:
         return self._record(job_id, self._state(job_id), self.desired.list())
 
-    def wait(self, job_id: str, timeout: float | None = None,
-             on_poll: Callable[[], None] | None = None) -> ClusterJob:
+    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> ClusterJob:
         state = self._remember(self._backend(job_id).wait(job_id, timeout, on_poll))
         return self._record(job_id, state, self.desired.list())
 
-    def read_logs(self, job_id: str, follow: bool = False,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
         return self._backend(job_id).read_logs(job_id, follow=follow, stop=stop)
 
     def log_reader(self, job_id: str) -> LogReader:
@@ -194,8 +192,9 @@ class GkeCluster:
         return ClusterPool.of(self.desired.get(name))
 
     def add_pool(self, name: str, accelerator: str, nodes: int, spot: bool = False) -> ClusterPool:
-        raise self._stack_only(f"pool add {name} --accelerator {accelerator} --nodes {nodes}"
-                               + (" --spot" if spot else ""))
+        raise self._stack_only(
+            f"pool add {name} --accelerator {accelerator} --nodes {nodes}" + (" --spot" if spot else "")
+        )
 
     def remove_pool(self, name: str) -> ClusterPool:
         raise self._stack_only(f"pool remove {name}")
@@ -204,8 +203,10 @@ class GkeCluster:
         return next((spec.name for spec in self.desired.list() if provides(spec, accelerator)), None)
 
     def _stack_only(self, command: str) -> ValidationError:
-        return ValidationError(f"node pools of GKE cluster {self.infra.cluster!r} change with its Pulumi stack, "
-                               f"not from the console: run `kinetic-tui {command}` (it applies the stack)")
+        return ValidationError(
+            f"node pools of GKE cluster {self.infra.cluster!r} change with its Pulumi stack, "
+            f"not from the console: run `kinetic-tui {command}` (it applies the stack)"
+        )
 
     def _listed(self, specs: tuple[NodePoolSpec, ...]) -> list[ClusterJob]:
         """Every kinetic Job in the namespace that has a handle in the bucket, newest first (by the
@@ -231,8 +232,9 @@ class GkeCluster:
     def _record(self, job_id: str, state: JobState, specs: tuple[NodePoolSpec, ...]) -> ClusterJob:
         handle = self.record(job_id)
         pool = next((spec.name for spec in specs if provides(spec, handle["accelerator"])), None)
-        return ClusterJob(job_id, pool, state.status, state.phase, state.detail, handle["created_at"], handle,
-                          state.nodes)
+        return ClusterJob(
+            job_id, pool, state.status, state.phase, state.detail, handle["created_at"], handle, state.nodes
+        )
 
 
 _clusters: dict[tuple[str, ...], GkeCluster] = {}

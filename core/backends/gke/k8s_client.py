@@ -8,6 +8,7 @@ inside a pod the in-cluster config; otherwise the kubeconfig context gcloud writ
 `gke_{project}_{zone}_{cluster}`. Clients are cached per target: building one parses the kubeconfig
 and opens a connection pool, which is most of a submission's Kubernetes cost.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -85,7 +86,8 @@ def _configuration(key: str, infra: ResolvedInfra) -> Any:
     except (config.ConfigException, OSError) as exc:
         raise ClusterAccessError(
             f"no kubeconfig context {value!r} ({exc}); run: gcloud container clusters get-credentials "
-            f"{infra.cluster} --zone {infra.zone} --project {infra.project}") from None
+            f"{infra.cluster} --zone {infra.zone} --project {infra.project}"
+        ) from None
     return configuration
 
 

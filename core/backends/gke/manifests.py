@@ -9,6 +9,7 @@ controller's worker-index label, read through the downward API).
 Outputs: a `gs://` output dir is mounted with the GCS FUSE CSI driver at `OUTPUT_MOUNT`, so the runner's
 plain file writes to KINETIC_OUTPUT_DIR land in the bucket; any other output dir is a path in the pod.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -111,7 +112,7 @@ def runner_command(runner_args: Sequence[str]) -> list[str]:
 
 
 def _split_gs(uri: str) -> tuple[str, str]:
-    bucket, _, prefix = uri[len("gs://"):].partition("/")
+    bucket, _, prefix = uri[len("gs://") :].partition("/")
     return bucket, prefix.strip("/")
 
 
@@ -128,8 +129,13 @@ def _output(spec: WorkloadSpec) -> tuple[str, list[dict[str, Any]], list[dict[st
 
 
 def _env(spec: WorkloadSpec, output_dir: str) -> list[dict[str, Any]]:
-    values = {**spec.env, "KINETIC_JOB_ID": spec.job_id, "KINETIC_OUTPUT_DIR": output_dir,
-              "KINETIC_NUM_HOSTS": str(spec.num_nodes), "PYTHONUNBUFFERED": "1"}
+    values = {
+        **spec.env,
+        "KINETIC_JOB_ID": spec.job_id,
+        "KINETIC_OUTPUT_DIR": output_dir,
+        "KINETIC_NUM_HOSTS": str(spec.num_nodes),
+        "PYTHONUNBUFFERED": "1",
+    }
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(values.items())]
     if spec.num_nodes > 1:
         path = f"metadata.labels['{LWS_WORKER_INDEX}']"
@@ -142,8 +148,11 @@ def pod_template(spec: WorkloadSpec, restart_policy: str | None) -> dict[str, An
     place = placement(spec.accelerator)
     output_dir, volumes, mounts = _output(spec)
     container: dict[str, Any] = {
-        "name": CONTAINER, "image": spec.image, "command": runner_command(spec.runner_args),
-        "env": _env(spec, output_dir), "resources": place.resources,
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": runner_command(spec.runner_args),
+        "env": _env(spec, output_dir),
+        "resources": place.resources,
     }
     if mounts:
         container["volumeMounts"] = mounts
@@ -164,25 +173,45 @@ def pod_template(spec: WorkloadSpec, restart_policy: str | None) -> dict[str, An
 
 def _metadata(spec: WorkloadSpec) -> dict[str, Any]:
     group = {GROUP_LABEL: spec.group_id} if spec.group_id else {}
-    return {"name": spec.job_id, "namespace": spec.namespace, "labels": {**labels(spec.job_id), **group},
-            "annotations": {"kinetic/display-name": spec.display_name or spec.job_id,
-                            "kinetic/accelerator": format_accelerator(spec.accelerator)}}
+    return {
+        "name": spec.job_id,
+        "namespace": spec.namespace,
+        "labels": {**labels(spec.job_id), **group},
+        "annotations": {
+            "kinetic/display-name": spec.display_name or spec.job_id,
+            "kinetic/accelerator": format_accelerator(spec.accelerator),
+        },
+    }
 
 
 def job_manifest(spec: WorkloadSpec) -> dict[str, Any]:
     """A batch/v1 Job: one pod, never retried (a retry would run the user's function twice)."""
     return {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec),
-        "spec": {"backoffLimit": BACKOFF_LIMIT, "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
-                 **({"suspend": True} if spec.suspend else {}), "template": pod_template(spec, "Never")},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(spec),
+        "spec": {
+            "backoffLimit": BACKOFF_LIMIT,
+            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
+            **({"suspend": True} if spec.suspend else {}),
+            "template": pod_template(spec, "Never"),
+        },
     }
 
 
 def leaderworkerset_manifest(spec: WorkloadSpec) -> dict[str, Any]:
     """One group of `num_nodes` pods, the leader being host 0; a finished group is never recreated."""
     return {
-        "apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "metadata": _metadata(spec),
-        "spec": {"replicas": 1, "startupPolicy": "LeaderCreated",
-                 "leaderWorkerTemplate": {"size": spec.num_nodes, "restartPolicy": "None",
-                                          "workerTemplate": pod_template(spec, None)}},
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(spec),
+        "spec": {
+            "replicas": 1,
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": spec.num_nodes,
+                "restartPolicy": "None",
+                "workerTemplate": pod_template(spec, None),
+            },
+        },
     }

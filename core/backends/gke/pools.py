@@ -12,6 +12,7 @@ Decisions the spec leaves open:
   and `v5litepod-2x2`, or `l4:spot` and `l4 --spot`, are the same pool.
 - Reservations are not recorded: the CLI has no flag for them yet.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,10 +74,14 @@ class GkePools:
 
     def _clash_message(self, spec: NodePoolSpec, name: str, accelerator: str, spot: int) -> str:
         if name == spec.name:
-            return f"node pool {name!r} already exists in cluster {self.cluster!r}; remove it first or pick another name"
+            return (
+                f"node pool {name!r} already exists in cluster {self.cluster!r}; remove it first or pick another name"
+            )
         pricing = "spot " if spot else ""
-        return (f"node pool {name!r} already provides {pricing}{accelerator} in cluster {self.cluster!r}; "
-                f"one pool per accelerator: remove {name!r} first")
+        return (
+            f"node pool {name!r} already provides {pricing}{accelerator} in cluster {self.cluster!r}; "
+            f"one pool per accelerator: remove {name!r} first"
+        )
 
 
 def _canonical(spec: NodePoolSpec) -> str:

@@ -5,6 +5,7 @@ Bad input raises before anything is written; a failed bundled build leaves the u
 handle and no workload. The workload backends are cached per (kind, cluster, namespace, bucket, project):
 a handle asks for one on every call, and building GCS and Kubernetes clients costs more than a poll.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -44,8 +45,7 @@ REQUIREMENTS = "requirements.txt"
 WORKLOADS: dict[str, type[GkeBackend]] = {"gke": GkeBackend, "pathways": PathwaysBackend}
 
 
-def job_image(ctx: JobContext, root: Path,
-              ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> ResolvedImage:
+def job_image(ctx: JobContext, root: Path, ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> ResolvedImage:
     """The image a job runs in (`kinetic_tui.infra.container_builder.ResolvedImage`): custom as given,
     prebuilt with the project's requirements.txt installed at start, bundled built from them (`ensure`
     replaces the registry lookup and Cloud Build, e.g. in tests)."""
@@ -53,10 +53,16 @@ def job_image(ctx: JobContext, root: Path,
 
     path = root / REQUIREMENTS
     infra = ctx.infra
-    return resolve_image(ctx.image_mode, accelerator=ctx.accelerator,
-                         requirements=path.read_text() if path.is_file() else "",
-                         container_image=ctx.container_image, ensure=ensure, project=infra.project,
-                         region=infra.region, cluster=infra.cluster)
+    return resolve_image(
+        ctx.image_mode,
+        accelerator=ctx.accelerator,
+        requirements=path.read_text() if path.is_file() else "",
+        container_image=ctx.container_image,
+        ensure=ensure,
+        project=infra.project,
+        region=infra.region,
+        cluster=infra.cluster,
+    )
 
 
 def backend_class(kind: str) -> type[GkeBackend]:
@@ -74,8 +80,9 @@ def workload_backend(infra: ResolvedInfra, kind: str, bucket: str) -> GkeBackend
     key = (kind, target(infra), infra.namespace, bucket, infra.project)
     with _backends_lock:
         if key not in _backends:
-            _backends[key] = backend_class(kind)(clients_for(infra), GcsStorage(bucket, project=infra.project),
-                                                 infra.namespace)
+            _backends[key] = backend_class(kind)(
+                clients_for(infra), GcsStorage(bucket, project=infra.project), infra.namespace
+            )
         return _backends[key]
 
 
@@ -90,9 +97,13 @@ def _upload(packed: Packed, writes: DeferredWrites) -> Prepared:
         return upload(packed, writes.storage, Archives(Path(tmp)))
 
 
-def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
-               backend: GkeBackend | None = None,
-               ensure: Callable[[ImageInputs], ImageBuild] | None = None) -> dict[str, Any]:
+def submit_gke(
+    ctx: JobContext,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    backend: GkeBackend | None = None,
+    ensure: Callable[[ImageInputs], ImageBuild] | None = None,
+) -> dict[str, Any]:
     """Submit one call; its handle record."""
     check_hosts(ctx)
     backend = backend or backend_for(ctx)
@@ -111,8 +122,10 @@ def submit_gke(ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any],
 
 def check_hosts(ctx: JobContext) -> None:
     if not backend_class(ctx.backend).multi_host and ctx.num_nodes > 1:
-        raise ValidationError(f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
-                              f"backend='pathways' (a LeaderWorkerSet) or omit backend=")
+        raise ValidationError(
+            f"accelerator {ctx.accelerator_text} spans {ctx.num_nodes} hosts: use "
+            f"backend='pathways' (a LeaderWorkerSet) or omit backend="
+        )
 
 
 def gke_record(ctx: JobContext, storage: Storage) -> dict[str, Any]:
@@ -124,8 +137,9 @@ def default_output(job_id: str, storage: Storage) -> str:
     return storage.uri(f"{job_id}/output/")
 
 
-def create_workload(backend: GkeBackend, record: dict[str, Any], prepared: Prepared, image: ResolvedImage,
-                    suspend: bool = False) -> dict[str, Any]:
+def create_workload(
+    backend: GkeBackend, record: dict[str, Any], prepared: Prepared, image: ResolvedImage, suspend: bool = False
+) -> dict[str, Any]:
     """The last steps of a submission whose artifacts are uploaded: requirements, handle.json, the workload."""
     storage, job_id = backend.storage, record["job_id"]
     runner_args = prepared.runner_args()

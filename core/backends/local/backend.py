@@ -11,6 +11,7 @@ Map inputs (one-node, no volumes, local jobs bucket) run in lanes: the queue wal
 input at the head, which takes a chunk of its batch and holds one node until its process ends; such
 inputs have no processes or files of their own, and are settled from their lane's progress.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -65,8 +66,9 @@ class LocalBackend:
         with self.store.transaction() as conn:
             if pools_repo.exists(conn, name):
                 raise ValidationError(f"pool {name!r} already exists; remove it first or pick another name")
-            pools_repo.insert(conn, name, format_accelerator(config).removesuffix(":spot"), nodes, config.spot,
-                              time.time())
+            pools_repo.insert(
+                conn, name, format_accelerator(config).removesuffix(":spot"), nodes, config.spot, time.time()
+            )
         return self.pool(name)
 
     def remove_pool(self, name: str) -> Pool:
@@ -89,23 +91,41 @@ class LocalBackend:
                 check_volume_path(path)
         return pool
 
-    def submit(self, handle: dict[str, Any], runner_args: list[str], volumes: tuple[str, ...] = (),
-               group_id: str | None = None) -> JobRow:
+    def submit(
+        self, handle: dict[str, Any], runner_args: list[str], volumes: tuple[str, ...] = (), group_id: str | None = None
+    ) -> JobRow:
         """Queue the job (PENDING) and start whatever the pool can run now."""
         job_id = handle["job_id"]
         job_dir = job_dir_for(job_id)
         job_dir.mkdir(parents=True, exist_ok=True)
         output_dir = Path(handle["output_dir"]) if handle.get("output_dir") else None
-        launch = {"job_dir": str(job_dir), "runner_args": list(runner_args), "argv": [*runner_args, "--workdir", "."],
-                  "volumes": list(volumes), "output_dir": str(output_dir) if output_dir else None}
+        launch = {
+            "job_dir": str(job_dir),
+            "runner_args": list(runner_args),
+            "argv": [*runner_args, "--workdir", "."],
+            "volumes": list(volumes),
+            "output_dir": str(output_dir) if output_dir else None,
+        }
         self._queue([(handle, launch)], group_id)
         return self.job(job_id)
 
     def submit_lane_inputs(self, inputs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str) -> None:
         """Queue a map's inputs for lanes: (handle, lane_input) each, one transaction, no per-job files."""
-        self._queue([(handle, {"job_dir": str(job_dir_for(handle["job_id"])), "lane_input": lane_input,
-                               "output_dir": handle["output_dir"], "volumes": []})
-                     for handle, lane_input in inputs], group_id)
+        self._queue(
+            [
+                (
+                    handle,
+                    {
+                        "job_dir": str(job_dir_for(handle["job_id"])),
+                        "lane_input": lane_input,
+                        "output_dir": handle["output_dir"],
+                        "volumes": [],
+                    },
+                )
+                for handle, lane_input in inputs
+            ],
+            group_id,
+        )
 
     def _queue(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None) -> None:
         """Insert the jobs PENDING and start whatever their pools can run now."""
@@ -147,8 +167,9 @@ class LocalBackend:
         near = difflib.get_close_matches(job_id, ids, n=5, cutoff=0.5) or ids[:5]
         return f"unknown job {job_id!r}; " + (f"nearby ids: {', '.join(near)}" if near else "no jobs yet")
 
-    def jobs(self, status: JobStatus | None = None, group_id: str | None = None,
-             limit: int | None = None) -> list[JobRow]:
+    def jobs(
+        self, status: JobStatus | None = None, group_id: str | None = None, limit: int | None = None
+    ) -> list[JobRow]:
         """Newest first; finished jobs included (the store keeps history)."""
         rows = jobs_repo.newest_first(self.store, None if status is None else status.value, group_id, limit)
         return [JobRow.from_values(values) for values in rows]
@@ -193,8 +214,9 @@ class LocalBackend:
             self.schedule()
         return settled
 
-    def observe_lanes(self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None,
-                      patient: bool = True) -> list[str]:
+    def observe_lanes(
+        self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None, patient: bool = True
+    ) -> list[str]:
         """Apply the lanes' progress (see `lanes.observe` for `patient`); a closed lane frees its node, so
         its pool goes into `pools` (or, without `pools`, is scheduled at once)."""
         settled, freed = [], set()
@@ -243,15 +265,19 @@ class LocalBackend:
             lanes.request_skip(lane, row.job_id)
             self.observe_lanes([lane])
             lane, current = lanes.get(self.store, lane.lane_id), self.job(row.job_id)
-            if lane and lane.hosts and lane.ended_at is None and current.log_start is not None \
-                    and current.log_end is None:
+            if (
+                lane
+                and lane.hosts
+                and lane.ended_at is None
+                and current.log_start is not None
+                and current.log_end is None
+            ):
                 launcher.terminate(lane.hosts, grace=grace)
                 self.observe_lanes([lane])
         self.schedule(row.pool)
         return self.job(row.job_id)
 
-    def wait(self, job_id: str, timeout: float | None = None,
-             on_poll: Callable[[], None] | None = None) -> JobRow:
+    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobRow:
         """Block until the job settles; TimeoutError (the job keeps running) after `timeout` seconds.
         `on_poll` runs on every poll (the decorator echoes new log lines from there, in this thread)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -287,8 +313,9 @@ class LocalBackend:
     def log_paths(self, row: JobRow) -> list[Path]:
         return [launcher.log_path(row.job_dir, host) for host in range(row.nodes)]
 
-    def read_logs(self, job_id: str, follow: bool = False, poll: float = 0.05,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(
+        self, job_id: str, follow: bool = False, poll: float = 0.05, stop: threading.Event | None = None
+    ) -> Iterator[list[str]]:
         """Batches of complete lines; with `follow`, keeps reading until the job settles (or `stop` is set)
         and the files end. Multi-host jobs prefix each line with its host."""
         reader = self.log_reader(job_id)
@@ -338,9 +365,11 @@ class LocalBackend:
             if files is None:
                 return lanes.read_result(lane.dir, row.result_at, row.result_size)
             data = files[row.lane] = lanes.read_results(lane.dir)
-        return data[row.result_at:row.result_at + row.result_size]
+        return data[row.result_at : row.result_at + row.result_size]
 
     def group_statuses(self, group_id: str) -> dict[str, tuple[JobStatus, float | None]]:
         """job_id -> (status, finished_at) for a batch: what a waiting client polls, without decoding rows."""
-        return {job_id: (JobStatus(status), finished)
-                for job_id, status, finished in jobs_repo.group_statuses(self.store, group_id)}
+        return {
+            job_id: (JobStatus(status), finished)
+            for job_id, status, finished in jobs_repo.group_statuses(self.store, group_id)
+        }

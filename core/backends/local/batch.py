@@ -1,6 +1,7 @@
 """`map` on the local backend: the inputs run in lanes when they fit (lanes.py), else one job process each;
 the scheduler enforces the group's `max_concurrent`, so the limit holds even when the submitting client exits.
 A watching batch settles only its own exited inputs and lanes between full reconciles (a cheaper poll)."""
+
 from __future__ import annotations
 
 import json
@@ -44,19 +45,24 @@ class LocalBatchDriver:
         states = backend.group_statuses(self.group_id)
         found = [states.get(job_id) for job_id in latest]
         running = any(state and state[0] is JobStatus.RUNNING for state in found)
-        self._running = [row for row in backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id)
-                         if not row.in_lane] if running else []
+        self._running = (
+            [row for row in backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id) if not row.in_lane]
+            if running
+            else []
+        )
         return [state or (JobStatus.NOT_FOUND, None) for state in found]
 
     def _exited(self) -> list[str]:
         """Running inputs outside lanes whose every host has an exit file: settling them needs no liveness scan."""
-        return [row.job_id for row in self._running
-                if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)]
+        return [
+            row.job_id
+            for row in self._running
+            if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)
+        ]
 
     def has_news(self) -> bool:
         """An input's process exited, or one of the batch's lanes progressed or ended."""
-        return bool(self._exited()) or any(lane.has_news() for lane in lanes.active(self.backend.store,
-                                                                                   self.group_id))
+        return bool(self._exited()) or any(lane.has_news() for lane in lanes.active(self.backend.store, self.group_id))
 
     def record(self, job_id: str) -> dict[str, Any] | None:
         return None  # attach finds it: in the store, or in the group's handles.json
@@ -74,14 +80,18 @@ class LocalBatchDriver:
         self.backend.cancel(job_id)
 
 
-def submit_map(backend: LocalBackend, contexts: Sequence[JobContext], calls: Sequence[Call],
-               manifest: dict[str, Any]) -> Submitted:
+def submit_map(
+    backend: LocalBackend, contexts: Sequence[JobContext], calls: Sequence[Call], manifest: dict[str, Any]
+) -> Submitted:
     """Stage every input (a bad one submits nothing), write the manifest and the group, then queue them."""
     group_id = manifest["group_id"]
     storage = jobs_storage(manifest["bucket"])
     in_lanes = bool(calls) and lanes_fit(contexts[0], storage)
-    staging: Any = stage_lanes(backend, contexts, calls, storage) if in_lanes else \
-        stage(backend, [(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
+    staging: Any = (
+        stage_lanes(backend, contexts, calls, storage)
+        if in_lanes
+        else stage(backend, [(ctx, args, kwargs) for ctx, (args, kwargs) in zip(contexts, calls)], numbered=True)
+    )
     with staging as staged:
         storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
         jobs_repo.insert_group(backend.store, group_id, manifest["max_concurrent"], time.time())

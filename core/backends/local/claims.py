@@ -7,6 +7,7 @@ many processes schedule at once. Queue order is strict FIFO per pool: a head job
 the jobs behind it, so a big slice is never starved by small ones. A map input at the head opens a lane
 (lanes.py) that takes a chunk of its batch and holds one node.
 """
+
 from __future__ import annotations
 
 import sqlite3

@@ -13,6 +13,7 @@ For host i of a job the parent of the job process (the server, or the reaper on 
 `{job_dir}/exit-{i}` atomically once it reaps the host: the exit code, negative N = killed by signal N.
 If the server itself is killed, its running jobs go on but their exit files are never written.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -98,8 +99,15 @@ def host_exited(spec: dict[str, Any], pid: int, status: int) -> None:
 def _popen_detached(argv: list[str], spec: dict[str, Any]) -> subprocess.Popen[bytes]:
     """Start argv in its own session with the spec's env and cwd, output appended to its log."""
     with open(spec["log"], "ab") as log:
-        return subprocess.Popen(argv, cwd=spec["cwd"], env=spec["env"], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def startup_env(env: dict[str, str]) -> dict[str, str]:

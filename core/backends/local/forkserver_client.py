@@ -4,6 +4,7 @@ The server and the cold-path reaper are forkserver.py, which runs as a script an
 stdlib; this module starts that file by path (`serve`, or `reap` for the cold path) and talks to the server
 over its Unix socket with forkserver.py's one-line JSON messages.
 """
+
 from __future__ import annotations
 
 import json
@@ -131,19 +132,21 @@ def _connect_or_start(
             raise ForkServerUnavailable(f"fork server failed to start ({verdict}); see {run_dir / LOG_NAME}")
 
 
-def _start_server(
-    run_dir: Path, identity: dict[str, Any], env: dict[str, str], idle: float, deadline: float
-) -> str:
+def _start_server(run_dir: Path, identity: dict[str, Any], env: dict[str, str], idle: float, deadline: float) -> str:
     """Start a detached server and return its verdict: "ready", "busy" or an error text."""
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     read_fd, write_fd = os.pipe()
     try:
         with open(run_dir / LOG_NAME, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, _SCRIPT, "serve", str(run_dir), json.dumps(identity),
-                 str(idle), str(write_fd)],
-                pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd="/", env=env, start_new_session=True,
+                [sys.executable, _SCRIPT, "serve", str(run_dir), json.dumps(identity), str(idle), str(write_fd)],
+                pass_fds=(write_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd="/",
+                env=env,
+                start_new_session=True,
             )
         os.close(write_fd)
         write_fd = -1
@@ -170,7 +173,10 @@ def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> list[tuple[int, int 
     """Start each host as `python runner argv` under a detached reaper that writes the exit files."""
     proc = subprocess.Popen(
         [sys.executable, "-I", _SCRIPT, "reap"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
         start_new_session=True,
     )
     out, err = proc.communicate(json.dumps({"runner": runner, "hosts": hosts}).encode())

@@ -1,6 +1,7 @@
 """The local backend behind the `Backend` protocol: a thin adapter over the workspace's `LocalBackend`, which
 keeps its own method names; what the protocol adds (submission, batches, lookups by id) is composed here
 from the local submission and batch modules."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,7 @@ class LocalInterface:
         with submission.stage(self.backend, [(ctx, args, kwargs)]) as (one,):
             return one.submit()
 
-    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call],
-                   manifest: dict[str, Any]) -> Submitted:
+    def submit_map(self, contexts: Sequence[JobContext], calls: Sequence[Call], manifest: dict[str, Any]) -> Submitted:
         return batch.submit_map(self.backend, contexts, calls, manifest)
 
     def attach_batch(self, group_id: str) -> Submitted | None:
@@ -75,12 +75,10 @@ class LocalInterface:
     def refresh(self, job_id: str) -> JobRow:
         return self.backend.refresh(job_id)
 
-    def wait(self, job_id: str, timeout: float | None = None,
-             on_poll: Callable[[], None] | None = None) -> JobRow:
+    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobRow:
         return self.backend.wait(job_id, timeout, on_poll)
 
-    def read_logs(self, job_id: str, follow: bool = False,
-                  stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
         return self.backend.read_logs(job_id, follow=follow, stop=stop)
 
     def log_reader(self, job_id: str) -> LogReader:

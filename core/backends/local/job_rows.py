@@ -1,4 +1,5 @@
 """What the local backend hands out: a pool with its usage, a job's row, and where a job's files live."""
+
 from __future__ import annotations
 
 import json
@@ -59,12 +60,42 @@ class JobRow:
     @classmethod
     def from_values(cls, values: tuple[Any, ...]) -> JobRow:
         """A row as `jobs_repo` returns it, in `jobs_repo.COLUMNS` order."""
-        (seq, job_id, pool, nodes, status, phase, detail, group_id, created, started, finished, cancel,
-         hosts, handle, launch, *lane_fields) = values
-        return cls(seq, job_id, pool, nodes, JobStatus(status), phase, detail, group_id, created, started,
-                   finished, bool(cancel),
-                   None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts)),
-                   json.loads(handle), json.loads(launch), *lane_fields)
+        (
+            seq,
+            job_id,
+            pool,
+            nodes,
+            status,
+            phase,
+            detail,
+            group_id,
+            created,
+            started,
+            finished,
+            cancel,
+            hosts,
+            handle,
+            launch,
+            *lane_fields,
+        ) = values
+        return cls(
+            seq,
+            job_id,
+            pool,
+            nodes,
+            JobStatus(status),
+            phase,
+            detail,
+            group_id,
+            created,
+            started,
+            finished,
+            bool(cancel),
+            None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts)),
+            json.loads(handle),
+            json.loads(launch),
+            *lane_fields,
+        )
 
     @property
     def job_dir(self) -> Path:

@@ -25,6 +25,7 @@ not finished failed (phase `lost`) or was cancelled; inputs it never reached go 
 the lane died before starting any input, which fails them all (else a lane that cannot start would be
 relaunched forever).
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,13 @@ def is_lane_input(launch: dict[str, Any]) -> bool:
 
 def lane_input(batch_uri: str, batch_sha256: str, context_uri: str, context_sha256: str, index: int) -> dict[str, Any]:
     """What a lane needs of one input, kept in its row's `launch` (a retry copies it)."""
-    return {"batch": batch_uri, "batch_sha256": batch_sha256, "context": context_uri,
-            "context_sha256": context_sha256, "index": index}
+    return {
+        "batch": batch_uri,
+        "batch_sha256": batch_sha256,
+        "context": context_uri,
+        "context_sha256": context_sha256,
+        "index": index,
+    }
 
 
 def active(store: Store, group_id: str | None = None) -> list[Lane]:
@@ -135,11 +141,17 @@ def write_spec(assignment: Assignment) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True)
     first = assignment.inputs[0][1]["lane_input"]
     spec = {
-        "batch": first["batch"], "batch_sha256": first["batch_sha256"], "context": first["context"],
-        "context_sha256": first["context_sha256"], "workdir": str(launcher.work_dir(directory, 0)),
-        "progress": str(directory / PROGRESS), "results": str(directory / RESULTS),
+        "batch": first["batch"],
+        "batch_sha256": first["batch_sha256"],
+        "context": first["context"],
+        "context_sha256": first["context_sha256"],
+        "workdir": str(launcher.work_dir(directory, 0)),
+        "progress": str(directory / PROGRESS),
+        "results": str(directory / RESULTS),
         "cancelled": str(directory / CANCELLED),
-        "inputs": [[launch["lane_input"]["index"], job_id, launch["output_dir"]] for job_id, launch in assignment.inputs],
+        "inputs": [
+            [launch["lane_input"]["index"], job_id, launch["output_dir"]] for job_id, launch in assignment.inputs
+        ],
     }
     (directory / SPEC).write_text(json.dumps(spec))
     return ["--lane", str(directory / SPEC)]
@@ -191,8 +203,17 @@ def _apply(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[str]:
         else:
             ok = event["success"]
             detail = None if ok else f"{event['error_type']}: {event['error']}"
-            if lanes_repo.input_ended(conn, job_id, "SUCCEEDED" if ok else "FAILED", None if ok else event["phase"],
-                                      detail, event["end"], event["log"], event["at"], event["size"]):
+            if lanes_repo.input_ended(
+                conn,
+                job_id,
+                "SUCCEEDED" if ok else "FAILED",
+                None if ok else event["phase"],
+                detail,
+                event["end"],
+                event["log"],
+                event["at"],
+                event["size"],
+            ):
                 settled.append(job_id)
     return settled
 
@@ -201,13 +222,13 @@ def _close(conn: sqlite3.Connection, lane: Lane, code: int | None, now: float) -
     """The lane's process has ended and its progress is applied: settle or requeue what it still held."""
     started = lanes_repo.started_count(conn, lane.lane_id)
     how = "was never launched" if lane.hosts is None else f"exited with {code if code is not None else 'no status'}"
-    settled = lanes_repo.settle_in_flight(conn, lane.lane_id, f"its lane {lane.lane_id} {how} while the input ran",
-                                          now)
+    settled = lanes_repo.settle_in_flight(conn, lane.lane_id, f"its lane {lane.lane_id} {how} while the input ran", now)
     if started or lane.hosts is None:  # the rest never ran: another lane takes them
         lanes_repo.requeue_unstarted(conn, lane.lane_id)
     else:
         settled += lanes_repo.fail_unstarted(
-            conn, lane.lane_id, f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now)
+            conn, lane.lane_id, f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now
+        )
     lanes_repo.close(conn, lane.lane_id, now)
     return settled
 

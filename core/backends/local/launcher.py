@@ -9,6 +9,7 @@ Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO
 the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
 produce the same files.
 """
+
 from __future__ import annotations
 
 import logging
@@ -121,10 +122,16 @@ def launch(
         work_dir(job_dir, i).mkdir(parents=True, exist_ok=True)
         log_path(job_dir, i).parent.mkdir(exist_ok=True)
         log_path(job_dir, i).touch()  # readers may open the log as soon as launch returns
-        specs.append({
-            "host": i, "argv": list(argv), "env": {**env, "TPU_WORKER_ID": str(i)},
-            "cwd": str(work_dir(job_dir, i)), "log": str(log_path(job_dir, i)), "job_dir": str(job_dir),
-        })
+        specs.append(
+            {
+                "host": i,
+                "argv": list(argv),
+                "env": {**env, "TPU_WORKER_ID": str(i)},
+                "cwd": str(work_dir(job_dir, i)),
+                "log": str(log_path(job_dir, i)),
+                "job_dir": str(job_dir),
+            }
+        )
     try:
         started = _start(str(runner_file), specs, idle)
     except forkserver_client.SpawnError as exc:

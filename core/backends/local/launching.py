@@ -1,4 +1,5 @@
 """Starting the processes of claimed local jobs and lanes, after their claim has committed."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,20 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.store import Store, jobs_repo, lanes_repo
 
-_ENV_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME",
-                    "SYSTEMROOT", "STORAGE_EMULATOR_HOST", "KINETIC_HOME")
+_ENV_PASSTHROUGH = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SYSTEMROOT",
+    "STORAGE_EMULATOR_HOST",
+    "KINETIC_HOME",
+)
 
 
 def job_env() -> dict[str, str]:

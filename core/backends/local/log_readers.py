@@ -1,4 +1,5 @@
 """Incremental readers of local job logs: a job's own host logs, or a map input's range of its lane's log."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,9 @@ class LaneObserver(Protocol):
 
     def job(self, job_id: str) -> JobRow: ...
 
-    def observe_lanes(self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None,
-                      patient: bool = True) -> list[str]: ...
+    def observe_lanes(
+        self, open_lanes: list[lanes.Lane], pools: set[str | None] | None = None, patient: bool = True
+    ) -> list[str]: ...
 
 
 class LaneLogReader(LogReader):

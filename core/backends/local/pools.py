@@ -4,6 +4,7 @@ Matching: a job runs on a pool whose accelerator shape equals the job's (`v5lite
 `v5litepod-2x4` pool), and a spot job only on a spot pool, an on-demand job only on an on-demand pool,
 as GKE node selectors would place them.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,10 @@ def checked_config(name: str, accelerator: str, nodes: int, spot: bool) -> Accel
     if spot and not config.spot:
         config = parse_accelerator(format_accelerator(config) + ":spot")
     if config.num_nodes > nodes:
-        raise ValidationError(f"a {format_accelerator(config)} slice needs {config.num_nodes} nodes; "
-                              f"give the pool --nodes {config.num_nodes} or more")
+        raise ValidationError(
+            f"a {format_accelerator(config)} slice needs {config.num_nodes} nodes; "
+            f"give the pool --nodes {config.num_nodes} or more"
+        )
     return config
 
 
@@ -56,11 +59,16 @@ def match_pool(pools: list[Pool], accelerator: str, num_nodes: int) -> str:
     for pool in pools:
         if pool.accelerator == shape and pool.spot == spot:
             if pool.nodes < num_nodes:
-                raise SubmitError(f"pool {pool.name!r} has {pool.nodes} nodes but {accelerator} needs "
-                                  f"{num_nodes}; grow it or add a bigger pool")
+                raise SubmitError(
+                    f"pool {pool.name!r} has {pool.nodes} nodes but {accelerator} needs "
+                    f"{num_nodes}; grow it or add a bigger pool"
+                )
             return pool.name
-    listing = ", ".join(f"{p.name} ({p.accelerator}{' spot' if p.spot else ''}, {p.nodes} nodes)"
-                        for p in pools) or "none"
+    listing = (
+        ", ".join(f"{p.name} ({p.accelerator}{' spot' if p.spot else ''}, {p.nodes} nodes)" for p in pools) or "none"
+    )
     spot_flag = " --spot" if spot else ""
-    raise SubmitError(f"no pool provides {accelerator}; pools: {listing}. Add one: kinetic-tui pool add "
-                      f"NAME --accelerator {shape} --nodes {num_nodes}{spot_flag}")
+    raise SubmitError(
+        f"no pool provides {accelerator}; pools: {listing}. Add one: kinetic-tui pool add "
+        f"NAME --accelerator {shape} --nodes {num_nodes}{spot_flag}"
+    )

@@ -3,6 +3,7 @@
 A job claimed but never launched (its scheduler died between the claim and the start) is failed with
 phase `lost` once LAUNCH_WINDOW has passed without processes.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,14 @@ def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
         if code is None:
             return JobStatus.FAILED, "lost", f"host {host} vanished without an exit status or result"
         if code == PREEMPTED_EXIT_CODE and summary is None:
-            return JobStatus.FAILED, "preempted", (f"host {host} stopped as preempted (exit {code}, EX_TEMPFAIL); "
-                                                   "a training resumes from its last checkpoint")
+            return (
+                JobStatus.FAILED,
+                "preempted",
+                (
+                    f"host {host} stopped as preempted (exit {code}, EX_TEMPFAIL); "
+                    "a training resumes from its last checkpoint"
+                ),
+            )
         if code != 0:
             return JobStatus.FAILED, "lost" if code < 0 else "runner", f"host {host} exited with {code}"
     if 0 not in summaries:

@@ -7,6 +7,7 @@ bucket) or `gcs` (the GCS bucket `{project}-kn-{cluster}-jobs`; fake-gcs-server 
 STORAGE_EMULATOR_HOST in tests). Handles record `gs://` URIs then, and everything that reads them back
 (`attach`, the scheduler, the runner) follows those URIs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -104,8 +105,7 @@ def stage(backend: LocalBackend, calls: Sequence[Call], *, numbered: bool = Fals
                 views[ctx.bucket] = DeferredWrites(jobs_storage(ctx.bucket))
             if ctx.env_patterns not in envs:
                 envs[ctx.env_patterns] = captured_env(ctx.env_patterns)
-            packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool,
-                           views[ctx.bucket]))
+            packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool, views[ctx.bucket]))
     with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
         archives = Archives(Path(tmp))
         yield [Staged(backend, item, pool, writes, archives) for item, pool, writes in packed]
@@ -137,19 +137,29 @@ class LaneBatch:
         zip_path, context_sha = self.archives.get(self.packed)
         storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
         storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
-        records = [handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
-                   for ctx in self.contexts]
+        records = [
+            handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
+            for ctx in self.contexts
+        ]
         storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
         batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
         self.backend.submit_lane_inputs(
-            [(record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
-             for i, record in enumerate(records)], first.group_id or "")
+            [
+                (record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
+                for i, record in enumerate(records)
+            ],
+            first.group_id or "",
+        )
         return records
 
 
 @contextmanager
-def stage_lanes(backend: LocalBackend, contexts: Sequence[JobContext],
-                calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]], storage: Storage) -> Iterator[LaneBatch]:
+def stage_lanes(
+    backend: LocalBackend,
+    contexts: Sequence[JobContext],
+    calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+    storage: Storage,
+) -> Iterator[LaneBatch]:
     """Place and pack a whole map for lanes before anything is written: the function is pickled once, each
     input on its own, and a bad input is named (`input 3: ...`) with nothing submitted."""
     first = contexts[0]

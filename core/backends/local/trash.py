@@ -1,4 +1,5 @@
 """Removing job and lane working directories without making the caller wait for the file system."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ exists on the host), locks it in the store against concurrent jobs (a second job
 queue), and removes what it created when the job settles. Where the path cannot be created, submit fails
 and says to pass the Data as an argument instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,10 @@ def check_volume_path(path: str) -> None:
     target = Path(path)
     hint = "pass the Data as a function argument instead (it arrives as a local path)"
     if target.exists():
-        raise SubmitError(f"volume path {path} already exists on this machine and the local backend never "
-                          f"overwrites host paths; choose a path that does not exist, or {hint}")
+        raise SubmitError(
+            f"volume path {path} already exists on this machine and the local backend never "
+            f"overwrites host paths; choose a path that does not exist, or {hint}"
+        )
     top = _missing_top(target)
     try:
         top.mkdir()

@@ -5,6 +5,7 @@ keyed by the database path and keeps the few most recently used homes: a process
 (a test suite, a demo beside a real workspace) closes the least recent one's connections rather than
 holding three file descriptors per home forever. A closed Store reopens if it is used again.
 """
+
 from __future__ import annotations
 
 import threading

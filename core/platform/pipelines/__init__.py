@@ -10,11 +10,23 @@ One module per concern: `steps` (Step, ConditionStep), `pipeline` (Pipeline), `p
 Kahn's rounds), `cache_key` (keys and code fingerprints), `execution` (the run), `results` (what a run
 produced and its record).
 """
+
 from kinetic_tui.core.platform.pipelines.cache_key import code_fingerprint, compute_cache_key
 from kinetic_tui.core.platform.pipelines.pipeline import Pipeline
 from kinetic_tui.core.platform.pipelines.planner import CycleError
 from kinetic_tui.core.platform.pipelines.results import PipelineRun, RunStatus, StepResult, StepStatus
 from kinetic_tui.core.platform.pipelines.steps import PARAMS, ConditionStep, Step
 
-__all__ = ["PARAMS", "ConditionStep", "CycleError", "Pipeline", "PipelineRun", "RunStatus", "Step", "StepResult",
-           "StepStatus", "code_fingerprint", "compute_cache_key"]
+__all__ = [
+    "PARAMS",
+    "ConditionStep",
+    "CycleError",
+    "Pipeline",
+    "PipelineRun",
+    "RunStatus",
+    "Step",
+    "StepResult",
+    "StepStatus",
+    "code_fingerprint",
+    "compute_cache_key",
+]

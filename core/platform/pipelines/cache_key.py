@@ -5,6 +5,7 @@ one process is hit by another; code is fingerprinted by bytecode, constants and 
 by object, so an unchanged function keeps its key in a new process and moving it (line numbers) does not
 change it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -78,6 +79,8 @@ def code_fingerprint(code: types.CodeType, memo: dict[types.CodeType, str] | Non
 def fingerprint_callable(name: str, fn: Callable[..., Any], memo: dict[types.CodeType, str]) -> str:
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
-        raise ValidationError(f"step {name!r}: cannot fingerprint a callable without __code__ "
-                              f"({type(fn).__name__}); pass version= explicitly")
+        raise ValidationError(
+            f"step {name!r}: cannot fingerprint a callable without __code__ "
+            f"({type(fn).__name__}); pass version= explicitly"
+        )
     return code_fingerprint(code, memo)

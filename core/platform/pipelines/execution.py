@@ -3,6 +3,7 @@
 A step whose producer was Skipped or Failed, or whose gate took the other branch, is Skipped; a step that
 raises or returns something other than a dict of outputs is Failed, and the run goes on with the rest.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,14 @@ from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.platform.pipelines.results import PipelineRun, RunStatus, StepResult, StepStatus
 
 
-def run_layers(pipeline: str, nodes: list[Node], layers: list[list[int]], frames: list[tuple[str, str]],
-               params: dict[str, Any], cache: MutableMapping[str, dict[str, Any]]) -> PipelineRun:
+def run_layers(
+    pipeline: str,
+    nodes: list[Node],
+    layers: list[list[int]],
+    frames: list[tuple[str, str]],
+    params: dict[str, Any],
+    cache: MutableMapping[str, dict[str, Any]],
+) -> PipelineRun:
     """Run every node layer by layer with the merged `params`, reading and filling `cache`."""
     outputs: dict[str, dict[str, Any]] = {}
     blocked: set[int] = set()  # Skipped or Failed: every consumer is Skipped
@@ -60,8 +67,9 @@ class _StepError(Exception):
     """Internal: why a step failed, turned into its StepResult.error."""
 
 
-def _resolve_inputs(node: Node, outputs: dict[str, dict[str, Any]], params: dict[str, Any]
-                    ) -> tuple[dict[str, Any], Mapping[str, Any]]:
+def _resolve_inputs(
+    node: Node, outputs: dict[str, dict[str, Any]], params: dict[str, Any]
+) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(input values, read params) of a step whose producers all ran."""
     if node.param_refs:
         read = {name: params[name] for _, name in node.param_refs}
@@ -92,8 +100,13 @@ def _call(node: Node, resolved: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _run_node(node: Node, frame: tuple[str, str], outputs: dict[str, dict[str, Any]], params: dict[str, Any],
-              cache: MutableMapping[str, dict[str, Any]]) -> StepResult:
+def _run_node(
+    node: Node,
+    frame: tuple[str, str],
+    outputs: dict[str, dict[str, Any]],
+    params: dict[str, Any],
+    cache: MutableMapping[str, dict[str, Any]],
+) -> StepResult:
     start = time.perf_counter()
     key = None
     try:
@@ -101,8 +114,9 @@ def _run_node(node: Node, frame: tuple[str, str], outputs: dict[str, dict[str, A
         try:
             key = framed_key(frame, resolved, read)
         except NOT_JSON as exc:
-            raise _StepError(f"step {node.name!r}: inputs are not JSON-serialisable, so they cannot be cached "
-                             f"({exc})") from exc
+            raise _StepError(
+                f"step {node.name!r}: inputs are not JSON-serialisable, so they cannot be cached ({exc})"
+            ) from exc
         cached = cache.get(key)
         if cached is not None:
             return StepResult(StepStatus.CACHED, cached, key, time.perf_counter() - start)

@@ -3,6 +3,7 @@
 Everything structural (edges, the Kahn plan, fingerprints) is computed once per pipeline, so a rerun costs
 one hash and one cache lookup per step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, MutableMapping
@@ -42,8 +43,9 @@ class Pipeline:
         steps = tuple(steps)
         for i, step in enumerate(steps):
             if not isinstance(step, (Step, ConditionStep)):
-                raise ValidationError(f"pipeline {name!r}: steps[{i}] is {type(step).__name__}, expected Step or "
-                                      f"ConditionStep")
+                raise ValidationError(
+                    f"pipeline {name!r}: steps[{i}] is {type(step).__name__}, expected Step or ConditionStep"
+                )
         defaults = check_params(f"pipeline {name!r} params", {} if params is None else params)
         if cache is not None and not isinstance(cache, MutableMapping):
             raise ValidationError(f"pipeline {name!r}: cache must be a MutableMapping, got {type(cache).__name__}")
@@ -81,13 +83,16 @@ class Pipeline:
         known = sorted(self._known_params)
         unknown = sorted(given.keys() - self._known_params)
         if unknown:
-            raise ValidationError(f"pipeline {self.name!r}: unknown param(s) {', '.join(unknown)}; known params: "
-                                  f"{', '.join(known) or '(none)'}")
+            raise ValidationError(
+                f"pipeline {self.name!r}: unknown param(s) {', '.join(unknown)}; known params: "
+                f"{', '.join(known) or '(none)'}"
+            )
         merged = {**self.params, **given}
         missing = sorted(self._known_params - merged.keys())
         if missing:
-            raise ValidationError(f"pipeline {self.name!r}: param(s) {', '.join(missing)} have no default; pass "
-                                  f"them to run()")
+            raise ValidationError(
+                f"pipeline {self.name!r}: param(s) {', '.join(missing)} have no default; pass them to run()"
+            )
         return merged
 
     def run(self, params: Mapping[str, Any] | None = None) -> PipelineRun:

@@ -1,4 +1,5 @@
 """The planner: steps compiled against their pipeline, and Kahn's rounds over them (a cycle is an error)."""
+
 from __future__ import annotations
 
 import types
@@ -56,19 +57,24 @@ def compile_steps(pipeline: str, steps: tuple[Step | ConditionStep, ...]) -> lis
             producers = tuple(map(index.__getitem__, step._sources))
         except KeyError:
             key, src, out = next(ref for ref in step._step_refs if ref[1] not in index)
-            raise ValidationError(f"pipeline {pipeline!r}: step {step.name!r} input {key!r} references unknown "
-                                  f"step {src!r} in '{src}.{out}'") from None
+            raise ValidationError(
+                f"pipeline {pipeline!r}: step {step.name!r} input {key!r} references unknown "
+                f"step {src!r} in '{src}.{out}'"
+            ) from None
         gate = branch = None
         if step.when is not None:
             gate_name, branch = step.when
             gate = index.get(gate_name)
             if gate is None or not isinstance(steps[gate], ConditionStep):
-                raise ValidationError(f"pipeline {pipeline!r}: step {step.name!r} is gated on {gate_name!r}, "
-                                      f"which is not a ConditionStep of this pipeline")
+                raise ValidationError(
+                    f"pipeline {pipeline!r}: step {step.name!r} is gated on {gate_name!r}, "
+                    f"which is not a ConditionStep of this pipeline"
+                )
             if gate not in producers:
                 producers += (gate,)
-        nodes.append(Node(step.name, fn, is_condition, version, step._param_refs, step._step_refs, producers,
-                           gate, branch))
+        nodes.append(
+            Node(step.name, fn, is_condition, version, step._param_refs, step._step_refs, producers, gate, branch)
+        )
     return nodes
 
 
@@ -117,7 +123,7 @@ def _descend(pipeline: str, nodes: list[Node], depth: list[int], root: int) -> N
                 break
             if depth[p] == _ON_PATH:
                 start = path.index(p)
-                raise CycleError(pipeline, [nodes[i].name for i in [p, *reversed(path[start + 1:])]])
+                raise CycleError(pipeline, [nodes[i].name for i in [p, *reversed(path[start + 1 :])]])
         else:
             u = path.pop()
             pending.pop()

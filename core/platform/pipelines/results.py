@@ -1,4 +1,5 @@
 """What a run produced: per-step results, the run record, and its JSON form for the store."""
+
 from __future__ import annotations
 
 import enum

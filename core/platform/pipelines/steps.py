@@ -1,4 +1,5 @@
 """The steps of a pipeline: `Step` (a pure function of its inputs) and `ConditionStep` (a gate)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

@@ -4,6 +4,7 @@ The archive step is on every submission's critical path, so it walks with `os.sc
 files uncompressed, and caches finished archives by a stat signature of the tree: resubmitting an
 unchanged project costs one stat walk instead of a re-zip.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -26,8 +27,19 @@ from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.submission.packaging.plan import PLAN_ARCNAME
 
 ALWAYS_EXCLUDED = frozenset({".git", "__pycache__"})
-DEFAULT_EXCLUDED = frozenset({".venv", "venv", "node_modules", ".tox", ".mypy_cache", ".ruff_cache",
-                              ".pytest_cache", ".ipynb_checkpoints", ".DS_Store"})
+DEFAULT_EXCLUDED = frozenset(
+    {
+        ".venv",
+        "venv",
+        "node_modules",
+        ".tox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".ipynb_checkpoints",
+        ".DS_Store",
+    }
+)
 IGNORE_FILE = ".kineticignore"
 _CACHE_FORMAT = "context-v1"
 _CACHE_KEEP = 8
@@ -36,8 +48,29 @@ _RACY_NS = 2_000_000_000  # wider than any common filesystem's mtime granularity
 # near `zip -qr` size (fewer upload bytes) at a small CPU cost (benchmarks/bench_packaging.py).
 _STORE_BELOW = 1024
 _STREAM_ABOVE = 8 * 1024 * 1024
-_INCOMPRESSIBLE = frozenset({".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z", ".whl", ".jar", ".png",
-                             ".jpg", ".jpeg", ".gif", ".webp", ".mp3", ".mp4", ".npz", ".pt", ".safetensors"})
+_INCOMPRESSIBLE = frozenset(
+    {
+        ".zip",
+        ".gz",
+        ".tgz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".7z",
+        ".whl",
+        ".jar",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".mp3",
+        ".mp4",
+        ".npz",
+        ".pt",
+        ".safetensors",
+    }
+)
 _ZIP_EPOCH = time.mktime((1980, 1, 1, 0, 0, 0, 0, 0, -1))
 
 
@@ -76,8 +109,11 @@ def _read_ignore_file(path: str) -> list[tuple[str, bool]]:
     except FileNotFoundError:
         return []
     stripped = (line.strip() for line in lines)
-    return [(line.rstrip("/"), line.endswith("/")) for line in stripped
-            if line and not line.startswith("#") and line.rstrip("/")]
+    return [
+        (line.rstrip("/"), line.endswith("/"))
+        for line in stripped
+        if line and not line.startswith("#") and line.rstrip("/")
+    ]
 
 
 def _compile(patterns: list[tuple[str, bool]], dir_only: bool) -> re.Pattern[str] | None:
@@ -119,9 +155,13 @@ def _scan(root: str, rules: _Exclusions) -> list[tuple[str, str, os.stat_result]
     return files
 
 
-def build_context_zip(root: str | os.PathLike[str], dest: str | os.PathLike[str],
-                      exclude_paths: Iterable[str | os.PathLike[str]] = (), *,
-                      plan: Mapping[str, Any]) -> tuple[Path, str]:
+def build_context_zip(
+    root: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    exclude_paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    plan: Mapping[str, Any],
+) -> tuple[Path, str]:
     """Write the package root (minus exclusions) plus `.kinetic/plan.json` to `dest`.
 
     Returns `(dest, sha256 hex of the archive)`. Archives are cached under
@@ -154,8 +194,9 @@ def build_context_zip(root: str | os.PathLike[str], dest: str | os.PathLike[str]
     return dest, digest
 
 
-def _signature(root: str, files: list[tuple[str, str, os.stat_result]], plan_bytes: bytes,
-               rules: _Exclusions, scan_started_ns: int) -> str:
+def _signature(
+    root: str, files: list[tuple[str, str, os.stat_result]], plan_bytes: bytes, rules: _Exclusions, scan_started_ns: int
+) -> str:
     """Cache key. A file modified within _RACY_NS of the scan could change again without its (size,
     mtime) changing (coarse filesystem clocks), so its content digest joins the key, as git does."""
     digest = hashlib.sha256(json.dumps([_CACHE_FORMAT, root, rules.fingerprint()]).encode() + plan_bytes)
@@ -176,8 +217,9 @@ def _sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def _write_cache_entry(zip_path: Path, sha_path: Path, files: list[tuple[str, str, os.stat_result]],
-                       plan_bytes: bytes) -> str:
+def _write_cache_entry(
+    zip_path: Path, sha_path: Path, files: list[tuple[str, str, os.stat_result]], plan_bytes: bytes
+) -> str:
     """Write zip and its digest via temp files; the zip is renamed last so its presence means complete."""
     fd, tmp = tempfile.mkstemp(dir=zip_path.parent, suffix=".tmp")
     try:
@@ -262,6 +304,7 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 
 def _prune(cache: Path) -> None:
     """Keep only the most recently used archives; the cache must not grow with every edit."""
+
     def last_used(path: Path) -> int:
         try:
             return path.stat().st_mtime_ns

@@ -4,6 +4,7 @@ By-value pickling lets the job run even where the project is not importable (onl
 it may not be on sys.path at unpickling time). Modules inside the interpreter's prefixes (a venv inside the
 root) stay by reference.
 """
+
 from __future__ import annotations
 
 import collections
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+
 from kinetic_tui.core.submission.packaging.root import interpreter_dirs
 
 _BY_VALUE_LOCK = threading.Lock()
@@ -51,7 +53,7 @@ def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
         rebuild, args = impl._code_reduce(code)
         name = code.co_filename
         if name.startswith(inside):
-            name = name[len(inside):]
+            name = name[len(inside) :]
         return rebuild, tuple(name if arg == "<dynamic-code>" else arg for arg in args)
 
     class Pickler(cloudpickle.Pickler):  # the C pickler reads dispatch_table once, at construction

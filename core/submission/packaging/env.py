@@ -1,4 +1,5 @@
 """Environment capture: which of the client's variables travel in the job payload."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -8,8 +9,18 @@ from collections.abc import Iterable
 
 from kinetic_tui.core.errors import ValidationError
 
-NEVER_WILDCARD = ("PATH", "HOME", "PYTHONPATH", "LD_*", "VIRTUAL_ENV", "CONDA_*", "SHELL", "TMP*", "USER",
-                  "SSH_AUTH_SOCK")
+NEVER_WILDCARD = (
+    "PATH",
+    "HOME",
+    "PYTHONPATH",
+    "LD_*",
+    "VIRTUAL_ENV",
+    "CONDA_*",
+    "SHELL",
+    "TMP*",
+    "USER",
+    "SSH_AUTH_SOCK",
+)
 SENSITIVE_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL")
 
 
@@ -27,19 +38,24 @@ def capture_env(patterns: Iterable[str] | None) -> tuple[dict[str, str], list[st
     if patterns is None:
         return {}, []
     if isinstance(patterns, (str, bytes)):
-        raise ValidationError(f"capture_env_vars must be a list of names or PREFIX* patterns, got the "
-                              f"string {patterns!r}")
+        raise ValidationError(
+            f"capture_env_vars must be a list of names or PREFIX* patterns, got the string {patterns!r}"
+        )
     patterns = list(patterns)
     for pattern in patterns:
         if not isinstance(pattern, str) or not pattern or "*" in pattern[:-1]:
-            raise ValidationError(f"capture_env_vars entry {pattern!r} is invalid: use an exact name or "
-                                  f"PREFIX* ('*' only at the end)")
+            raise ValidationError(
+                f"capture_env_vars entry {pattern!r} is invalid: use an exact name or PREFIX* ('*' only at the end)"
+            )
     captured: dict[str, str] = {}
     messages = []
     for pattern in patterns:
         if pattern.endswith("*"):
-            captured.update((name, value) for name, value in os.environ.items()
-                            if name.startswith(pattern[:-1]) and not _never_wildcard(name))
+            captured.update(
+                (name, value)
+                for name, value in os.environ.items()
+                if name.startswith(pattern[:-1]) and not _never_wildcard(name)
+            )
         elif pattern in os.environ:
             captured[pattern] = os.environ[pattern]
         else:

@@ -1,4 +1,5 @@
 """payload.pkl: the function, its arguments, captured env and volumes, cloudpickled with the project by value."""
+
 from __future__ import annotations
 
 import functools
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.submission.packaging.by_value import dumps_keeping_filenames, project_by_value
 
@@ -30,16 +32,27 @@ def client_fingerprint() -> dict[str, str]:
     return {"python": platform.python_version(), "cloudpickle": cloudpickle.__version__, "kinetic": kinetic}
 
 
-def build_payload(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
-                  env_vars: Mapping[str, str], volumes: Mapping[str, Any],
-                  package_root: str | os.PathLike[str]) -> bytes:
+def build_payload(
+    func: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    env_vars: Mapping[str, str],
+    volumes: Mapping[str, Any],
+    package_root: str | os.PathLike[str],
+) -> bytes:
     """Cloudpickle the payload with every module under `package_root` pickled by value.
 
     `args`, `kwargs` and `volumes` must already have their `Data` replaced by refs
     (kinetic_tui.core.data.replace_data_refs).
     """
-    payload = {"func": func, "args": tuple(args), "kwargs": dict(kwargs), "env_vars": dict(env_vars),
-               "volumes": dict(volumes), "client_fingerprint": client_fingerprint()}
+    payload = {
+        "func": func,
+        "args": tuple(args),
+        "kwargs": dict(kwargs),
+        "env_vars": dict(env_vars),
+        "volumes": dict(volumes),
+        "client_fingerprint": client_fingerprint(),
+    }
     root = Path(package_root).resolve()
     with project_by_value(root):
         try:
@@ -48,8 +61,12 @@ def build_payload(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping
             raise PayloadError(_explain_pickle_failure(func, payload["args"], payload["kwargs"], exc)) from exc
 
 
-def build_batch(func: Callable[..., Any], calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
-                env_vars: Mapping[str, str], package_root: str | os.PathLike[str]) -> bytes:
+def build_batch(
+    func: Callable[..., Any],
+    calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+    env_vars: Mapping[str, str],
+    package_root: str | os.PathLike[str],
+) -> bytes:
     """The one artifact of a map's lanes: the function's payload once, and each input's (args, kwargs)
     pickled on its own, the same way (by value, Data already replaced by refs).
 
@@ -64,18 +81,22 @@ def build_batch(func: Callable[..., Any], calls: Sequence[tuple[Sequence[Any], M
             try:
                 inputs.append(dumps_keeping_filenames((tuple(args), dict(kwargs)), root))
             except Exception as exc:
-                raise PayloadError(f"input {index}: {_explain_pickle_failure(func, tuple(args), dict(kwargs), exc)}") \
-                    from exc
+                raise PayloadError(
+                    f"input {index}: {_explain_pickle_failure(func, tuple(args), dict(kwargs), exc)}"
+                ) from exc
     return pickle.dumps({"payload": payload, "inputs": inputs}, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _explain_pickle_failure(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                            exc: Exception) -> str:
+def _explain_pickle_failure(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
+) -> str:
     """Pickle the parts one by one so the message names the culprit instead of the whole payload."""
     names = _positional_names(func)
     parts: list[tuple[str, Any]] = [(f"function {getattr(func, '__qualname__', func)!r}", func)]
-    parts += [(f"argument {names[i]!r} (args[{i}])" if i < len(names) else f"argument args[{i}]", value)
-              for i, value in enumerate(args)]
+    parts += [
+        (f"argument {names[i]!r} (args[{i}])" if i < len(names) else f"argument args[{i}]", value)
+        for i, value in enumerate(args)
+    ]
     parts += [(f"argument {key!r} (kwargs[{key!r}])", value) for key, value in kwargs.items()]
     for label, value in parts:
         try:

@@ -1,4 +1,5 @@
 """plan.json: how the runner recreates the client's imports and cwd inside the extracted package root."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,13 @@ from typing import Any
 PLAN_ARCNAME = ".kinetic/plan.json"
 
 
-def make_plan(root: Path, entry_file: str | os.PathLike[str] | None, *, cwd: str | None = None,
-              sys_path: Sequence[str] | None = None) -> dict[str, Any]:
+def make_plan(
+    root: Path,
+    entry_file: str | os.PathLike[str] | None,
+    *,
+    cwd: str | None = None,
+    sys_path: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Build plan.json: how the runner recreates the client's imports and cwd inside the extracted root.
 
     `package_root` is the client's absolute root (informational); the other paths are relative to it,

@@ -3,6 +3,7 @@
 A function defined in a project ships the project (the nearest directory with a root marker above its
 packages); a function from an installed package (site-packages, the standard library) travels by reference.
 """
+
 from __future__ import annotations
 
 import functools
