@@ -627,7 +627,7 @@ def valid_commands(draw):
             expected[flag.key] = True
             continue
         drawn = draw(_value(flag.type))
-        for text, value in drawn if flag.repeatable else [drawn]:
+        for text, _ in drawn if flag.repeatable else [drawn]:
             equals = draw(st.booleans())
             flag_chunks.append([f"{flag.name}={_quoted(text)}"] if equals else [flag.name, _quoted(text)])
         expected[flag.key] = dict(value for _, value in drawn) if flag.repeatable else drawn[1]

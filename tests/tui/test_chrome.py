@@ -100,7 +100,7 @@ async def test_the_footer_lists_the_focused_views_keys_and_readonly_hides_mutati
     for readonly, expected in ((False, " a Add pool  d Remove pool  : Command"), (True, " : Command  / Filter")):
         app = make_app(readonly=readonly)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: app.focused is not None, pilot)
+            await wait_for(lambda app=app: app.focused is not None, pilot)
             await pilot.pause()
             line = _footer_line(app)
             assert line.startswith(expected) and line.endswith(f"{CORNER_BAR}^p palette ")
