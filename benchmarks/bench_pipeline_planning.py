@@ -1,6 +1,6 @@
 """Benchmark: planning a pipeline (Pipeline(...).topological_order()) against networkx on the same DAG.
 
-Goal (SPEC 3.6 / brief): no slower than networkx `topological_generations` + a per-generation sort, i.e. a
+Goal: no slower than networkx `topological_generations` + a per-generation sort, i.e. a
 ratio <= 1.0x, for 10k- and 100k-step random DAGs. Both sides start from the same step definitions: the
 baseline builds its DiGraph from the steps' references, the candidate builds the Pipeline (validation,
 fingerprints, edges) and plans it. A second line compares the bare algorithms on already-built graphs.

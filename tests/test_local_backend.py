@@ -1,4 +1,4 @@
-"""The local backend with real job processes (issue 3, SPEC 2.5): pools, FIFO queue, placement, cancel,
+"""The local backend with real job processes: pools, FIFO queue, placement, cancel,
 jobs outliving their client, reconciliation, multi-host slices, volumes, concurrent schedulers, logs."""
 
 from __future__ import annotations

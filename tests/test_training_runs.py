@@ -1,4 +1,4 @@
-"""Console training runs (SPEC 3.1 console paragraph): real jobs on pools, interrupt/resume, the hash contract.
+"""Console training runs: real jobs on pools, interrupt/resume, the hash contract.
 
 The user steps below are imported INSIDE the job process as `tests.test_training_runs:FUNC`, which is how
 a user's `MODULE:FUNC` step reaches the job (the project is on the job's sys.path via context.zip).

@@ -1,4 +1,4 @@
-"""Console tuning studies (SPEC 3.2 console paragraph): trials are training jobs on a pool, within capacity."""
+"""Console tuning studies: trials are training jobs on a pool, within capacity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC 3.1: the artifact-hash contract, the deep-copy rule, capacity and the status machine."""
+"""Training jobs: the artifact-hash contract (an interrupted-then-resumed run ends with the hash of an
+uninterrupted one), the deep-copy rule for checkpoints, capacity and the status machine."""
 
 from __future__ import annotations
 
