@@ -1,6 +1,6 @@
 """Computing a bundled image tag vs hashing the same inputs raw.
 
-The tag is computed on every GKE submission (SPEC 2.3 step 6), so it must stay negligible next to packaging
+The tag is computed on every GKE submission, in parallel with the upload, so it must stay negligible next to packaging
 and upload. Candidate: `image_inputs` + `image_tag` for a 300-requirement pip-compile style file (each line
 with two `--hash` options, comments and blank lines), reading the shipped runner and Dockerfile template from
 disk, filtering/normalising the requirements and hashing. Baseline: one SHA-256 over the raw bytes of the

@@ -3,7 +3,7 @@
 Each round advances the clock by one second (so every age and running duration changes, the worst case
 for a diff) and flips the status of 1% of the jobs, then refreshes the same DataTable two ways, interleaved:
 `KeyedTable.sync` (the candidate: update only changed cells by row key) and `clear()` + `add_rows()`
-(the baseline ARCHITECTURE warns about). Both include rendering the rows (`job_row`) and one screen
+(the baseline: what a table must never do every poll). Both include rendering the rows (`job_row`) and one screen
 repaint. Also reported: the first fill and a keypress round trip while 10,000 rows are shown.
 Goal: a poll refresh of 10,000 jobs within a quarter of the 1 s poll (250 ms) and at most a quarter of
 the clear-and-refill time, so the console keeps answering keys between polls.

@@ -15,6 +15,7 @@ Run: /tmp/venv/bin/python benchmarks/bench_log_stream.py
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import statistics
 import time
@@ -98,7 +99,7 @@ async def open_log(home: Path, job_id: str | None) -> Run:
         rss_growth = (_status_kb("VmHWM") - rss_before) * 1024
         job = await app.service.jobs.wait(job_id)
     writer = None if job.started_at is None or job.finished_at is None else job.finished_at - job.started_at
-    late = [later - earlier - TICK for earlier, later in zip(ticks, ticks[1:])]
+    late = [later - earlier - TICK for earlier, later in itertools.pairwise(ticks)]
     return Run(seconds, late, rss_growth, peak_reset, writer)
 
 

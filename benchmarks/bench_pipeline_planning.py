@@ -1,6 +1,6 @@
 """Benchmark: planning a pipeline (Pipeline(...).topological_order()) against networkx on the same DAG.
 
-Goal (SPEC 3.6 / brief): no slower than networkx `topological_generations` + a per-generation sort, i.e. a
+Goal: no slower than networkx `topological_generations` + a per-generation sort, i.e. a
 ratio <= 1.0x, for 10k- and 100k-step random DAGs. Both sides start from the same step definitions: the
 baseline builds its DiGraph from the steps' references, the candidate builds the Pipeline (validation,
 fingerprints, edges) and plans it. A second line compares the bare algorithms on already-built graphs.
@@ -69,29 +69,31 @@ def report(label: str, candidate: float, baseline: float) -> None:
     )
 
 
+def bench_size(n: int, repeats: int) -> None:
+    steps = random_dag_steps(n)
+    graph = networkx_graph(steps)
+    built = Pipeline("bench", steps)
+    assert built.topological_order() == networkx_order(graph), "orders differ"
+
+    def plan_uncached() -> list[str]:
+        built._layers = None  # the plan is cached per pipeline; drop it to time the algorithm alone
+        return built.topological_order()
+
+    end_to_end = interleaved_medians(
+        {
+            "candidate": lambda: Pipeline("bench", steps).topological_order(),
+            "baseline": lambda: networkx_order(networkx_graph(steps)),
+        },
+        repeats,
+    )
+    report(f"{n:>7} steps, from step definitions", end_to_end["candidate"], end_to_end["baseline"])
+    algorithm = interleaved_medians({"candidate": plan_uncached, "baseline": lambda: networkx_order(graph)}, repeats)
+    report(f"{n:>7} steps, graph already built", algorithm["candidate"], algorithm["baseline"])
+
+
 def main() -> None:
     for n, repeats in ((10_000, 15), (100_000, 5)):
-        steps = random_dag_steps(n)
-        graph = networkx_graph(steps)
-        built = Pipeline("bench", steps)
-        assert built.topological_order() == networkx_order(graph), "orders differ"
-
-        def plan_uncached() -> list[str]:
-            built._layers = None  # the plan is cached per pipeline; drop it to time the algorithm alone
-            return built.topological_order()
-
-        end_to_end = interleaved_medians(
-            {
-                "candidate": lambda: Pipeline("bench", steps).topological_order(),
-                "baseline": lambda: networkx_order(networkx_graph(steps)),
-            },
-            repeats,
-        )
-        report(f"{n:>7} steps, from step definitions", end_to_end["candidate"], end_to_end["baseline"])
-        algorithm = interleaved_medians(
-            {"candidate": plan_uncached, "baseline": lambda: networkx_order(graph)}, repeats
-        )
-        report(f"{n:>7} steps, graph already built", algorithm["candidate"], algorithm["baseline"])
+        bench_size(n, repeats)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark: an unchanged rerun of a 10k-step pipeline (every step a cache hit) against planning that DAG.
 
-Goal (brief): the rerun costs <= 3x the planning time, i.e. per step a rerun may spend about as much as a
+Goal: the rerun costs <= 3x the planning time, i.e. per step a rerun may spend about as much as a
 few planning passes: one key (canonical JSON + SHA-256) and one cache lookup. Planning here is the same
 measure as bench_pipeline_planning's: build the Pipeline from its step definitions and call
 topological_order(). Both alternate within one run; the medians are compared.

@@ -25,9 +25,9 @@ def main() -> None:
     for i in range(ROUNDS):
         floor.append(import_cloudpickle_floor())
         os.environ["KINETIC_NO_FORKSERVER"] = "1"
-        cold.append(timed(lambda: module.remote_square(i)))
+        cold.append(timed(lambda i=i: module.remote_square(i)))
         os.environ.pop("KINETIC_NO_FORKSERVER")
-        warm.append(timed(lambda: module.remote_square(i)))
+        warm.append(timed(lambda i=i: module.remote_square(i)))
     launcher.shutdown_server()
     f, c, w = median_ms(floor), median_ms(cold), median_ms(warm)
     print(f"baseline python -c 'import cloudpickle': {f:.1f} ms (median of {ROUNDS})")

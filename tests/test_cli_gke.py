@@ -327,24 +327,29 @@ def test_a_bad_profile_value_says_how_to_fix_it() -> None:
 # -- build-image ---------------------------------------------------------------------------------------------
 
 
+def _ensurer_at(url: str) -> Callable[[Any], Callable[[builder.ImageInputs], builder.ImageBuild]]:
+    """An `image_ensurer` whose registry and Cloud Build calls go to the double serving at `url`."""
+
+    def ensurer(infra: Any) -> Callable[[builder.ImageInputs], builder.ImageBuild]:
+        return partial(
+            builder.ensure_image,
+            project=infra.project,
+            region=infra.region,
+            cluster=infra.cluster,
+            exists=partial(builder.registry_has_tag, token="test-token", registry=url),
+            upload=lambda bucket, name, data: None,
+            poll_interval=0.01,
+            client=builder.cloud_build_client(api_endpoint=url, credentials=AnonymousCredentials()),
+        )
+
+    return ensurer
+
+
 @pytest.fixture
 def cloud_build(gke: FakeStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[CloudBuildDouble]:
     """build-image's ensure function pointed at the Cloud Build / registry double of tests/infra."""
     for double in _serve():
-
-        def ensurer(infra: Any) -> Callable[[builder.ImageInputs], builder.ImageBuild]:
-            return partial(
-                builder.ensure_image,
-                project=infra.project,
-                region=infra.region,
-                cluster=infra.cluster,
-                exists=partial(builder.registry_has_tag, token="test-token", registry=double.url),
-                upload=lambda bucket, name, data: None,
-                poll_interval=0.01,
-                client=builder.cloud_build_client(api_endpoint=double.url, credentials=AnonymousCredentials()),
-            )
-
-        monkeypatch.setattr(cli_gke, "image_ensurer", ensurer)
+        monkeypatch.setattr(cli_gke, "image_ensurer", _ensurer_at(double.url))
         yield double
 
 

@@ -1,4 +1,4 @@
-"""The command language parser (SPEC 4): typed values, quoting, errors with line/column, completion, help."""
+"""The command language parser: typed values, quoting, errors with line/column, completion, help."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kinetic_tui.core.commands.parser import tokenize
 from kinetic_tui.core.commands.verbs import FAMILIES
 from kinetic_tui.core.errors import KineticError, NotFoundError
 
-SPEC_VERBS = [
+EXPECTED_VERBS = [
     "pools",
     "pool add",
     "pool remove",
@@ -203,12 +203,12 @@ def _verb_of(line: str) -> str:
 
 
 def test_verbs_are_exactly_the_spec_verbs():
-    assert verbs() == SPEC_VERBS
+    assert verbs() == EXPECTED_VERBS
     assert {name for name in VERBS if VERBS[name].starts_work} == STARTING_VERBS
 
 
 def test_the_full_table_covers_every_verb_and_every_flag():
-    assert [_verb_of(line) for line, _, _ in FULL] == SPEC_VERBS
+    assert [_verb_of(line) for line, _, _ in FULL] == EXPECTED_VERBS
     for line, expected, _ in FULL:
         verb = VERBS[_verb_of(line)]
         names = {pos.name for pos in verb.positionals} | {flag.key for flag in verb.flags}
@@ -538,7 +538,7 @@ _WORDS = st.one_of(
 
 
 @settings(max_examples=400)
-@given(st.sampled_from(SPEC_VERBS), st.lists(_WORDS, max_size=9), st.lists(st.booleans(), max_size=9))
+@given(st.sampled_from(EXPECTED_VERBS), st.lists(_WORDS, max_size=9), st.lists(st.booleans(), max_size=9))
 def test_token_sequences_from_real_verbs_and_flags_never_raise_anything_but_parse_error(verb, words, quote):
     line = (
         verb + " " + " ".join(shlex.quote(word) if q else word for word, q in zip(words, quote + [False] * len(words)))
@@ -582,7 +582,7 @@ _BY_METAVAR = {
     ),
     "MODULE:NAME": st.from_regex(rf"{_IDENT}(\.{_IDENT}){{0,2}}:{_IDENT}", fullmatch=True).map(lambda t: (t, t)),
     "SECONDS": st.floats(0, 1e6).map(lambda seconds: (repr(seconds), seconds)),
-    "VERB": st.sampled_from(SPEC_VERBS).map(lambda verb: (verb, verb)),
+    "VERB": st.sampled_from(EXPECTED_VERBS).map(lambda verb: (verb, verb)),
     "K=V": _pairs(_JSON | _BARE_WORDS, lambda v: v if isinstance(v, str) and v[0].isalpha() else json.dumps(v)),
     "K=V1,V2": _pairs(st.lists(_JSON, min_size=1, max_size=3), lambda vs: ",".join(map(json.dumps, vs))),
     "K=JSON": _pairs(_JSON, json.dumps),
@@ -612,7 +612,7 @@ def _quoted(text: str) -> str:
 @st.composite
 def valid_commands(draw):
     """A valid line for a random verb (flags shuffled, both value forms) and the args it must produce."""
-    verb = VERBS[draw(st.sampled_from(SPEC_VERBS))]
+    verb = VERBS[draw(st.sampled_from(EXPECTED_VERBS))]
     words, expected, flag_chunks = [verb.name], {}, []
     for pos in verb.positionals:
         if pos.required or draw(st.booleans()):
@@ -627,7 +627,7 @@ def valid_commands(draw):
             expected[flag.key] = True
             continue
         drawn = draw(_value(flag.type))
-        for text, value in drawn if flag.repeatable else [drawn]:
+        for text, _ in drawn if flag.repeatable else [drawn]:
             equals = draw(st.booleans())
             flag_chunks.append([f"{flag.name}={_quoted(text)}"] if equals else [flag.name, _quoted(text)])
         expected[flag.key] = dict(value for _, value in drawn) if flag.repeatable else drawn[1]
@@ -716,7 +716,7 @@ def test_completion(text, expected):
 
 def test_completion_of_nothing_offers_every_first_word():
     first_words = complete("")
-    assert set(first_words) == {name.split()[0] for name in SPEC_VERBS}
+    assert set(first_words) == {name.split()[0] for name in EXPECTED_VERBS}
     assert first_words == sorted(first_words)
 
 
@@ -734,7 +734,7 @@ def test_help_overview_lists_every_verb_with_its_help():
         assert f"  {verb.name} " in text and verb.help in text
 
 
-@pytest.mark.parametrize("name", SPEC_VERBS)
+@pytest.mark.parametrize("name", EXPECTED_VERBS)
 def test_help_for_a_verb_shows_usage_and_every_flag(name):
     verb = VERBS[name]
     text = help_text(name)

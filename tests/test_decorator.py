@@ -1,4 +1,4 @@
-"""The `@run` path end to end with real job processes (SPEC 2.1-2.4, issue 3 part B).
+"""The `@run` path end to end with real job processes: decorator, job preparation, runner.
 
 User code lives in temp projects whose packages are installed nowhere. Client code runs either in a
 subprocess started like a user would (`python -m pkg.main` from the project) or, where the test needs

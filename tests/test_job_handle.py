@@ -1,4 +1,4 @@
-"""JobHandle, attach and list_jobs against real local jobs (issue 3, SPEC 2.6)."""
+"""JobHandle, attach and list_jobs against real local jobs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The local backend with real job processes (issue 3, SPEC 2.5): pools, FIFO queue, placement, cancel,
+"""The local backend with real job processes: pools, FIFO queue, placement, cancel,
 jobs outliving their client, reconciliation, multi-host slices, volumes, concurrent schedulers, logs."""
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def test_new_process_reconciles_finished_jobs_from_their_result_files(user_proje
     ok, bad = _submit_from_client(user_project, [("hold", (0.2,)), ("boom", ("bad input 7",))])["ids"]
     for job_id in (ok, bad):
         job_dir = local_backend().job(job_id).job_dir
-        wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, f"{job_id} to exit")
+        wait_for(lambda job_dir=job_dir: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, f"{job_id} to exit")
         assert _raw_status(job_id) is JobStatus.RUNNING  # nobody has looked since it ended
     project, _ = user_project
     seen = client_json(

@@ -1,4 +1,4 @@
-"""`map` and batches with real job processes (SPEC 2.6, issue 3 part B): dispatch, concurrency limits,
+"""`map` and batches with real job processes: dispatch, concurrency limits,
 retries, fail-fast, partial failures, completion order and reattaching from another process."""
 
 from __future__ import annotations

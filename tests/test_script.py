@@ -154,7 +154,7 @@ def test_exit_zero_and_one_json_object_per_command() -> None:
 
 def test_a_parse_error_runs_nothing_and_exits_two() -> None:
     before = state_dump()
-    code, out, err = _run('pool add a --accelerator cpu --nodes 1\nobserve ep "unterminated\n', output="json")
+    code, out, _ = _run('pool add a --accelerator cpu --nodes 1\nobserve ep "unterminated\n', output="json")
     assert code == 2
     (record,) = json_lines(out)
     assert record["line"] == 2 and record["ok"] is False
@@ -164,7 +164,7 @@ def test_a_parse_error_runs_nothing_and_exits_two() -> None:
 
 
 def test_a_failing_command_stops_the_script_and_keeps_earlier_effects() -> None:
-    code, out, err = _run(
+    code, _, err = _run(
         "pool add a --accelerator cpu --nodes 1\npool remove nope\npool add b --accelerator cpu --nodes 1\n",
         output="text",
     )
@@ -176,7 +176,7 @@ def test_a_failing_command_stops_the_script_and_keeps_earlier_effects() -> None:
 
 
 def test_keep_going_runs_the_rest_and_still_exits_one() -> None:
-    code, out, err = _run("pool remove nope\npool add b --accelerator cpu --nodes 1\n", output="json", keep_going=True)
+    code, out, _ = _run("pool remove nope\npool add b --accelerator cpu --nodes 1\n", output="json", keep_going=True)
     assert code == 1
     assert [r["ok"] for r in json_lines(out)] == [False, True]
 

@@ -1,4 +1,4 @@
-"""Console training runs (SPEC 3.1 console paragraph): real jobs on pools, interrupt/resume, the hash contract.
+"""Console training runs: real jobs on pools, interrupt/resume, the hash contract.
 
 The user steps below are imported INSIDE the job process as `tests.test_training_runs:FUNC`, which is how
 a user's `MODULE:FUNC` step reaches the job (the project is on the job's sys.path via context.zip).
@@ -41,7 +41,7 @@ def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
 
 
 def halving_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    return {"loss": state.get("loss", 1.0) / 2, "seen": state.get("seen", []) + [epoch]}
+    return {"loss": state.get("loss", 1.0) / 2, "seen": [*state.get("seen", []), epoch]}
 
 
 def exploding_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
@@ -232,7 +232,8 @@ def test_resume_from_a_new_process_gives_the_straight_hash(service):
     assert service.wait("p").status == "Stopped"
     script = (
         "import json; from kinetic_tui.core.training.service import TrainingService; "
-        "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "from kinetic_tui.core.backends.local.workspace import store; "
+        "from kinetic_tui.core.backends.registry import workspace_backend; "
         "s = TrainingService(store(), workspace_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))"
     )
     out = subprocess.run(
@@ -251,7 +252,9 @@ def test_resume_from_a_new_process_gives_the_straight_hash(service):
 def die_while_submitting(call: str) -> None:
     """Run `TrainingService.<call>` in a process that dies inside the submission, after the reservation."""
     script = (
-        "import os, kinetic_tui.core.training.service as tr; from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "import os, kinetic_tui.core.training.service as tr; "
+        "from kinetic_tui.core.backends.local.workspace import store; "
+        "from kinetic_tui.core.backends.registry import workspace_backend; "
         "tr.submit_call = lambda *a, **k: os._exit(3); "
         f"tr.TrainingService(store(), workspace_backend()).{call}"
     )

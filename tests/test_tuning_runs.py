@@ -1,4 +1,4 @@
-"""Console tuning studies (SPEC 3.2 console paragraph): trials are training jobs on a pool, within capacity."""
+"""Console tuning studies: trials are training jobs on a pool, within capacity."""
 
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def test_trials_and_best_survive_a_new_process(service):
     study = service.tune("kept", SPACE, "random", 3, seed=3, pool="two", epochs=2)
     script = (
         "import json; from kinetic_tui.core.training.service import TrainingService; "
-        "from kinetic_tui.core.backends.local.workspace import store; from kinetic_tui.core.backends.registry import workspace_backend; "
+        "from kinetic_tui.core.backends.local.workspace import store; "
+        "from kinetic_tui.core.backends.registry import workspace_backend; "
         "print(json.dumps(TrainingService(store(), workspace_backend()).study('kept').to_dict()))"
     )
     out = subprocess.run(

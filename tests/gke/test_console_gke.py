@@ -109,7 +109,7 @@ def test_cancel_deletes_the_running_job_and_pools_count_the_cluster_jobs(gke: Si
     gke.pools.add("tpu-v5e", "v5e-2x2", 1, spot=True)
     (running,) = results(f"submit {gke.ref}:hold --args [30] --accelerator l4 --detach")
     name = wait_for_workload(gke.cluster.kubelet, "job")
-    pod, process = gke.cluster.kubelet.start_job(name)
+    _pod, process = gke.cluster.kubelet.start_job(name)
     try:
         (queued,) = results(f"submit {gke.ref}:hold --args [30] --accelerator l4 --detach")
         status, pools, listed = results(f"status {name}\npools\njobs --status PENDING")

@@ -230,7 +230,7 @@ def _delete_requests(c: Cluster, name: str) -> list[Any]:
 def test_cancel_deletes_the_job_in_the_foreground(cluster: Cluster, jobs: Any) -> None:
     handle = submit(jobs.hold, 30)
     name = wait_for_workload(cluster.kubelet, "job")
-    pod, process = cluster.kubelet.start_job(name)
+    _pod, process = cluster.kubelet.start_job(name)
     try:
         backend = cluster.backend()
         assert backend.refresh(name).status is JobStatus.RUNNING

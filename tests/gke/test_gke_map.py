@@ -95,7 +95,7 @@ def test_max_concurrent_creates_the_rest_suspended_and_releases_them_one_by_one(
         batch = tasks.cube.map([1, 2, 3], max_concurrent=1)
         jobs = created_jobs(cluster)
         assert [bool(job["spec"].get("suspend")) for job in jobs] == [False, True, True]
-        first, second, third = (h.job_id for h in batch.handles())
+        _first, second, third = (h.job_id for h in batch.handles())
         assert kinetic.attach(second).status() is JobStatus.PENDING
         assert batch.results(timeout=TIMEOUT) == [1, 8, 27]
     assert releases(cluster) == [second, third]  # in input order, each once a slot was free

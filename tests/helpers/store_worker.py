@@ -10,7 +10,8 @@ import itertools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.registry import ModelRegistry
@@ -56,7 +57,7 @@ def endpoint(store: Store, step: str) -> dict:
     return {"instance_count": ep.instance_count, "history": [list(e) for e in ep.history]}
 
 
-def drive_registry(reg: ModelRegistry, transaction: Callable[[], ContextManager[Any]]) -> None:
+def drive_registry(reg: ModelRegistry, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
     """The registry actions of the restart test; the test replays them in memory for the expected state."""
     with transaction():
         for n in range(1, 4):

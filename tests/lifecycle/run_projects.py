@@ -1,4 +1,4 @@
-"""Temp user projects and real client processes for the `@run` lifecycle tests (issue 3, part B).
+"""Temp user projects and real client processes for the `@run` lifecycle tests.
 
 A "user project" is a directory with a pyproject.toml and a package that is installed nowhere: clients
 import it only because they run with the project as their working directory (subprocess) or because a

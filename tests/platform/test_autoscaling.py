@@ -1,4 +1,4 @@
-"""Endpoint autoscaling (SPEC 3.4): cooldowns with one last_scale_tick, reconfigure, restore."""
+"""Endpoint autoscaling: cooldowns with one last_scale_tick, reconfigure, restore."""
 
 from __future__ import annotations
 
@@ -135,7 +135,9 @@ steps = st.lists(
 
 
 def reference(config: dict, ops: list) -> list[tuple]:
-    """Deliberately naive restatement of SPEC 3.4: integer ceil, explicit branches, no shared code."""
+    """Deliberately naive restatement of the scaling rule (desired = clamped ceil(concurrency / target); a change
+    waits out the cooldown of its direction since the last scale): integer ceil, explicit branches, no shared
+    code."""
     low, high = config["min_instances"], config["min_instances"] + config["extra"]
     target = config["target_per_instance"]
     count, stamp, tick, log = low, None, None, []

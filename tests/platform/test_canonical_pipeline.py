@@ -1,4 +1,4 @@
-"""The canonical demo pipeline (SPEC 3.6): the three runs the demo shows, shared caches and determinism."""
+"""The canonical demo pipeline: the three runs the demo shows, shared caches and determinism."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pipelines (SPEC 3.6): planning, construction errors, the cache contract, gates, failures, persistence."""
+"""Pipelines: planning, construction errors, the cache contract, gates, failures, persistence."""
 
 from __future__ import annotations
 

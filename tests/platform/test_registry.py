@@ -1,4 +1,4 @@
-"""Model registry (SPEC 3.3): stage graph, single-Production rule, history, listener and restore."""
+"""Model registry: stage graph, single-Production rule, history, listener and restore."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from kinetic_tui.core.platform.registry import (
     Transition,
 )
 
-SPEC_EDGES = {
+ALLOWED_EDGES = {
     ("None", "Staging"),
     ("None", "Archived"),
     ("Staging", "Production"),
@@ -57,7 +57,7 @@ def test_enum_values_and_edges_match_the_spec():
         ("PRODUCTION", "Production"),
         ("ARCHIVED", "Archived"),
     ]
-    assert {(a.value, b.value) for a, targets in ALLOWED_TRANSITIONS.items() for b in targets} == SPEC_EDGES
+    assert {(a.value, b.value) for a, targets in ALLOWED_TRANSITIONS.items() for b in targets} == ALLOWED_EDGES
 
 
 def test_register_numbers_versions_per_group_and_keeps_them_immutable():
@@ -89,7 +89,7 @@ def test_every_edge_is_allowed_exactly_when_the_spec_says(source, target):
     registry.register("g", "h")
     for stage in PATH_TO[source]:
         registry.transition("g", 1, stage)
-    if (source.value, target.value) in SPEC_EDGES:
+    if (source.value, target.value) in ALLOWED_EDGES:
         assert registry.transition("g", 1, target).stage is target
         assert registry.history("g")[-1][1:3] == (source, target)
         return
@@ -246,7 +246,7 @@ def legal_in_reference(before: dict, op: tuple) -> bool:
     if group not in before or version > len(before[group][0]):
         return False
     current = before[group][0][version - 1].stage
-    if (current.value, stage.value) not in SPEC_EDGES:
+    if (current.value, stage.value) not in ALLOWED_EDGES:
         return False
     return not (stage is Stage.PRODUCTION and before[group][2] is not None and not archive_existing)
 

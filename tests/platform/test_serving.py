@@ -1,4 +1,4 @@
-"""Multi-model serving (SPEC 3.5): LRU loading against a reference, re-register, errors, restore."""
+"""Multi-model serving: LRU loading against a reference, re-register, errors, restore."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class Scaler:
 
 
 class ReferenceLRU:
-    """Written from the SPEC text alone, on OrderedDict, for comparison."""
+    """An independent LRU on OrderedDict, for comparison: a hit moves the model to most-recent; a miss at capacity
+    evicts the least-recently-used, then loads."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity, self.cache, self.models = capacity, OrderedDict(), {}

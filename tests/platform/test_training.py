@@ -1,4 +1,5 @@
-"""SPEC 3.1: the artifact-hash contract, the deep-copy rule, capacity and the status machine."""
+"""Training jobs: the artifact-hash contract (an interrupted-then-resumed run ends with the hash of an
+uninterrupted one), the deep-copy rule for checkpoints, capacity and the status machine."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_contract_holds_for_any_sequence_of_interrupts(max_epochs, checkpoint_ev
     runner = ManagedTrainingRunner(TrainingCluster(1))
     job = TrainingJob("j", hp, max_epochs, checkpoint_every)
     runner.start(job, interrupts[0] if interrupts else None)
-    for interrupt in interrupts[1:] + [None]:
+    for interrupt in [*interrupts[1:], None]:
         if job.status is TrainingStatus.STOPPED:
             finish(runner, job, interrupt)
     assert job.status is TrainingStatus.COMPLETED

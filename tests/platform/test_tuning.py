@@ -1,4 +1,4 @@
-"""SPEC 3.2: candidate order per strategy, the best-trial tie rules, trials as real training jobs."""
+"""Hyperparameter tuning: candidate order per strategy, the best-trial tie rules, trials as real training jobs."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def test_step_rows_accept_the_snapshot_shape():
 
 
 def test_run_history_rows_over_the_canonical_pipeline():
-    """Run 2 with identical params executes nothing; a higher threshold flips the gate (SPEC 3.6)."""
+    """Run 2 with identical params executes nothing; a higher threshold flips the gate."""
     pipeline = canonical_pipeline()
     runs = [pipeline.run(), pipeline.run(), pipeline.run({"threshold": 0.99})]
     rows = run_history_rows(run.to_record() for run in runs)

@@ -8,7 +8,8 @@ from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.render.scaling_chart import cache_rows, render_scaling_chart
 from tests.render import widest
 
-# SPEC 3.4 worked example: observe(45, 0) → 5 scale_out; (5, 1) hold; (5, 9) → 1 scale_in; (9999, 20) → 5
+# Min 1, max 5, target 10, cooldowns out 3 / in 5:
+# observe(45, 0) → 5 scale_out; (5, 1) hold; (5, 9) → 1 scale_in; (9999, 20) → 5
 GOLDEN = """\
 5 ┤██ █
 4 ┤██ █

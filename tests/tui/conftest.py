@@ -1,8 +1,8 @@
 """TUI fixtures: a user project whose functions the tests submit, a console on the test's KINETIC_HOME,
 a deterministic workspace built through that console, and an app factory with a fixed clock.
 
-Apps run at 80x24, the size the spec promises; `settle` waits for the app's workers so a test asserts on
-core state only after the action has really finished.
+Apps run at 80x24, the smallest terminal the console must work in; `settle` waits for the app's workers so a
+test asserts on core state only after the action has really finished.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ async def test_number_keys_switch_views_and_the_header_names_the_current_one(mak
 
 
 async def test_only_the_first_view_is_mounted_at_start_and_each_other_mounts_once(make_app: AppFactory) -> None:
-    """Lazy mounting (issue 5, first paint): nothing unseen is styled before the first frame."""
+    """Lazy mounting, for a cheap first paint: nothing unseen is styled before the first frame."""
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         assert [type(view) for view in app.query(View)] == [ClustersView]

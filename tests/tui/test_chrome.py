@@ -1,5 +1,6 @@
 """The console's chrome: the header (workspace and view tabs) and the footer's key hints, as pure renderers
-and as the widgets that draw them, plus what the first frame holds (issue 5, first paint)."""
+and as the widgets that draw them, plus what the first frame holds (only what is seen, so the first paint
+stays cheap)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ async def test_the_footer_lists_the_focused_views_keys_and_readonly_hides_mutati
     for readonly, expected in ((False, " a Add pool  d Remove pool  : Command"), (True, " : Command  / Filter")):
         app = make_app(readonly=readonly)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: app.focused is not None, pilot)
+            await wait_for(lambda app=app: app.focused is not None, pilot)
             await pilot.pause()
             line = _footer_line(app)
             assert line.startswith(expected) and line.endswith(f"{CORNER_BAR}^p palette ")
@@ -143,7 +144,7 @@ class _FirstFrame(KineticApp):
 
 
 async def test_the_first_frame_draws_only_the_header_the_first_view_and_the_footer(console: Console) -> None:
-    """Issue 5: every widget costs the first paint; the focus (a restyle) and the data come a frame later."""
+    """Every widget costs the first paint; the focus (a restyle) and the data come a frame later."""
     app = _FirstFrame(console)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: hasattr(app, "first_frame"), pilot)

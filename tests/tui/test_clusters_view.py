@@ -37,7 +37,7 @@ async def test_pools_show_usage_queue_kind_and_a_sampled_history(make_app: AppFa
         await wait_for(lambda: len(app.pool_history.get("one", ())) >= 3, pilot)
         pools = app.query_one("#pools", VirtualTable)
         await wait_for(lambda: _cells(pools, "one")[3] == "1", pilot)
-        name, accelerator, nodes, used, queued, kind, utilisation = _cells(pools, "one")
+        _name, accelerator, nodes, used, queued, kind, utilisation = _cells(pools, "one")
         assert (accelerator, nodes, used, queued, kind) == ("l4x1", "1", "1", "1", "emulated")
         assert utilisation.endswith("100%") and "█" in utilisation
         assert set(app.pool_history["one"]) <= {0, 1} and app.pool_history["one"][-1] == 1

@@ -1,4 +1,4 @@
-"""16 colours and NO_COLOR (SPEC 5, issue 5): the console draws with the ANSI theme, whose colours the
+"""16 colours and NO_COLOR: the console draws with the ANSI theme, whose colours the
 terminal maps itself, so it never emits 256-colour or truecolour escapes; with NO_COLOR it emits no colour.
 
 Checked twice: headless, on the styles of every cell the compositor draws (every view, the job screen, the

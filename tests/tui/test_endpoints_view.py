@@ -1,4 +1,4 @@
-"""Endpoints view (SPEC 5, view 5): scale and load through their forms change the endpoint in the core."""
+"""Endpoints view (view 5): scale and load through their forms change the endpoint in the core."""
 
 from __future__ import annotations
 

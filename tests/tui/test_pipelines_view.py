@@ -1,4 +1,4 @@
-"""Pipelines view (SPEC 5, view 6): the canonical pipeline's DAG with statuses, and rerun with param edits."""
+"""Pipelines view (view 6): the canonical pipeline's DAG with statuses, and rerun with param edits."""
 
 from __future__ import annotations
 

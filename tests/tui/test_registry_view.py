@@ -1,4 +1,4 @@
-"""Registry view (SPEC 5, view 4): promote through the stage picker; illegal targets disabled; taking a
+"""Registry view (view 4): promote through the stage picker; illegal targets disabled; taking a
 version out of Production asks first."""
 
 from __future__ import annotations

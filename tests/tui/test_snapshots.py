@@ -1,4 +1,4 @@
-"""Snapshot tests of every console view (issue 5) at 80x24 and 120x40, on the deterministic workspace of
+"""Snapshot tests of every console view at 80x24 and 120x40, on the deterministic workspace of
 `snapshot_workspace` (built once per session), with the app's clock fixed and animations off.
 
 Each scenario waits for the state it shows (the app's refresh, a job's whole log, a dialog) before the

@@ -6,6 +6,7 @@ without notice; a write to one breaks silently instead of failing at import."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import inspect
 import re
@@ -23,10 +24,8 @@ SELF_WRITE = re.compile(r"self\.(_[a-zA-Z]\w*)\s*(?::[^=\n]+)?(?:\[[^\]\n]*\])*\
 def framework_privates(cls: type) -> frozenset[str]:
     """Private names a framework class defines: class attributes and fields its methods assign."""
     names = {name for name in vars(cls) if name.startswith("_") and not name.startswith("__")}
-    try:
+    with contextlib.suppress(OSError, TypeError):  # no source for builtins and C types: class attributes only
         names |= set(SELF_WRITE.findall(inspect.getsource(cls)))
-    except (OSError, TypeError):
-        pass
     return frozenset(names)
 
 

@@ -1,4 +1,4 @@
-"""Training view (SPEC 5, view 3): interrupt and resume a real training job on a pool from the keyboard;
+"""Training view (view 3): interrupt and resume a real training job on a pool from the keyboard;
 studies list their trials with the best one marked."""
 
 from __future__ import annotations
