@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.errors import ValidationError
 
 if TYPE_CHECKING:
-    from kinetic_tui.core.storage.base import Storage
+    from kinetic_tui.core.storage.base import Uploads
 
 DATA_REF_KEY = "__kinetic_data_ref__"
 CACHE_PREFIX = "data-cache"
@@ -79,7 +79,7 @@ class Data:
         prefix = b"dir:" if self.is_dir else b"file:"
         return hashlib.sha256(prefix + "\n".join(digests).encode()).hexdigest()
 
-    def to_ref(self, storage: Storage) -> dict[str, Any]:
+    def to_ref(self, storage: Uploads) -> dict[str, Any]:
         """Upload if the bucket lacks this content, then return the data-ref dict the runner resolves."""
         if self.uri is not None:
             return _ref(self.uri, self.is_dir, self.name)
@@ -117,7 +117,7 @@ def _file_digest(rel: str, path: Path) -> str:
     return digest.hexdigest()
 
 
-def replace_data_refs(obj: Any, storage: Storage, *, label: str = "arguments") -> tuple[Any, list[Data]]:
+def replace_data_refs(obj: Any, storage: Uploads, *, label: str = "arguments") -> tuple[Any, list[Data]]:
     """Return `obj` with every `Data` (any depth of lists, tuples, dict values) replaced by its ref dict,
     and the distinct `Data` found in discovery order.
 

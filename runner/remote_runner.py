@@ -1,4 +1,4 @@
-"""The kinetic job runner: fetch a job, check it, run it, and store its result (SPEC 2.4).
+"""The kinetic job runner: fetch a job, check it, run it, and store its result.
 
 This file is shipped on its own into pods and local job processes, so it imports only the standard
 library and cloudpickle (google-cloud-storage lazily, for gs:// URIs only) and nothing of ours. It keeps
@@ -75,12 +75,12 @@ class _Phase:
     def __enter__(self) -> None:
         self.start = time.perf_counter()
 
-    def __exit__(self, kind: type | None, exc: BaseException | None, _tb: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any) -> None:
         elapsed = time.perf_counter() - self.start
         if exc is None:
             if not self.quiet:
                 log(f"phase {self.name} ok ({elapsed:.2f}s)")
-            return False
+            return
         log(f"phase {self.name} FAILED ({elapsed:.2f}s): {type(exc).__name__}: {exc}")
         raise PhaseError(self.name, exc, _format_exc(exc)) from exc
 
@@ -359,7 +359,8 @@ class DataResolver:
             return [self.replace(item) for item in value]
         if isinstance(value, tuple):
             items = [self.replace(item) for item in value]
-            return type(value)._make(items) if hasattr(value, "_fields") else type(value)(items)
+            cls: Any = type(value)  # with `_fields` it is a namedtuple class, whose `_make` the checker cannot see
+            return cls._make(items) if hasattr(value, "_fields") else cls(items)
         if isinstance(value, dict):
             return {key: self.replace(item) for key, item in value.items()}
         return value
@@ -403,7 +404,8 @@ def encode_result(outcome: dict[str, Any]) -> bytes:
     if outcome["exception"] is not None:
         outcome["exception"] = portable_exception(outcome["exception"])
     try:
-        return cloudpickle.dumps(outcome)
+        pickled: bytes = cloudpickle.dumps(outcome)  # cloudpickle ships no type hints
+        return pickled
     except Exception as exc:
         value = outcome["result"]
         kind = type(value).__qualname__
@@ -418,7 +420,8 @@ def encode_result(outcome: dict[str, Any]) -> bytes:
             serialization_failed=True,
             result_repr=_safe_repr(value),
         )
-        return cloudpickle.dumps(outcome)
+        pickled = cloudpickle.dumps(outcome)
+        return pickled
 
 
 def summarize(outcome: dict[str, Any]) -> bytes:
@@ -581,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- lanes: many inputs of one map in one process (local backend) ------------------------------------
 #
-# Usage: python remote_runner.py --lane SPEC.json, where the spec names the batch artifact (one pickle of
+# Usage: python remote_runner.py --lane LANE.json, where the lane's spec names the batch artifact (one pickle of
 # {"payload": the function's payload, "inputs": [pickled (args, kwargs), ...]}), the context archive, their
 # digests and this lane's inputs [[index, job_id, output_dir], ...]. The lane writes, per input, a
 # `start` line and then an `end` line (or `skip` when the input was cancelled before it began) to the
@@ -602,8 +605,9 @@ def _log_offset() -> int:
 
 class _Lane:
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.progress = open(spec["progress"], "ab", buffering=0)
-        self.results = open(spec["results"], "ab", buffering=0)
+        # both stay open, unbuffered, for the lane process's whole life: no block can scope them
+        self.progress = open(spec["progress"], "ab", buffering=0)  # noqa: SIM115
+        self.results = open(spec["results"], "ab", buffering=0)  # noqa: SIM115
         self.result_at = self.results.seek(0, os.SEEK_END)
         self.cancel_path = spec["cancelled"]
         self.cancel_size = 0

@@ -19,18 +19,23 @@ from kinetic_tui.core.errors import NotFoundError, ValidationError
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
-@runtime_checkable
-class Storage(Protocol):
-    """An object store laid out like the jobs bucket (SPEC 2.3): flat keys, '/' as a soft separator."""
-
-    bucket: str
+class Uploads(Protocol):
+    """The part of a Storage that uploading needs (Data's cache writes; a view may queue them)."""
 
     def uri(self, key: str) -> str: ...
     def put_bytes(self, key: str, data: bytes) -> None: ...
     def put_file(self, key: str, path: Path) -> None: ...
+    def exists(self, key: str) -> bool: ...
+
+
+@runtime_checkable
+class Storage(Uploads, Protocol):
+    """An object store laid out like the jobs bucket: flat keys, '/' as a soft separator."""
+
+    bucket: str
+
     def get_bytes(self, key: str) -> bytes: ...
     def download_file(self, key: str, dest: Path) -> None: ...
-    def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> list[str]: ...
     def delete_prefix(self, prefix: str) -> int: ...
 

@@ -67,9 +67,10 @@ class GcsStorage:
 
     def get_bytes(self, key: str) -> bytes:
         try:
-            return self._bucket.blob(validate_key(key)).download_as_bytes()
+            data: bytes = self._bucket.blob(validate_key(key)).download_as_bytes()  # the SDK is untyped here
         except _not_found():
             raise missing(self, key) from None
+        return data
 
     def download_file(self, key: str, dest: Path) -> None:
         # Look the object up first so a missing key creates no directories at the destination.

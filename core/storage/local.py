@@ -36,7 +36,7 @@ class LocalStorage:
 
     @classmethod
     def in_home(cls, bucket: str) -> LocalStorage:
-        """The local backend's bucket under KINETIC_HOME (SPEC 1: `local/` holds the local buckets)."""
+        """The local backend's bucket under KINETIC_HOME (its `local/` folder holds the local buckets)."""
         return cls(local_root() / "buckets", bucket)
 
     def __repr__(self) -> str:

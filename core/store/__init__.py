@@ -1,4 +1,4 @@
-"""Durable state (SPEC 4): one SQLite file, one transaction per console action, a repository per mechanism.
+"""Durable state: one SQLite file, one transaction per console action, a repository per mechanism.
 
 store = Store()                        # $KINETIC_HOME/state.db, checked and migrated
 registry = store.registry.load_registry()

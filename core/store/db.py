@@ -144,7 +144,7 @@ class Database:
                 conn.execute(f"PRAGMA user_version = {int(target)}")
 
     def schema_version(self) -> int:
-        return self.connection.execute("PRAGMA user_version").fetchone()[0]
+        return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
 
     # -- errors --------------------------------------------------------------------------------------
 

@@ -28,14 +28,14 @@ class GkePoolsRepo:
             f"SELECT {_COLUMNS} FROM gke_pools WHERE project = ? AND cluster = ? ORDER BY name",
             (self.project, self.cluster),
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [tuple(row) for row in rows]
 
     def get(self, name: str) -> PoolRow | None:
         rows = self._db.query(
             f"SELECT {_COLUMNS} FROM gke_pools WHERE project = ? AND cluster = ? AND name = ?",
             (self.project, self.cluster, name),
         )
-        return tuple(rows[0]) if rows else None  # type: ignore[return-value]
+        return tuple(rows[0]) if rows else None
 
     def clash(self, conn: sqlite3.Connection, name: str, accelerator: str, spot: bool) -> tuple[Any, ...] | None:
         """(name, accelerator, spot) of a pool that has this name, or this accelerator and pricing."""

@@ -91,9 +91,10 @@ def group_statuses(db: Database, group_id: str) -> list[tuple[str, str, float | 
 
 def active_in_pool(conn: sqlite3.Connection, pool: str) -> int:
     """How many jobs of `pool` are PENDING or RUNNING."""
-    return conn.execute(
+    count: int = conn.execute(
         "SELECT COUNT(*) FROM jobs WHERE pool = ? AND status IN ('PENDING', 'RUNNING')", (pool,)
     ).fetchone()[0]
+    return count
 
 
 def queue(conn: sqlite3.Connection, pool: str) -> list[tuple[Any, ...]]:
@@ -150,10 +151,10 @@ def max_concurrent(conn: sqlite3.Connection, group_id: str) -> int | None:
 
 def group_running(conn: sqlite3.Connection, group_id: str) -> int:
     """What counts against a batch's max_concurrent: its running jobs outside lanes and its open lanes."""
-    jobs = conn.execute(
+    jobs: int = conn.execute(
         "SELECT COUNT(*) FROM jobs WHERE group_id = ? AND status = 'RUNNING' AND lane IS NULL", (group_id,)
     ).fetchone()[0]
-    return (
-        jobs
-        + conn.execute("SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL", (group_id,)).fetchone()[0]
-    )
+    lanes: int = conn.execute(
+        "SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL", (group_id,)
+    ).fetchone()[0]
+    return jobs + lanes

@@ -33,7 +33,8 @@ def get(db: Database, lane_id: str) -> tuple[Any, ...] | None:
 
 def current(conn: sqlite3.Connection, lane_id: str) -> tuple[Any, ...]:
     """The lane as the caller's transaction sees it."""
-    return conn.execute(f"SELECT {COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,)).fetchone()
+    row: tuple[Any, ...] = conn.execute(f"SELECT {COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,)).fetchone()
+    return row
 
 
 # -- opening -------------------------------------------------------------------------------------------
@@ -49,11 +50,12 @@ def unassigned_inputs(conn: sqlite3.Connection, group_id: str) -> list[tuple[str
 
 def mean_input_seconds(conn: sqlite3.Connection, group_id: str) -> float | None:
     """How long the batch's inputs that succeeded in lanes took on average (None before the first)."""
-    return conn.execute(
+    mean: float | None = conn.execute(
         "SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
         "AND status = 'SUCCEEDED'",
         (group_id,),
     ).fetchone()[0]
+    return mean
 
 
 def insert(conn: sqlite3.Connection, lane_id: str, pool: str, group_id: str, directory: str, now: float) -> None:
@@ -132,7 +134,10 @@ def set_progress(conn: sqlite3.Connection, lane_id: str, offset: int) -> None:
 
 
 def started_count(conn: sqlite3.Connection, lane_id: str) -> int:
-    return conn.execute("SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL", (lane_id,)).fetchone()[0]
+    count: int = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE lane = ? AND log_start IS NOT NULL", (lane_id,)
+    ).fetchone()[0]
+    return count
 
 
 def settle_in_flight(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:

@@ -22,20 +22,21 @@ class StoredRun(NamedTuple):
     run: PipelineRun
 
 
-class StepCache(MutableMapping[str, dict]):
+class StepCache(MutableMapping[str, dict[str, Any]]):
     """The step cache as a table, so a rerun in another process (or after a restart) hits it.
     Writes join the caller's transaction; values round-trip through JSON (tuples come back as lists)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def __getitem__(self, key: str) -> dict:
+    def __getitem__(self, key: str) -> dict[str, Any]:
         rows = self._db.query("SELECT outputs FROM step_cache WHERE key = ?", (key,))
         if not rows:
             raise KeyError(key)
-        return json.loads(rows[0][0])
+        outputs: dict[str, Any] = json.loads(rows[0][0])  # __setitem__ stores dicts only
+        return outputs
 
-    def __setitem__(self, key: str, outputs: dict) -> None:
+    def __setitem__(self, key: str, outputs: dict[str, Any]) -> None:
         if not isinstance(key, str) or not isinstance(outputs, dict):
             raise ValidationError(
                 f"step cache: expected a str key and dict outputs, got {key!r}: {type(outputs).__name__}"
@@ -56,7 +57,8 @@ class StepCache(MutableMapping[str, dict]):
         return iter([key for (key,) in self._db.query("SELECT key FROM step_cache ORDER BY key")])
 
     def __len__(self) -> int:
-        return self._db.query("SELECT COUNT(*) FROM step_cache")[0][0]
+        count: int = self._db.query("SELECT COUNT(*) FROM step_cache")[0][0]
+        return count
 
 
 def resolve_pipeline(ref: str) -> Pipeline:
@@ -119,6 +121,7 @@ class PipelineRepo:
         record = dumps(run.to_record(), f"run of pipeline {run.pipeline!r}")
         with self._db.transaction() as conn:
             self.definition(run.pipeline)
+            number: int
             (number,) = conn.execute(
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM pipeline_runs WHERE pipeline = ?", (run.pipeline,)
             ).fetchone()

@@ -56,12 +56,13 @@ def capacities(conn: sqlite3.Connection, name: str | None = None) -> list[tuple[
 
 
 def capacity(conn: sqlite3.Connection, name: str) -> int:
-    return conn.execute("SELECT nodes FROM pools WHERE name = ?", (name,)).fetchone()[0]
+    return int(conn.execute("SELECT nodes FROM pools WHERE name = ?", (name,)).fetchone()[0])
 
 
 def nodes_in_use(conn: sqlite3.Connection, pool: str) -> int:
     """Nodes held on `pool`: running jobs outside lanes, plus one per open lane."""
-    jobs = conn.execute(
+    jobs: int = conn.execute(
         "SELECT COALESCE(SUM(nodes), 0) FROM jobs WHERE pool = ? AND status = 'RUNNING' AND lane IS NULL", (pool,)
     ).fetchone()[0]
-    return jobs + conn.execute("SELECT COUNT(*) FROM lanes WHERE pool = ? AND ended_at IS NULL", (pool,)).fetchone()[0]
+    lanes: int = conn.execute("SELECT COUNT(*) FROM lanes WHERE pool = ? AND ended_at IS NULL", (pool,)).fetchone()[0]
+    return jobs + lanes

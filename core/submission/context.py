@@ -1,4 +1,4 @@
-"""JobContext: every setting of one submission, resolved once (SPEC 2.3 step 1).
+"""JobContext: every setting of one submission, resolved once, before anything else of it happens.
 
 The decorator, `map` and the console all build a `JobContext` first; everything downstream (packaging,
 upload, the backend) reads from it, so a setting is never resolved twice in two different ways.
@@ -157,12 +157,13 @@ class JobContext:
             project=project, zone=zone, cluster=cluster, namespace=namespace, backend=infra_backend, profile=profile
         )
         chosen_backend = choose_backend(infra.backend, parsed, backend)
-        func_name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+        func_name: str = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+        short_name: str = getattr(func, "__name__", func_name)
         return cls(
             job_id=job_id or new_job_id(),
             func=func,
             func_name=func_name,
-            display_name=display_name or getattr(func, "__name__", func_name),
+            display_name=display_name or short_name,
             infra=infra,
             accelerator=parsed,
             backend=chosen_backend,
@@ -178,8 +179,8 @@ class JobContext:
         )
 
 
-def check_callable(func: Any) -> Callable[..., Any]:
-    """Decoration-time checks (SPEC 2.1): these objects cannot be shipped as a plain function."""
+def check_callable(func: object) -> Callable[..., Any]:
+    """Decoration-time checks: these objects cannot be shipped as a plain function."""
     if isinstance(func, (classmethod, staticmethod)):
         raise TypeError(f"@run cannot decorate a {type(func).__name__} object; apply @run to a plain function")
     if hasattr(func, "cache_info") and hasattr(func, "__wrapped__"):

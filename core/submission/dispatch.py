@@ -1,4 +1,4 @@
-"""Submit calls: context -> the backend the registry picks for it -> a handle (SPEC 2.3, 2.5).
+"""Submit calls: context -> the backend the registry picks for it -> a handle.
 
 Each backend checks, packs, uploads and queues the call its own way (the local one places it on a pool and
 writes to its jobs bucket; GKE resolves an image and creates a Job); every check runs before anything is

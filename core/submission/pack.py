@@ -1,4 +1,4 @@
-"""Turn a JobContext and a call into uploaded artifacts (SPEC 2.3 steps 2-7), ready for any backend.
+"""Turn a JobContext and a call into uploaded artifacts (data, payload, archive, handle), ready for any backend.
 
 Submission is split in two so that a call that raises writes nothing: `pack` checks and pickles the call
 (Data found, env captured, payload pickled, plan taken from the client's cwd and sys.path) while every
@@ -42,7 +42,7 @@ PAYLOAD, CONTEXT, RESULT, HANDLE = "payload.pkl", "context.zip", "result.pkl", "
 
 
 class DeferredWrites:
-    """A Storage view for Data uploads: reads pass through, writes queue until `flush`.
+    """The `Uploads` view Data writes through: `exists` and `uri` pass through, writes queue until `flush`.
 
     Queued keys count as existing, so the same content in many inputs of a map is uploaded once; the
     queue keeps insertion order, so each Data's marker is still written after its files.
@@ -113,7 +113,7 @@ class Prepared:
 
 
 def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_dir: str) -> dict[str, Any]:
-    """The durable, JSON-serialisable JobHandle (SPEC 2.6)."""
+    """The durable JobHandle: plain JSON, so `attach` can rebuild the handle in another process."""
     infra = ctx.infra
     return {
         "job_id": ctx.job_id,

@@ -1,4 +1,4 @@
-"""The GKE backend (SPEC 7): one batch/v1 Job per call, status from the Job and its pods, logs from the
+"""The GKE backend: one batch/v1 Job per call, status from the Job and its pods, logs from the
 pod log stream, results in the jobs bucket.
 
 A job's truth lives in two places that outlive each other: the Kubernetes Job (gone 600 s after it
@@ -29,7 +29,7 @@ from typing import Any
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, parse_accelerator
 from kinetic_tui.core.backends.base import JobState
 from kinetic_tui.core.backends.gke import manifests
-from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error
+from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error, api_reason
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage
@@ -63,7 +63,7 @@ def _parse_time(text: str | None) -> float | None:
 
 def diagnose(
     pods: Sequence[Mapping[str, Any]],
-    events: Callable[[str], list[Mapping[str, Any]]],
+    events: Callable[[str], Sequence[Mapping[str, Any]]],
     accelerator: str,
     now: float,
     pending_timeout: float,
@@ -113,9 +113,10 @@ def container_exit_code(pod: Mapping[str, Any]) -> int | None:
 
 def _summary(storage: Storage, job_id: str, name: str) -> dict[str, Any] | None:
     try:
-        return json.loads(storage.get_bytes(f"{job_id}/{name}"))
+        summary: dict[str, Any] = json.loads(storage.get_bytes(f"{job_id}/{name}"))
     except NotFoundError:
         return None
+    return summary
 
 
 def _failure_text(summary: Mapping[str, Any]) -> str:
@@ -155,9 +156,9 @@ class GkeBackend:
         return self._get(self.clients.batch.read_namespaced_job, job_id, self.namespace)
 
     def _list(self) -> list[dict[str, Any]]:
-        return self._raw(
+        return self._items(
             self.clients.batch.list_namespaced_job, self.namespace, label_selector=manifests.ALL_JOBS_SELECTOR
-        )["items"]
+        )
 
     def _delete(self, job_id: str, propagation: str) -> None:
         self._get(self.clients.batch.delete_namespaced_job, job_id, self.namespace, propagation_policy=propagation)
@@ -209,7 +210,7 @@ class GkeBackend:
         except api_error() as exc:
             raise GkeError(
                 f"could not create {self.kind} workload {spec.job_id} in namespace {self.namespace!r}: "
-                f"{_api_reason(exc)}"
+                f"{api_reason(exc)}"
             ) from None
         return JobState(spec.job_id, JobStatus.PENDING, nodes=spec.num_nodes)
 
@@ -262,9 +263,9 @@ class GkeBackend:
         """The batch's Jobs that are still suspended, in one list call: a batch polls this instead of
         reading every waiting input (a 500-input map with max_concurrent=10 would cost ~1,500 API calls
         per poll otherwise)."""
-        items = self._raw(
+        items = self._items(
             self.clients.batch.list_namespaced_job, self.namespace, label_selector=f"{manifests.GROUP_LABEL}={group_id}"
-        )["items"]
+        )
         return {item["metadata"]["name"] for item in items if (item.get("spec") or {}).get("suspend")}
 
     def release(self, job_id: str) -> None:
@@ -275,7 +276,7 @@ class GkeBackend:
             )
         except api_error() as exc:
             raise GkeError(
-                f"could not release job {job_id} in namespace {self.namespace!r}: {_api_reason(exc)}"
+                f"could not release job {job_id} in namespace {self.namespace!r}: {api_reason(exc)}"
             ) from None
 
     def job_ids(self) -> list[str]:
@@ -430,15 +431,15 @@ class GkeBackend:
 
     def _pods(self, job_id: str) -> list[dict[str, Any]]:
         """The job's pods in host order (the LWS worker index; a Job has one host)."""
-        items = self._raw(
+        items = self._items(
             self.clients.core.list_namespaced_pod, self.namespace, label_selector=manifests.job_selector(job_id)
-        )["items"]
+        )
         return sorted(items, key=lambda p: int(p["metadata"].get("labels", {}).get(manifests.LWS_WORKER_INDEX, 0)))
 
     def _events(self, pod_name: str) -> list[dict[str, Any]]:
-        return self._raw(
+        return self._items(
             self.clients.core.list_namespaced_event, self.namespace, field_selector=f"involvedObject.name={pod_name}"
-        )["items"]
+        )
 
     def _get(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """The response object, or None when the API says 404 (reads, and deletes of what is gone)."""
@@ -447,11 +448,18 @@ class GkeBackend:
         except api_error() as exc:
             if exc.status == 404:
                 return None
-            raise GkeError(f"Kubernetes API error in namespace {self.namespace!r}: {_api_reason(exc)}") from None
+            raise GkeError(f"Kubernetes API error in namespace {self.namespace!r}: {api_reason(exc)}") from None
 
     @staticmethod
     def _raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return json.loads(call(*args, _preload_content=False, **kwargs).data)
+        body: dict[str, Any] = json.loads(call(*args, _preload_content=False, **kwargs).data)  # an API object
+        return body
+
+    @classmethod
+    def _items(cls, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """The objects a list call returns (a Kubernetes list object holds them under `items`)."""
+        items: list[dict[str, Any]] = cls._raw(call, *args, **kwargs)["items"]
+        return items
 
 
 class PodLogReader:
@@ -484,11 +492,3 @@ class PodLogReader:
 
 def _accelerator(record: Mapping[str, Any]) -> AcceleratorConfig:
     return parse_accelerator(record["accelerator"])
-
-
-def _api_reason(exc: Any) -> str:
-    try:
-        message = json.loads(exc.body).get("message")
-    except (TypeError, ValueError, AttributeError):
-        message = None
-    return f"{exc.status} {exc.reason}: {message or 'no message'}"

@@ -1,4 +1,4 @@
-"""`map` on a GKE profile (SPEC 2.6 and 7): one batch/v1 Job per input, all created at submit.
+"""`map` on a GKE profile: one batch/v1 Job per input, all created at submit.
 
 GKE has no queue of ours to hold a batch back, so `max_concurrent` uses Kubernetes' own switch: the inputs
 beyond the limit are created suspended (`spec.suspend`: the Job exists, labelled `kinetic/group-id`, but
@@ -17,7 +17,7 @@ import hashlib
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,7 @@ class GkeBatchDriver:
     def has_news(self) -> bool:
         return False  # nothing local to watch: the poll's backoff paces the cluster's API
 
-    def retry(self, record: dict[str, Any]) -> dict[str, Any]:
+    def retry(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """A new Job running the stored payload and archive of `record`'s job (created suspended when the
         batch has a limit: the next poll releases it if there is room)."""
         storage, job_id = self.backend.storage, new_job_id()

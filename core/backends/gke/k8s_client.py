@@ -12,10 +12,11 @@ and opens a connection pool, which is most of a submission's Kubernetes cost.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.profiles import ResolvedInfra
@@ -38,8 +39,30 @@ def kubernetes_module() -> Any:
         ) from None
 
 
-def api_error() -> type[Exception]:
-    return kubernetes_module().exceptions.ApiException
+if TYPE_CHECKING:
+
+    class ApiError(Exception):
+        """The fields of the SDK's `kubernetes.client.exceptions.ApiException` the backends read: the SDK has
+        no type hints, so this class names them for the type checker only (`api_error` returns the SDK's)."""
+
+        status: int | None
+        reason: str | None
+        body: str | bytes | None
+
+
+def api_error() -> type[ApiError]:
+    """The SDK's ApiException class (typed by the fields the backends read)."""
+    exception: type[ApiError] = kubernetes_module().exceptions.ApiException
+    return exception
+
+
+def api_reason(exc: ApiError) -> str:
+    """One line from an API error: its status, reason and the server's message."""
+    try:
+        message = json.loads(exc.body or "").get("message")
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return f"{exc.status} {exc.reason}: {message or 'no message'}"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Pure functions from one submission to Kubernetes manifests (SPEC 7): a batch/v1 Job for one host, a
+"""Pure functions from one submission to Kubernetes manifests: a batch/v1 Job for one host, a
 leaderworkerset.x-k8s.io/v1 LeaderWorkerSet for a multi-host TPU slice.
 
 Kept free of I/O and of the kubernetes SDK so every shape can be checked against the published schemas

@@ -1,5 +1,5 @@
-"""The Pathways backend (SPEC 2.2, 7): a multi-host TPU slice as one leaderworkerset.x-k8s.io/v1
-LeaderWorkerSet of `num_nodes` pods, host 0 the leader.
+"""The Pathways backend, which TPU slices of more than one host select by default: a slice as one
+leaderworkerset.x-k8s.io/v1 LeaderWorkerSet of `num_nodes` pods, host 0 the leader.
 
 A LeaderWorkerSet has no notion of completion (its pods run under StatefulSets, which restart whatever
 exits), so completion is read from the result files: host 0 writes `result.json`, a failing worker
@@ -39,14 +39,14 @@ class PathwaysBackend(GkeBackend):
         )
 
     def _list(self) -> list[dict[str, Any]]:
-        return self._raw(
+        return self._items(
             self.clients.custom.list_namespaced_custom_object,
             LWS_GROUP,
             LWS_VERSION,
             self.namespace,
             LWS_PLURAL,
             label_selector=manifests.ALL_JOBS_SELECTOR,
-        )["items"]
+        )
 
     def _delete(self, job_id: str, propagation: str) -> None:
         self._get(

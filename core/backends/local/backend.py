@@ -292,10 +292,13 @@ class LocalBackend:
             if lane is not None and lane.ended_at is None and lane.has_news():
                 self.observe_lanes([lane], patient=False)
                 continue
-            if row.status is JobStatus.RUNNING and row.hosts is not None:
-                if all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts):
-                    self.reconcile(job_id)
-                    continue
+            if (
+                row.status is JobStatus.RUNNING
+                and row.hosts is not None
+                and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)
+            ):
+                self.reconcile(job_id)
+                continue
             if time.monotonic() - last_full > 0.5:  # the slow path: liveness checks, queue heads
                 last_full = time.monotonic()
                 if row.status is JobStatus.RUNNING or row.lane is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from kinetic_tui.core.backends.base import Call, JobInfo, Submitted, manifest_key
 from kinetic_tui.core.backends.local import lanes, launcher
@@ -67,14 +67,15 @@ class LocalBatchDriver:
     def record(self, job_id: str) -> dict[str, Any] | None:
         return None  # attach finds it: in the store, or in the group's handles.json
 
-    def retry(self, record: dict[str, Any]) -> dict[str, Any]:
+    def retry(self, record: Mapping[str, Any]) -> dict[str, Any]:
         return resubmit(self.backend, record)
 
     def settled(self) -> dict[str, JobInfo]:
         return {row.job_id: row for row in self.backend.jobs(group_id=self.group_id)}
 
-    def result_bytes(self, info: Any, files: dict[str, bytes]) -> bytes | None:
-        return self.backend.lane_result(info, files)
+    def result_bytes(self, info: JobInfo, files: dict[str, bytes]) -> bytes | None:
+        # `info` is one of `settled()`'s values, which are this backend's JobRows
+        return self.backend.lane_result(cast(JobRow, info), files)
 
     def cancel(self, job_id: str) -> None:
         self.backend.cancel(job_id)

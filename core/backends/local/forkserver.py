@@ -16,6 +16,7 @@ If the server itself is killed, its running jobs go on but their exit files are 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -134,7 +135,8 @@ def recv_json(sock: socket.socket) -> dict[str, Any]:
         chunks.append(chunk)
         size += len(chunk)
         if chunk.endswith(b"\n"):
-            return json.loads(b"".join(chunks))
+            message: dict[str, Any] = json.loads(b"".join(chunks))  # both ends send JSON objects only
+            return message
         if size > MAX_MESSAGE:
             raise ValueError(f"message longer than {MAX_MESSAGE} bytes")
 
@@ -291,10 +293,8 @@ class _Server:
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             finally:
                 self.conns.remove(conn)
-            try:
+            with contextlib.suppress(OSError):  # the client hung up: nobody is left to tell
                 send_json(conn, reply)
-            except OSError:
-                pass
         self.last_activity = time.monotonic()
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -380,10 +380,8 @@ class _Server:
             if sock is not None:
                 os.close(sock.detach())
         for fd in (self.wake_r, self.wake_w, self.lock_fd):
-            try:
+            with contextlib.suppress(OSError):  # the lock fd is already closed once the server retired
                 os.close(fd)
-            except OSError:  # the lock fd is already closed once the server retired
-                pass
 
 
 def _run_like_interpreter(main: Any, argv: list[str]) -> int:
@@ -406,10 +404,8 @@ def _run_like_interpreter(main: Any, argv: list[str]) -> int:
     threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as interpreter exit does
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     return code
 
 

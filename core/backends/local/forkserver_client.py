@@ -81,7 +81,7 @@ def shutdown_server(run_dir: Path, timeout: float = 5.0) -> int | None:
     deadline = time.monotonic() + timeout
     while pid_alive(reply["pid"]) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return reply["pid"]
+    return int(reply["pid"])
 
 
 def _ask(run_dir: Path, request: dict[str, Any]) -> dict[str, Any] | None:

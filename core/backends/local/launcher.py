@@ -12,6 +12,7 @@ produce the same files.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -222,10 +223,8 @@ def terminate(hosts: Iterable[HostProcess], grace: float = 5.0) -> None:
     live = [h for h in hosts if h.is_alive()]
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_TIMEOUT)):
         for host in live:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # the group is already gone
                 os.killpg(host.pgid, sig)
-            except ProcessLookupError:
-                pass
         live = _wait_gone(live, wait)
         if not live:
             return

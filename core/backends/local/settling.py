@@ -6,6 +6,7 @@ phase `lost` once LAUNCH_WINDOW has passed without processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -52,10 +53,8 @@ def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
     summaries = {}
     for host in range(row.nodes):
         name = "result.json" if host == 0 else f"result-worker-{host}.json"
-        try:
+        with contextlib.suppress(NotFoundError):  # the host wrote no result
             summaries[host] = json.loads(storage.get_bytes(f"{row.job_id}/{name}"))
-        except NotFoundError:
-            pass
     for host, code in enumerate(codes):
         summary = summaries.get(host)
         if summary is not None and not summary["success"]:

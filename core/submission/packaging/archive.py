@@ -20,7 +20,7 @@ import time
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import kinetic_home
@@ -264,7 +264,7 @@ class _HashingWriter:
     for free instead of re-reading the file.
     """
 
-    def __init__(self, fh: Any) -> None:
+    def __init__(self, fh: IO[bytes]) -> None:
         self._fh = fh
         self._written = 0
         self.sha256 = hashlib.sha256()
@@ -279,6 +279,9 @@ class _HashingWriter:
 
     def flush(self) -> None:
         self._fh.flush()
+
+    def close(self) -> None:  # part of the file type ZipFile accepts; it never closes a file it was handed
+        self._fh.close()
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -56,7 +56,8 @@ def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
             name = name[len(inside) :]
         return rebuild, tuple(name if arg == "<dynamic-code>" else arg for arg in args)
 
-    class Pickler(cloudpickle.Pickler):  # the C pickler reads dispatch_table once, at construction
+    # the C pickler reads dispatch_table once, at construction (cloudpickle ships no type hints: its class is Any)
+    class Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         dispatch_table = collections.ChainMap({types.CodeType: reduce_code}, cloudpickle.Pickler.dispatch_table)
 
     buffer = io.BytesIO()

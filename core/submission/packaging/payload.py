@@ -45,10 +45,11 @@ def build_payload(
     `args`, `kwargs` and `volumes` must already have their `Data` replaced by refs
     (kinetic_tui.core.data.replace_data_refs).
     """
+    call_args, call_kwargs = tuple(args), dict(kwargs)
     payload = {
         "func": func,
-        "args": tuple(args),
-        "kwargs": dict(kwargs),
+        "args": call_args,
+        "kwargs": call_kwargs,
         "env_vars": dict(env_vars),
         "volumes": dict(volumes),
         "client_fingerprint": client_fingerprint(),
@@ -58,7 +59,7 @@ def build_payload(
         try:
             return dumps_keeping_filenames(payload, root)
         except Exception as exc:
-            raise PayloadError(_explain_pickle_failure(func, payload["args"], payload["kwargs"], exc)) from exc
+            raise PayloadError(_explain_pickle_failure(func, call_args, call_kwargs, exc)) from exc
 
 
 def build_batch(
