@@ -1,10 +1,11 @@
-"""The Pulumi program for one kinetic GKE cluster (SPEC 7).
+"""The Pulumi program for one kinetic GKE cluster.
 
 `define(config)` declares every resource and returns the stack outputs; `stack_program(config)` wraps it
-as the inline program that `kinetic_tui.infra.state` hands to the Automation API. Only `kinetic_tui.infra.state` and tests import
-this module, so pulumi and pulumi_gcp load at the top here and nowhere else.
+as the inline program that `kinetic_tui.infra.state` hands to the Automation API. Only
+`kinetic_tui.infra.state` and tests import this module, so pulumi and pulumi_gcp load at the top here and
+nowhere else.
 
-Choices the spec leaves open:
+Choices made here:
 - One explicit `gcp` provider pinned to the config's project/region/zone: the program never depends on
   ambient stack config or gcloud defaults, so the same config always means the same project.
 - Zonal cluster in the profile's zone; accelerator pools are pinned to that zone (TPU/GPU capacity is zonal).

@@ -1,4 +1,4 @@
-"""The Textual console (SPEC 5): six numbered views over one `Console`, a `:` command bar, a ctrl+p palette.
+"""The Textual console: six numbered views over one `Console`, a `:` command bar, a ctrl+p palette.
 
 The app owns the Console, the clock and the refresh cadence. Every action, whether a key, a form, the
 palette or the command bar, becomes a command-language line run by `run_command`, the one code path
@@ -56,7 +56,7 @@ MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 NOTIFY_LINES = 8
 TICK = 0.2
-THEME = "ansi-dark"  # SPEC 5, 16 colours: every theme colour is an ANSI name the terminal maps itself
+THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
     ClustersView,
     JobsView,
@@ -396,9 +396,7 @@ class KineticApp(App[int]):
         live on the main screen, so the job screen (whose `/` searches its log) goes without them."""
         if isinstance(self.screen, ModalScreen) and action in SCREEN_ACTIONS:
             return False
-        if isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"):
-            return False
-        return True
+        return not (isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"))
 
     @on(CommandBar.Submitted)
     def _bar_submitted(self, event: CommandBar.Submitted) -> None:

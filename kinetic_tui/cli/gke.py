@@ -6,7 +6,7 @@ node pools kept in state.db (`kinetic_tui.core.backends.gke.pools`), and build j
 cloud-facing is reached through three module-level hooks that tests replace: `stack_backend()`,
 `image_ensurer(infra)` and `cluster_backend(infra)`.
 
-Decisions the spec leaves open:
+Decisions made here:
 - `pool add|remove` first read the stack (the real backend's bounded preflight runs there), so a missing
   Pulumi CLI, credentials or state bucket is reported before anything is recorded; then they record the
   pool and apply. If the apply itself fails, the recorded pool stays: it is the desired state, and the

@@ -75,7 +75,8 @@ def job_row(row: Any, now: float) -> Row:
 
 def pool_row(pool: Any, history: Sequence[int]) -> Row:
     """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `PoolSnapshot` (or its dict form),
-    where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
+    where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's
+    nodes) and the share now."""
     kind = (
         " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated"))) if on)
         or NONE_CELL

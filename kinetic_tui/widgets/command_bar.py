@@ -76,7 +76,7 @@ def apply_completion(line: str, candidates: Sequence[str]) -> str:
     head = line[: tokens[-1][1]] if typing else line
     if len(candidates) == 1:
         return head + candidates[0] + " "
-    prefix = os.path.commonprefix(list(candidates))
+    prefix = os.path.commonprefix(list(candidates))  # noqa: RUF071 (a character prefix of words, not of paths)
     current = tokens[-1][0] if typing else ""
     return head + prefix if len(prefix) > len(current) else line
 
