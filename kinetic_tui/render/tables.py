@@ -110,9 +110,11 @@ def progress_bar(done: int, total: int, width: int = 10) -> str:
 
 def _checkpoint_epoch(record: Any) -> int | None:
     """`TrainingSnapshot` carries `checkpoint_epoch`; `TrainingJob.to_record()` a `checkpoint` dict."""
-    epoch = _get(record, "checkpoint_epoch")
+    epoch: int | None = _get(record, "checkpoint_epoch")
     checkpoint = _get(record, "checkpoint")
-    return epoch if epoch is not None or not checkpoint else checkpoint["epoch"]
+    if epoch is None and checkpoint:
+        epoch = checkpoint["epoch"]
+    return epoch
 
 
 def _latest_metric(record: Any) -> Any:

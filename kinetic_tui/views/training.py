@@ -123,4 +123,4 @@ class TrainingView(TableView):
         """The core decides whether the training's status allows `verb` and says why not."""
         name = self.chosen_key()
         if name is not None:
-            self.app.run_command(f"{verb} {shlex.quote(name)}")  # type: ignore[attr-defined]
+            self.host.run_command(f"{verb} {shlex.quote(name)}")
