@@ -22,6 +22,7 @@ Choices made here:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -50,7 +51,7 @@ TPU_TAINT = ("google.com/tpu", "present")
 SPOT_TAINT = ("cloud.google.com/gke-spot", "true")
 
 
-def define(config: InfraConfig) -> dict[str, pulumi.Output]:
+def define(config: InfraConfig) -> dict[str, pulumi.Output[Any]]:
     """Declare the cluster's resources; returns the stack outputs by name."""
     provider = gcp.Provider("gcp", project=config.project, region=config.region, zone=config.zone)
     apis = [
