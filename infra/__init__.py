@@ -2,8 +2,9 @@
 
 This module holds only what the CLI needs before deciding to touch the cloud: the validated config types
 and the resource names every part agrees on (the program creates them, the image builder and the GKE
-backend address them). It imports no cloud SDK, so `import infra` costs nothing; pulumi, pulumi_gcp and
-google-cloud-build load in `kinetic_tui.infra.program`, `kinetic_tui.infra.state` and `kinetic_tui.infra.container_builder` when used.
+backend address them). It imports no cloud SDK, so `import kinetic_tui.infra` costs nothing; pulumi,
+pulumi_gcp and google-cloud-build load in `kinetic_tui.infra.program`, `kinetic_tui.infra.state` and
+`kinetic_tui.infra.container_builder` when used.
 """
 
 from __future__ import annotations

@@ -408,7 +408,8 @@ def _access_token(timeout: float) -> str:
         raise ImageBuildError(
             f"no usable Google credentials ({exc}); run `gcloud auth application-default login`"
         ) from None
-    return credentials.token
+    token: str = credentials.token  # a bearer token string once refresh() succeeded
+    return token
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""The Pulumi program for one kinetic GKE cluster (SPEC 7).
+"""The Pulumi program for one kinetic GKE cluster.
 
 `define(config)` declares every resource and returns the stack outputs; `stack_program(config)` wraps it
-as the inline program that `kinetic_tui.infra.state` hands to the Automation API. Only `kinetic_tui.infra.state` and tests import
-this module, so pulumi and pulumi_gcp load at the top here and nowhere else.
+as the inline program that `kinetic_tui.infra.state` hands to the Automation API. Only
+`kinetic_tui.infra.state` and tests import this module, so pulumi and pulumi_gcp load at the top here and
+nowhere else.
 
-Choices the spec leaves open:
+Choices made here:
 - One explicit `gcp` provider pinned to the config's project/region/zone: the program never depends on
   ambient stack config or gcloud defaults, so the same config always means the same project.
 - Zonal cluster in the profile's zone; accelerator pools are pinned to that zone (TPU/GPU capacity is zonal).
@@ -21,6 +22,7 @@ Choices the spec leaves open:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -49,7 +51,7 @@ TPU_TAINT = ("google.com/tpu", "present")
 SPOT_TAINT = ("cloud.google.com/gke-spot", "true")
 
 
-def define(config: InfraConfig) -> dict[str, pulumi.Output]:
+def define(config: InfraConfig) -> dict[str, pulumi.Output[Any]]:
     """Declare the cluster's resources; returns the stack outputs by name."""
     provider = gcp.Provider("gcp", project=config.project, region=config.region, zone=config.zone)
     apis = [

@@ -7,7 +7,7 @@ tests substitute a fake. Before touching Pulumi the real backend runs a bounded 
 the `gcp` extra, Google credentials, the state bucket answering within `timeout`), so each common
 set-up problem is one `InfraError` line with its fix instead of a hang or a Go stack trace.
 
-Decisions the spec leaves open:
+Decisions made here:
 - The stack holds no secrets, so when neither PULUMI_CONFIG_PASSPHRASE nor ..._FILE is set the
   passphrase secrets provider gets an empty passphrase (set your own to override it).
 - `up` and `destroy` are not time-limited (creating a GKE cluster takes ~10 minutes); `on_output`

@@ -36,7 +36,7 @@ _EXPORTS = {
     "attach_batch": "kinetic_tui.core.batches",
     "parse_accelerator": "kinetic_tui.core.accelerators",
 }
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [*sorted(_EXPORTS), "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The Textual console (SPEC 5): six numbered views over one `Console`, a `:` command bar, a ctrl+p palette.
+"""The Textual console: six numbered views over one `Console`, a `:` command bar, a ctrl+p palette.
 
 The app owns the Console, the clock and the refresh cadence. Every action, whether a key, a form, the
 palette or the command bar, becomes a command-language line run by `run_command`, the one code path
@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events, on, work
@@ -37,7 +37,8 @@ from kinetic_tui.core.errors import KineticError, one_line
 from kinetic_tui.core.events import LogBatch
 from kinetic_tui.core.paths import using_home
 from kinetic_tui.core.profiles import resolve_infra
-from kinetic_tui.palette import KineticCommands
+from kinetic_tui.host import ConsoleHost
+from kinetic_tui.palette import KineticCommands, PaletteHost
 from kinetic_tui.render.header import header_text
 from kinetic_tui.screens.help import HelpScreen, KeyRow
 from kinetic_tui.screens.job_detail import JobScreen
@@ -56,7 +57,7 @@ MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 NOTIFY_LINES = 8
 TICK = 0.2
-THEME = "ansi-dark"  # SPEC 5, 16 colours: every theme colour is an ANSI name the terminal maps itself
+THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
     ClustersView,
     JobsView,
@@ -234,8 +235,8 @@ class KineticApp(App[int]):
 
     async def reload_visible(self) -> None:
         """Reload what is on screen: the job screen when it is open, else the current view."""
-        target = next((screen for screen in reversed(self.screen_stack) if isinstance(screen, JobScreen)), None)
-        target = target or self.current_view
+        job_screen = next((screen for screen in reversed(self.screen_stack) if isinstance(screen, JobScreen)), None)
+        target = job_screen or self.current_view
         if target is not None:
             await target.reload()
 
@@ -396,9 +397,7 @@ class KineticApp(App[int]):
         live on the main screen, so the job screen (whose `/` searches its log) goes without them."""
         if isinstance(self.screen, ModalScreen) and action in SCREEN_ACTIONS:
             return False
-        if isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"):
-            return False
-        return True
+        return not (isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"))
 
     @on(CommandBar.Submitted)
     def _bar_submitted(self, event: CommandBar.Submitted) -> None:
@@ -427,6 +426,13 @@ class KineticApp(App[int]):
         view = self.current_view
         if view is not None:
             self._focus_view(view)
+
+
+if TYPE_CHECKING:
+
+    def _hosts(app: KineticApp) -> tuple[ConsoleHost, PaletteHost]:
+        """Never called: mypy checks here that the app is what its views, screens and palette cast it to."""
+        return app, app
 
 
 def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home: str | Path | None = None) -> int:

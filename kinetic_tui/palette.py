@@ -34,10 +34,12 @@ JUMPS = {
 
 
 class PaletteHost(Protocol):
-    """What the palette needs of the app."""
+    """What the palette needs of the app (read-only members, so `KineticApp`'s list of views fits)."""
 
-    views: Sequence[View]
-    readonly: bool
+    @property
+    def views(self) -> Sequence[View]: ...
+    @property
+    def readonly(self) -> bool: ...
 
     async def action_show_view(self, key: str) -> None: ...
     async def act_in_view(self, view: View, action: str) -> None: ...

@@ -1,4 +1,4 @@
-"""`kinetic-tui --script FILE|-`: run command lines headless, for SSH sessions and CI (SPEC 4).
+"""`kinetic-tui --script FILE|-`: run command lines headless, for SSH sessions and CI.
 
 Exit codes are an API: 0 every command succeeded; 1 a command failed (the script stops there unless
 `keep_going`, and what earlier lines did stays done); 2 a line did not parse, reported with its line and

@@ -3,7 +3,7 @@ the TUI (two processes) never act on each other's stale copy."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from kinetic_tui.core.console.snapshots import (
     GroupSnapshot,
@@ -39,6 +39,10 @@ class Registry:
         """The registry as committed (call inside an action to act on it)."""
         return self.workspace.store.registry.load_registry(self.workspace.clock)
 
+    @overload
+    async def models(self, group: None = None) -> tuple[GroupSnapshot, ...]: ...
+    @overload
+    async def models(self, group: str) -> GroupSnapshot: ...
     async def models(self, group: str | None = None) -> GroupSnapshot | tuple[GroupSnapshot, ...]:
         """One group's versions, stages and history; without a group, every group."""
 

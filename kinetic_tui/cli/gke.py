@@ -6,7 +6,7 @@ node pools kept in state.db (`kinetic_tui.core.backends.gke.pools`), and build j
 cloud-facing is reached through three module-level hooks that tests replace: `stack_backend()`,
 `image_ensurer(infra)` and `cluster_backend(infra)`.
 
-Decisions the spec leaves open:
+Decisions made here:
 - `pool add|remove` first read the stack (the real backend's bounded preflight runs there), so a missing
   Pulumi CLI, credentials or state bucket is reported before anything is recorded; then they record the
   pool and apply. If the apply itself fails, the recorded pool stays: it is the desired state, and the
@@ -180,22 +180,23 @@ def down(infra: ResolvedInfra, yes: bool) -> None:
 def within(seconds: float, action: Callable[[], T]) -> T:
     """`action()` in a daemon thread, TimeoutError after `seconds`: an API server that never answers must
     not hang the CLI, and a daemon thread left behind does not keep the process alive."""
-    box: dict[str, Any] = {}
+    value: list[T] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = action()
+            value.append(action())
         except BaseException as exc:  # handed to the caller's thread
-            box["error"] = exc
+            error.append(exc)
 
     thread = threading.Thread(target=run, daemon=True, name="kinetic-cluster-query")
     thread.start()
     thread.join(seconds)
     if thread.is_alive():
         raise TimeoutError(f"no answer within {seconds:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 def cluster_jobs(infra: ResolvedInfra) -> tuple[dict[str, int], int]:
@@ -266,7 +267,7 @@ def status(infra: ResolvedInfra, as_json: bool) -> None:
     click.echo(f"stack {config.stack}: last update {state.last_result or 'unknown'}{when}")
     for name, value in sorted(state.outputs.items()):
         click.echo(f"  {name}: {value}")
-    if problem is not None:
+    if counts is None:  # the cluster did not answer; `problem` says why
         click.echo(problem)
     else:
         shown = f" (newest {STATUS_JOB_LIMIT} of {total})" if total > STATUS_JOB_LIMIT else ""

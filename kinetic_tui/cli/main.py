@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -152,7 +153,7 @@ def down(yes: bool) -> None:
     if active and not yes:
         click.confirm(f"cancel {len(active)} active jobs?", abort=True)
     for row in active:
-        guard(lambda row=row: backend.cancel(row.job_id))
+        guard(partial(backend.cancel, row.job_id))
     launcher.shutdown_server()
     click.echo(f"local cluster down ({len(active)} jobs cancelled)")
 

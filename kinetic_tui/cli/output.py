@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 OK, FAILED, USAGE = 0, 1, 2
+T = TypeVar("T")
 
 
 class CliError(click.ClickException):
@@ -24,7 +25,7 @@ class CliError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
-def guard(action: Callable[[], Any]) -> Any:
+def guard(action: Callable[[], T]) -> T:
     """Turn deliberate core errors into one-line messages (the traceback only with --debug)."""
     from kinetic_tui.core.errors import KineticError
 

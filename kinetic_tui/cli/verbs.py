@@ -13,7 +13,7 @@ not parse exits 2 with the parser's one-line error). Click's own parse serves `-
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.shell_completion import CompletionItem
@@ -25,8 +25,13 @@ from kinetic_tui.core.commands.verbs import FAMILIES, VERBS, positional_kind
 
 _WORDS = "kinetic.words"  # ctx.meta key: the command's arguments as typed
 
+if TYPE_CHECKING:
+    _TextParamType = click.ParamType[str]
+else:  # ParamType is generic from click 8.4 on; the requirement allows 8.1, where subscripting it fails
+    _TextParamType = click.ParamType
 
-class VerbValue(click.ParamType):
+
+class VerbValue(_TextParamType):
     """A verb argument as click shows and completes it; the text passes through unconverted."""
 
     name = "text"
@@ -35,7 +40,7 @@ class VerbValue(click.ParamType):
         self.argument = argument
         self.choices = argument.type.choices if argument.type else ()
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return value
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -104,7 +104,7 @@ def _steps(record: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 def step_rows(run_record: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """(name, status, duration, cache key prefix, outputs or error) per step in topological order; the
     name is the row key. A condition step's outputs read `branch=True`, which is the branch it took."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name, step in _steps(run_record):
         status = look(StepStatus, step["status"])
         detail = (

@@ -130,7 +130,7 @@ def cache_rows(
     require_int("hits", hits, 0)
     require_int("misses", misses, 0)
     loads, evictions = Counter(load_events), Counter(evict_events)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for rank, name in enumerate(loaded, start=1):
         recency = "LRU (next out)" if rank == 1 and len(loaded) > 1 else ("MRU" if rank == len(loaded) else "")
         rows.append((str(rank), name, recency, str(loads[name]), str(evictions[name])))

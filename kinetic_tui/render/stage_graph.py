@@ -20,8 +20,12 @@ from kinetic_tui.render.formatting import look, wrap_pieces
 
 
 class VersionLike(Protocol):
-    version: int
-    stage: Stage | str
+    """Read-only, so a frozen snapshot whose stage is a plain `str` fits as well as a `ModelVersion`."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def stage(self) -> Stage | str: ...
 
 
 TOP_ROW = (Stage.NONE, Stage.STAGING, Stage.PRODUCTION)
@@ -149,10 +153,16 @@ def promote_targets(stage: Stage | str) -> list[PromoteTarget]:
 
 
 class TransitionLike(Protocol):
-    version: int
-    from_stage: Stage | str
-    to_stage: Stage | str
-    at: float
+    """Read-only, like `VersionLike`: a `TransitionSnapshot` or a `Transition`."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def from_stage(self) -> Stage | str: ...
+    @property
+    def to_stage(self) -> Stage | str: ...
+    @property
+    def at(self) -> float: ...
 
 
 def history_rows(transitions: Iterable[TransitionLike]) -> list[tuple[str, ...]]:

@@ -75,7 +75,8 @@ def job_row(row: Any, now: float) -> Row:
 
 def pool_row(pool: Any, history: Sequence[int]) -> Row:
     """(name, accelerator, nodes, in use, queued, kind, utilisation) of a `PoolSnapshot` (or its dict form),
-    where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's nodes) and the share now."""
+    where the utilisation cell is a sparkline of the last SPARK_SAMPLES in-use samples (scaled to the pool's
+    nodes) and the share now."""
     kind = (
         " ".join(word for word, on in (("spot", _get(pool, "spot")), ("emulated", _get(pool, "emulated"))) if on)
         or NONE_CELL
@@ -109,9 +110,11 @@ def progress_bar(done: int, total: int, width: int = 10) -> str:
 
 def _checkpoint_epoch(record: Any) -> int | None:
     """`TrainingSnapshot` carries `checkpoint_epoch`; `TrainingJob.to_record()` a `checkpoint` dict."""
-    epoch = _get(record, "checkpoint_epoch")
+    epoch: int | None = _get(record, "checkpoint_epoch")
     checkpoint = _get(record, "checkpoint")
-    return epoch if epoch is not None or not checkpoint else checkpoint["epoch"]
+    if epoch is None and checkpoint:
+        epoch = checkpoint["epoch"]
+    return epoch
 
 
 def _latest_metric(record: Any) -> Any:

@@ -1,1 +1,1 @@
-"""The console's views (SPEC 5): one module per view, each a `View` mounted by `kinetic_tui.app`."""
+"""Screens pushed over the console's views: the job screen, `?` help and the modal dialogs."""

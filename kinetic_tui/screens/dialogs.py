@@ -89,10 +89,13 @@ class FormScreen(Dialog[dict[str, str] | None]):
                 yield Button("Cancel", id="cancel")
 
     def values(self) -> Mapping[str, str]:
-        out = {}
+        out: dict[str, str] = {}
         for field in self.fields:
-            widget = self.query_one(f"#field-{field.name}")
-            out[field.name] = ("true" if widget.value else "false") if field.switch else str(widget.value).strip()
+            selector = f"#field-{field.name}"
+            if field.switch:
+                out[field.name] = "true" if self.query_one(selector, Switch).value else "false"
+            else:
+                out[field.name] = self.query_one(selector, Input).value.strip()
         return out
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -22,6 +22,7 @@ from kinetic_tui.core.console import Console, RemoteJobFailed
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.host import ConsoleHost, console_host
 from kinetic_tui.render import humanize_age, status_cell
 from kinetic_tui.screens.dialogs import Field, FormScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
@@ -64,14 +65,18 @@ class JobScreen(Screen[None]):
         self._match: int | None = None
 
     @property
+    def host(self) -> ConsoleHost:
+        return console_host(self.app)
+
+    @property
     def console(self) -> Console:
-        return self.app.service  # type: ignore[attr-defined]  # App.console is Textual's own
+        return self.host.service
 
     def compose(self) -> ComposeResult:
         yield Static(self.job_id, id="job-summary")
         with VerticalScroll(id="job-outcome"):
             yield Static("", id="job-result")
-        yield LogView(self.max_lines, clock=self.app.now, id="job-log")  # type: ignore[attr-defined]
+        yield LogView(self.max_lines, clock=self.host.now, id="job-log")
         yield Static("", id="log-status")
         search = Input(placeholder="search the log (Enter finds, Esc closes)", id="log-search")
         search.cursor_blink = False
@@ -97,7 +102,7 @@ class JobScreen(Screen[None]):
         self.query_one("#log-status", Static).update(Text(event.status, style="reverse" if event.alert else "dim"))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.app.report_failure(event.worker)  # type: ignore[attr-defined]
+        self.host.report_failure(event.worker)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -109,7 +114,7 @@ class JobScreen(Screen[None]):
     async def reload(self) -> None:
         """Called by the app's poll while this screen is on top."""
         job = await self.console.jobs.get(self.job_id)
-        self.query_one("#job-summary", Static).update(summary_text(job, self.app.now()))  # type: ignore[attr-defined]
+        self.query_one("#job-summary", Static).update(summary_text(job, self.host.now()))
         if self.outcome is None and JobStatus(job.status).finished:
             self.outcome = await self._outcome(job)
             self.query_one("#job-result", Static).update(self.outcome)

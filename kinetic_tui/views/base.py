@@ -4,7 +4,7 @@ A view is a container the app mounts once on its screen and then shows or hides.
 Console, the clock and the refresh cadence: it calls `reload()` on the visible view after every poll and
 after every action, and routes errors to notifications. Views stay thin: they turn Console snapshots into
 widgets through the pure functions in `kinetic_tui.render`, and they start actions by building
-command-language lines and handing them to `self.app.run_command(line)`, so a key binding and the `:` bar
+command-language lines and handing them to `self.host.run_command(line)`, so a key binding and the `:` bar
 share one code path.
 """
 
@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from kinetic_tui.core.commands.verbs import VERBS
+from kinetic_tui.host import ConsoleHost, console_host
 from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
 
 if TYPE_CHECKING:
@@ -60,19 +61,23 @@ class View(Widget, can_focus=False):
         return frozenset(action for action, verb in cls.ACTION_VERBS.items() if VERBS[verb].mutates)
 
     @property
+    def host(self) -> ConsoleHost:
+        return console_host(self.app)
+
+    @property
     def console(self) -> Console:
-        return self.app.service  # type: ignore[attr-defined]  # App.console is Textual's own
+        return self.host.service
 
     @property
     def readonly(self) -> bool:
-        return bool(getattr(self.app, "readonly", False))
+        return self.host.readonly
 
     def run_after_form(self, title: str, fields: Sequence[Field], to_line: Callable[[dict[str, str]], str]) -> None:
         """Ask for `fields`, then run the command line `to_line(values)`; a cancelled form runs nothing."""
 
         def submitted(values: dict[str, str] | None) -> None:
             if values is not None:
-                self.app.run_command(to_line(values))  # type: ignore[attr-defined]
+                self.host.run_command(to_line(values))
 
         self.app.push_screen(FormScreen(title, fields), submitted)
 
@@ -81,7 +86,7 @@ class View(Widget, can_focus=False):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.app.run_command(line)  # type: ignore[attr-defined]
+                self.host.run_command(line)
 
         self.app.push_screen(ConfirmScreen(question), answered)
 
@@ -90,9 +95,7 @@ class View(Widget, can_focus=False):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A view's worker that raised becomes the app's notification (StateChanged does not bubble)."""
-        report = getattr(self.app, "report_failure", None)
-        if report is not None:
-            report(event.worker)
+        self.host.report_failure(event.worker)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
         """`--readonly` hides mutating actions (False), rather than greying them out (None): a key that

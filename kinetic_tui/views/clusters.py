@@ -99,7 +99,7 @@ class ClustersView(View):
     async def reload(self) -> None:
         clusters = await asyncio.to_thread(cluster_rows)
         pools = await self.console.pools.list()
-        history = getattr(self.app, "pool_history", {})
+        history = self.host.pool_history
         self._pools = [pool_row(pool, history.get(pool.name, ())) for pool in pools]
         self.query_one("#clusters", VirtualTable).sync(clusters)
         self._redraw()

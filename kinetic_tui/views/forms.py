@@ -216,4 +216,4 @@ class TableView(View):
     async def run_to_end(self, line: str) -> None:
         """Run `line` through the app and return once it finished, so the action's own worker (group
         COMMANDS) settles with the command it started: waiting on the group waits for the whole action."""
-        await self.app.run_command(line).wait()  # type: ignore[attr-defined]
+        await self.host.run_command(line).wait()

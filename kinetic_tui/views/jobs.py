@@ -78,7 +78,7 @@ class JobsView(View):
         await self._show(await self.console.jobs.list())
 
     async def _show(self, jobs: tuple[JobSnapshot, ...]) -> None:
-        self._now = self.app.now()  # type: ignore[attr-defined]
+        self._now = self.host.now()
         self._jobs = {job.job_id: job for job in jobs}
         self._redraw()
 
@@ -123,12 +123,12 @@ class JobsView(View):
     def action_open(self) -> None:
         job_id = self.table.selected_key
         if job_id is not None:
-            self.app.open_job(job_id)  # type: ignore[attr-defined]
+            self.host.open_job(job_id)
 
     @on(VirtualTable.Selected, "#jobs")
     def _selected(self, event: VirtualTable.Selected) -> None:
         event.stop()
-        self.app.open_job(event.key)  # type: ignore[attr-defined]
+        self.host.open_job(event.key)
 
     def action_submit(self) -> None:
         self.run_after_form("Submit a job", SUBMIT_FORM, submit_line)

@@ -101,9 +101,9 @@ class TrainingView(TableView):
         study = self.studies.get(self.query_one("#studies", KeyedTable).selected_key or "")
         title = "Trials" if study is None else f"Trials of {study.name} ({BEST} = best {study.strategy} trial)"
         self.query_one("#trials-title", Label).update(title)
-        trials = () if study is None else study.trials
+        trials, best = ((), None) if study is None else (study.trials, study.best)
         self.query_one("#trials", KeyedTable).sync(
-            [(*trial_row(trial), BEST if trial.trial_id == study.best else "") for trial in trials]
+            [(*trial_row(trial), BEST if trial.trial_id == best else "") for trial in trials]
         )
 
     @on(DataTable.RowHighlighted, "#studies")
@@ -123,4 +123,4 @@ class TrainingView(TableView):
         """The core decides whether the training's status allows `verb` and says why not."""
         name = self.chosen_key()
         if name is not None:
-            self.app.run_command(f"{verb} {shlex.quote(name)}")  # type: ignore[attr-defined]
+            self.host.run_command(f"{verb} {shlex.quote(name)}")

@@ -76,7 +76,7 @@ def apply_completion(line: str, candidates: Sequence[str]) -> str:
     head = line[: tokens[-1][1]] if typing else line
     if len(candidates) == 1:
         return head + candidates[0] + " "
-    prefix = os.path.commonprefix(list(candidates))
+    prefix = os.path.commonprefix(list(candidates))  # noqa: RUF071 (a character prefix of words, not of paths)
     current = tokens[-1][0] if typing else ""
     return head + prefix if len(prefix) > len(current) else line
 
@@ -96,13 +96,19 @@ class _Completer(Suggester):
 
 
 class _Prompt(Input):
+    """The bar's input line; Tab and Esc go to the bar that owns it."""
+
     BINDINGS = [Binding("tab", "complete", "Complete", show=False), Binding("escape", "close", "Close", show=False)]
 
+    def __init__(self, bar: CommandBar, *, id: str) -> None:
+        super().__init__(id=id, suggester=_Completer(bar), select_on_focus=False)
+        self.bar = bar
+
     def action_complete(self) -> None:
-        self.parent.complete()  # type: ignore[union-attr]
+        self.bar.complete()
 
     def action_close(self) -> None:
-        self.parent.close()  # type: ignore[union-attr]
+        self.bar.close()
 
 
 class CommandBar(Vertical):
@@ -135,7 +141,7 @@ class CommandBar(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="bar-hint")
-        prompt = _Prompt(id="bar-input", suggester=_Completer(self), select_on_focus=False)
+        prompt = _Prompt(self, id="bar-input")
         prompt.cursor_blink = False
         yield prompt
 

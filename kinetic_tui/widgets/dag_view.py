@@ -9,13 +9,16 @@ from textual.widget import Widget
 
 from kinetic_tui.render.dag import LABEL_WIDTH, render_dag
 
+# (layers, edges, step statuses, branches taken), frozen so a redraw happens only when one changed
+Drawing = tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, str], ...], dict[str, str], dict[str, bool]]
+
 
 class DagView(Widget):
     DEFAULT_CSS = "DagView { height: auto; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.drawing: tuple = ((), (), {}, {})
+        self.drawing: Drawing = ((), (), {}, {})
 
     def show(
         self,
@@ -25,9 +28,9 @@ class DagView(Widget):
         branch_taken: Mapping[str, bool],
     ) -> None:
         """`statuses` are the selected run's step statuses (empty: every step Pending)."""
-        drawing = (
+        drawing: Drawing = (
             tuple(tuple(layer) for layer in layers),
-            tuple(tuple(edge) for edge in edges),
+            tuple((source, target) for source, target in edges),
             dict(statuses),
             dict(branch_taken),
         )

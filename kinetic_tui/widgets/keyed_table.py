@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from kinetic_tui.render.formatting import styled_cell
@@ -21,7 +22,7 @@ REBUILD_SHARE = 0.25  # removing more than this share row by row (O(n) each in D
 REBUILD_MIN = 64
 
 
-class KeyedTable(DataTable):
+class KeyedTable(DataTable[Text]):
     """A row-cursor DataTable whose rows are render-layer tuples keyed by their first cell.
 
     Give columns whose text grows (ages, statuses) a fixed width: an updated cell never re-measures its

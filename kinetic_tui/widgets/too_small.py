@@ -1,4 +1,4 @@
-"""The notice that covers the console while the terminal is smaller than the console needs (SPEC 5)."""
+"""The notice that covers the console while the terminal is smaller than the console needs."""
 
 from __future__ import annotations
 
