@@ -1,10 +1,9 @@
-"""Accelerator registry and the `accelerator=` string grammar (SPEC 2.2).
+"""Accelerator registry and the `accelerator=` string grammar.
 
 One short string decides placement, machine shape, node count and GKE labels, so the parser is strict:
 every string either maps to exactly one registry entry or fails with a one-line `ValueError` that lists
-what *would* have been valid for the name it got. The registry is the data of
-`reference/accelerators.md`, transcribed into the tables below (never parsed from the markdown at run
-time).
+what *would* have been valid for the name it got. The registry is plain data in the tables below: the
+accelerators GKE offers, with their machine types, counts and topologies.
 
 Canonical forms (what `str(config)` prints, and what parses back to an equal config):
 `cpu`, `l4x2`, `v5litepod-2x4`, each with an optional `:spot` suffix.
@@ -15,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from kinetic_tui.core.errors import ValidationError
 
@@ -74,10 +72,10 @@ class TpuConfig:
         return f"{self.name}-{self.topology}" + _spot_suffix(self.spot)
 
 
-AcceleratorConfig = Union[CpuConfig, GpuConfig, TpuConfig]
+AcceleratorConfig = CpuConfig | GpuConfig | TpuConfig
 
 # ---------------------------------------------------------------------------------------------------------
-# Registry (reference/accelerators.md)
+# Registry
 
 
 @dataclass(frozen=True)

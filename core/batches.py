@@ -1,4 +1,4 @@
-"""`map`: one job per input, durable as a group (SPEC 2.6).
+"""`map`: one job per input, durable as a group.
 
 Every input becomes its own job at once (PENDING), submitted by the backend the registry picks for the
 function's context, which also drives the batch's polls through a `BatchDriver` (the local backend runs the

@@ -1,4 +1,4 @@
-"""`Data`: local or `gs://` inputs that travel to the job by reference, not inside the pickle (SPEC 2.3.2).
+"""`Data`: local or `gs://` inputs that travel to the job by reference, not inside the pickle.
 
 Local data is content-hashed and uploaded once to `data-cache/{hash}/` in the jobs bucket; the marker
 `data-markers/{hash}` is written last, so a later job with the same content pays one `exists()` call.

@@ -1,4 +1,4 @@
-"""`@run`: ship a function with its code and data to a cluster, run it there, bring the result back (SPEC 2.1)."""
+"""`@run`: ship a function with its code and data to a cluster, run it there, bring the result back."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Profiles (`profiles.json`) and infrastructure resolution (SPEC 1).
+"""Profiles (`profiles.json`) and infrastructure resolution.
 
 A profile names where work runs (backend, project, zone, cluster, namespace). Every entry point (the
 decorator, the CLI, `--script`, the console) asks `resolve_infra()` once, so the precedence rule lives in
 exactly one place and `config show` can say where each value came from.
 
-Decisions the spec leaves open:
+Rules:
 - A fresh home has a virtual `local` profile (backend `local`, project `local`) that is current; the file
   is only written by the first change, so reading never mutates the workspace.
 - A profile field may be unset (`null`): resolution then falls through to the defaults.

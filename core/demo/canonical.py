@@ -1,4 +1,4 @@
-"""The canonical example pipeline the demo and the tests ship (SPEC 3.6):
+"""The canonical example pipeline the demo and the tests ship:
 
     preprocess -> {train_a, train_b} -> evaluate -> accuracy_gate -> register | notify
 

@@ -1,4 +1,4 @@
-"""Endpoint autoscaling (SPEC 3.4): a deterministic target-tracking scaler driven by caller-supplied ticks.
+"""Endpoint autoscaling: a deterministic target-tracking scaler driven by caller-supplied ticks.
 
 Ticks come from the caller (the console's clock) rather than wall time so that a scaling history can be
 replayed, tested and restored exactly. One `last_scale_tick` serves both directions: a scale-out right

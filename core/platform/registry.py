@@ -1,4 +1,4 @@
-"""Model registry (SPEC 3.3): versioned models moving through a fixed stage graph.
+"""Model registry: versioned models moving through a fixed stage graph.
 
 The registry keeps one production pointer per group so `get_latest_production` and `promote` cost the
 same in a group of ten versions as in one of a hundred thousand; the invariant "at most one Production

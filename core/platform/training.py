@@ -1,4 +1,4 @@
-"""Managed training (SPEC 3.1): a deterministic epoch loop with checkpoints, spot-style interrupts and capacity.
+"""Managed training: a deterministic epoch loop with checkpoints, spot-style interrupts and capacity.
 
 The point of the module is the artifact-hash contract: however a run is interrupted and resumed (or
 restarted when nothing was checkpointed), it ends with the hash of the uninterrupted run. That holds only
@@ -198,7 +198,7 @@ class TrainingCluster:
 class ManagedTrainingRunner:
     """Drives jobs through their lifecycle on one cluster.
 
-    `objective` (beyond SPEC 3.1, default "loss") names the state key reported as the metric, so the tuner
+    `objective` (default "loss") names the state key reported as the metric, so the tuner
     can optimise any key a custom step produces.
     """
 

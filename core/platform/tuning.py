@@ -1,4 +1,4 @@
-"""Hyperparameter tuning (SPEC 3.2): search strategies over a grid, each trial a real managed training job.
+"""Hyperparameter tuning: search strategies over a grid, each trial a real managed training job.
 
 Everything is deterministic (sorted keys, seeded sampling, exact rational distances), so a study re-run
 or replayed by the console picks the same trials in the same order.

@@ -1,4 +1,4 @@
-"""The function a console training job runs INSIDE its job process (SPEC 3.1, console paragraph).
+"""The function a console training job runs INSIDE its job process: one attempt of the epoch loop.
 
 The epoch loop is `ManagedTrainingRunner` itself, run on a one-instance cluster, so status, checkpoint,
 interrupt and failure semantics (and the artifact hash) are exactly the in-memory mechanism's. The job only

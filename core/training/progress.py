@@ -1,4 +1,4 @@
-"""Fold one attempt's structured log lines and its end into the stored TrainingJob (SPEC 3.1 meanings).
+"""Fold one attempt's structured log lines and its end into the stored TrainingJob's status and epochs.
 
 Folding is idempotent: every event sets absolute values, so re-reading an attempt's whole log on each
 refresh (from any process) converges on the same record. Settling happens once, guarded by the caller's

@@ -1,11 +1,12 @@
-"""TrainingService: training jobs and tuning studies as real jobs on pools (SPEC 3.1/3.2, console paragraphs).
+"""TrainingService: training jobs and tuning studies as real jobs on pools.
 
 Each attempt of a training job is a job of the profile's backend (a local process, or a GKE Job) running
-`kinetic_tui.core.training.entry.train`; its progress comes back as structured log lines that `refresh()` folds into the store, so any process (the
-TUI, the CLI, a script, a new process after a crash) sees and drives the same trainings.
+`kinetic_tui.core.training.entry.train`; its progress comes back as structured log lines that `refresh()`
+folds into the store, so any process (the TUI, the CLI, a script, a new process after a crash) sees and
+drives the same trainings.
 
 Capacity: a pool offers `nodes // nodes-per-job` training instances. A training holds one from start until
-it is Completed or Failed; a Stopped training keeps it (SPEC 3.1 TrainingCluster), so a resume never waits
+it is Completed or Failed; a Stopped training keeps it (as a TrainingCluster does), so a resume never waits
 and new training starts (and trials) get CapacityError while Stopped trainings fill the pool. On the local
 backend a Stopped training's OS process is gone, so its nodes are free for plain jobs (`submit`): the
 instance is kept in the training accounting, not reserved in the backend's queue.
