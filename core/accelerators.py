@@ -207,7 +207,7 @@ def _as_count(text: str) -> int | None:
 def _pick(text: str, offered: Collection[int], name: str, unit: str) -> int:
     """Return `text` as one of the `offered` counts of `name`, or fail naming them."""
     count = _as_count(text)
-    if count not in offered:
+    if count is None or count not in offered:
         raise ValidationError(f"{name} offers {_joined(offered)} {unit}, not {_quote(text)}")
     return count
 
@@ -218,7 +218,7 @@ def _most_capable(
     """The first name in `preference` order that offers `text` units (`gpu:N`, `tpu:N`, bare `N`)."""
     count = _as_count(text)
     for name in preference:
-        if count in offers[name]:
+        if count is not None and count in offers[name]:
             return name, count
     every = set().union(*offers.values())
     raise ValidationError(f"no {kind} shape has {_quote(text)} {unit}; choose {_joined(every)}")

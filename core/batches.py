@@ -124,7 +124,7 @@ class BatchHandle:
         self._finished_at: dict[int, float] = {}
 
     def __len__(self) -> int:
-        return self.manifest["count"]
+        return len(self.manifest["attempts"])  # one list of attempts per input
 
     def _record_attempt(self, index: int, handle: JobHandle) -> None:
         self.manifest["attempts"][index].append(handle.job_id)

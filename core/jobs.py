@@ -165,7 +165,9 @@ class JobHandle:
         storage = self.storage()
         for host in range(1, row.nodes):
             try:
-                outcome = cloudpickle.loads(storage.get_bytes(f"{self.job_id}/result-worker-{host}.pkl"))
+                outcome: dict[str, Any] = cloudpickle.loads(
+                    storage.get_bytes(f"{self.job_id}/result-worker-{host}.pkl")
+                )
             except NotFoundError:
                 continue
             if not outcome["success"]:

@@ -99,7 +99,7 @@ def evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def accuracy_clears_threshold(inputs: dict[str, Any]) -> bool:
-    return inputs["accuracy"] >= inputs["threshold"]
+    return bool(inputs["accuracy"] >= inputs["threshold"])
 
 
 def register(inputs: dict[str, Any]) -> dict[str, Any]:

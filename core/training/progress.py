@@ -28,6 +28,8 @@ def fold(run: Run, events: list[dict[str, Any]], load_checkpoint: Callable[[int]
     job = run.job
     for event in events:
         epoch = event.get("epoch")
+        if not isinstance(epoch, int):  # every epoch and checkpoint event carries its epoch; no other is folded
+            continue
         if event["type"] == "epoch":
             job.current_epoch = epoch
             run.meta.last_metric = event.get("metric")

@@ -14,6 +14,7 @@ instance is kept in the training accounting, not reserved in the backend's queue
 
 from __future__ import annotations
 
+import builtins  # the class defines `list`, so its annotations name the builtin explicitly
 import json
 import time
 from collections.abc import Callable
@@ -67,7 +68,7 @@ class TrainingService:
     def study(self, name: str) -> StudySnapshot:
         return self._studies.snapshot(name)
 
-    def studies(self) -> list[StudySnapshot]:
+    def studies(self) -> builtins.list[StudySnapshot]:
         return [self._studies.snapshot(name) for name in self.store.tuning.names()]
 
     # -- actions -------------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ class TrainingService:
     def start(
         self,
         name: str,
-        hyperparameters: dict,
+        hyperparameters: dict[str, Any],
         epochs: int,
         checkpoint_every: int,
         pool: str | None,
@@ -137,7 +138,7 @@ class TrainingService:
             ) from None
         return self._refresh_one(name)
 
-    def refresh(self, name: str | None = None) -> list[TrainingSnapshot]:
+    def refresh(self, name: str | None = None) -> builtins.list[TrainingSnapshot]:
         """Fold new progress of one training (or of every InProgress one, advancing every open study)."""
         if name is not None:
             return [self._refresh_one(name)]
@@ -165,7 +166,7 @@ class TrainingService:
     def tune(
         self,
         name: str,
-        space: dict[str, list],
+        space: dict[str, builtins.list[Any]],
         strategy: str,
         max_trials: int,
         seed: int = 0,

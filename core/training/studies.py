@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from kinetic_tui.core.backends.base import PoolInfo
 from kinetic_tui.core.errors import ValidationError
@@ -77,7 +77,7 @@ class Trainings(Protocol):
     def start(
         self,
         name: str,
-        hyperparameters: dict,
+        hyperparameters: dict[str, Any],
         epochs: int,
         checkpoint_every: int,
         pool: str | None,
@@ -104,7 +104,7 @@ class StudyDriver:
     def start(
         self,
         name: str,
-        space: dict[str, list],
+        space: dict[str, list[Any]],
         strategy: str,
         max_trials: int,
         seed: int,

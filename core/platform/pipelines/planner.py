@@ -48,7 +48,7 @@ def compile_steps(pipeline: str, steps: tuple[Step | ConditionStep, ...]) -> lis
     nodes = []
     for step in steps:
         is_condition = isinstance(step, ConditionStep)
-        fn = step.predicate if is_condition else step.fn
+        fn = step.predicate if isinstance(step, ConditionStep) else step.fn
         version = step.version
         if version is None:
             version = fingerprints.get(id(fn))
