@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
@@ -98,8 +98,9 @@ def evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"best": best, "accuracy": accuracies[best], "accuracies": accuracies, "model": inputs[best]}
 
 
-def accuracy_clears_threshold(inputs: dict[str, Any]) -> bool:
-    return bool(inputs["accuracy"] >= inputs["threshold"])
+def accuracy_clears_threshold(inputs: Mapping[str, float]) -> bool:
+    # the body is the step's cache fingerprint: a change to it re-runs the gate in every stored pipeline
+    return inputs["accuracy"] >= inputs["threshold"]
 
 
 def register(inputs: dict[str, Any]) -> dict[str, Any]:
