@@ -1,10 +1,9 @@
-"""Accelerator registry and the `accelerator=` string grammar (SPEC 2.2).
+"""Accelerator registry and the `accelerator=` string grammar.
 
 One short string decides placement, machine shape, node count and GKE labels, so the parser is strict:
 every string either maps to exactly one registry entry or fails with a one-line `ValueError` that lists
-what *would* have been valid for the name it got. The registry is the data of
-`reference/accelerators.md`, transcribed into the tables below (never parsed from the markdown at run
-time).
+what *would* have been valid for the name it got. The registry is plain data in the tables below: the
+accelerators GKE offers, with their machine types, counts and topologies.
 
 Canonical forms (what `str(config)` prints, and what parses back to an equal config):
 `cpu`, `l4x2`, `v5litepod-2x4`, each with an optional `:spot` suffix.
@@ -15,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from kinetic_tui.core.errors import ValidationError
 
@@ -74,10 +72,10 @@ class TpuConfig:
         return f"{self.name}-{self.topology}" + _spot_suffix(self.spot)
 
 
-AcceleratorConfig = Union[CpuConfig, GpuConfig, TpuConfig]
+AcceleratorConfig = CpuConfig | GpuConfig | TpuConfig
 
 # ---------------------------------------------------------------------------------------------------------
-# Registry (reference/accelerators.md)
+# Registry
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def _as_count(text: str) -> int | None:
 def _pick(text: str, offered: Collection[int], name: str, unit: str) -> int:
     """Return `text` as one of the `offered` counts of `name`, or fail naming them."""
     count = _as_count(text)
-    if count not in offered:
+    if count is None or count not in offered:
         raise ValidationError(f"{name} offers {_joined(offered)} {unit}, not {_quote(text)}")
     return count
 
@@ -220,7 +218,7 @@ def _most_capable(
     """The first name in `preference` order that offers `text` units (`gpu:N`, `tpu:N`, bare `N`)."""
     count = _as_count(text)
     for name in preference:
-        if count in offers[name]:
+        if count is not None and count in offers[name]:
             return name, count
     every = set().union(*offers.values())
     raise ValidationError(f"no {kind} shape has {_quote(text)} {unit}; choose {_joined(every)}")

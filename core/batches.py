@@ -1,4 +1,4 @@
-"""`map`: one job per input, durable as a group (SPEC 2.6).
+"""`map`: one job per input, durable as a group.
 
 Every input becomes its own job at once (PENDING), submitted by the backend the registry picks for the
 function's context, which also drives the batch's polls through a `BatchDriver` (the local backend runs the
@@ -124,7 +124,7 @@ class BatchHandle:
         self._finished_at: dict[int, float] = {}
 
     def __len__(self) -> int:
-        return self.manifest["count"]
+        return len(self.manifest["attempts"])  # one list of attempts per input
 
     def _record_attempt(self, index: int, handle: JobHandle) -> None:
         self.manifest["attempts"][index].append(handle.job_id)

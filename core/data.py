@@ -1,4 +1,4 @@
-"""`Data`: local or `gs://` inputs that travel to the job by reference, not inside the pickle (SPEC 2.3.2).
+"""`Data`: local or `gs://` inputs that travel to the job by reference, not inside the pickle.
 
 Local data is content-hashed and uploaded once to `data-cache/{hash}/` in the jobs bucket; the marker
 `data-markers/{hash}` is written last, so a later job with the same content pays one `exists()` call.
@@ -162,10 +162,13 @@ def _transform(obj: Any, on_data: Callable[[Data], Any], where: str, active: set
         if all(a is b for a, b in zip(new, obj)):
             return obj
         if isinstance(obj, list):
-            result = copy.copy(obj)
-            result[:] = new
-            return result
-        return type(obj)._make(new) if hasattr(obj, "_fields") else tuple(new)
+            copied = copy.copy(obj)
+            copied[:] = new
+            return copied
+        if hasattr(obj, "_fields"):  # a namedtuple: rebuilt as its own class, which typing sees as a plain tuple
+            namedtuple_class: Any = type(obj)
+            return namedtuple_class._make(new)
+        return tuple(new)
     finally:
         active.discard(id(obj))
 

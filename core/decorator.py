@@ -1,4 +1,4 @@
-"""`@run`: ship a function with its code and data to a cluster, run it there, bring the result back (SPEC 2.1)."""
+"""`@run`: ship a function with its code and data to a cluster, run it there, bring the result back."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from kinetic_tui.core.batches import BatchHandle, map_calls
 from kinetic_tui.core.jobs import JobHandle
@@ -15,11 +15,18 @@ from kinetic_tui.core.submission.dispatch import submit_call
 
 RUNNER_PREFIX = "[kinetic] "
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class RemoteCallable:
-    """The decorated function: calling it runs remotely; `.run_async` and `.map` do not block."""
 
-    def __init__(self, func: Callable[..., Any], options: Mapping[str, Any]) -> None:
+class RemoteCallable(Generic[P, R]):
+    """The decorated function: calling it runs remotely; `.run_async` and `.map` do not block.
+
+    Generic in the function's parameters and return type, so a type checker sees `f(...)` and
+    `f.run_async(...)` with `f`'s own signature.
+    """
+
+    def __init__(self, func: Callable[P, R], options: Mapping[str, Any]) -> None:
         self.func = func
         self.options = dict(options)
         functools.update_wrapper(self, func)
@@ -28,11 +35,11 @@ class RemoteCallable:
     def _context(self, **extra: Any) -> JobContext:
         return JobContext.from_params(self.func, **self.options, **extra)
 
-    def run_async(self, *args: Any, **kwargs: Any) -> JobHandle:
+    def run_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Submit and return the handle at once."""
         return submit_call(self._context(), args, kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Block, stream the job's output to this terminal, return the value or re-raise the remote error."""
         handle = self.run_async(*args, **kwargs)
         echo = _LogEcho(handle)
@@ -40,7 +47,8 @@ class RemoteCallable:
             handle.wait(on_poll=echo.pump)
         finally:
             echo.pump(final=True)
-        return handle.result()
+        value: R = handle.result()  # unpickled from the job: what `func` returned
+        return value
 
     def map(
         self,
@@ -86,7 +94,7 @@ def run(
     spot: bool = False,
     output_dir: str | None = None,
     profile: str | None = None,
-) -> Callable[[Callable[..., Any]], RemoteCallable]:
+) -> Callable[[Callable[P, R]], RemoteCallable[P, R]]:
     """Decorator factory: `@run(accelerator="v5e-2x2")`. Settings are validated when decorating."""
     options = dict(
         accelerator=accelerator,
@@ -103,8 +111,9 @@ def run(
         profile=profile,
     )
 
-    def decorate(func: Callable[..., Any]) -> RemoteCallable:
-        return RemoteCallable(check_callable(func), options)
+    def decorate(func: Callable[P, R]) -> RemoteCallable[P, R]:
+        check_callable(func)
+        return RemoteCallable(func, options)
 
     return decorate
 

@@ -2,8 +2,8 @@
 
 Every error the core raises on purpose derives from `KineticError`, so the CLI, `--script` and the TUI
 can show a one-line message for these and keep a traceback only for genuine bugs (or `--debug`).
-Validation problems stay plain `ValueError`s (the spec asks for them by name); `ValidationError`
-subclasses both so callers may catch either.
+Validation problems are also `ValueError`s (the public API documents `ValueError` for bad arguments):
+`ValidationError` subclasses both so callers may catch either.
 """
 
 

@@ -8,6 +8,7 @@ dropped and counted (`Subscription.dropped`), and the view can re-read a snapsho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -169,10 +170,8 @@ class Subscription:
         self._notify()
 
     def _notify(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the consumer's loop is closed: nobody is listening any more
             self._loop.call_soon_threadsafe(self._wake.set)
-        except RuntimeError:  # the consumer's loop is closed: nobody is listening any more
-            pass
 
     def pending(self) -> int:
         with self._lock:

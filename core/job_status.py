@@ -1,4 +1,4 @@
-"""Job states shared by every backend, the store and the console (SPEC 2.6)."""
+"""Job states shared by every backend, the store and the console."""
 
 from __future__ import annotations
 

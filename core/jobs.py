@@ -1,4 +1,4 @@
-"""JobHandle: the durable, JSON-serialisable record of one job, and what a client can do with it (SPEC 2.6).
+"""JobHandle: the durable, JSON-serialisable record of one job, and what a client can do with it.
 
 A handle carries no live state: every method asks the backend, so a handle rebuilt by `attach` in another
 process (or from `handle.json` on another machine) behaves exactly like the one `run_async` returned.
@@ -165,7 +165,9 @@ class JobHandle:
         storage = self.storage()
         for host in range(1, row.nodes):
             try:
-                outcome = cloudpickle.loads(storage.get_bytes(f"{self.job_id}/result-worker-{host}.pkl"))
+                outcome: dict[str, Any] = cloudpickle.loads(
+                    storage.get_bytes(f"{self.job_id}/result-worker-{host}.pkl")
+                )
             except NotFoundError:
                 continue
             if not outcome["success"]:

@@ -1,4 +1,4 @@
-"""Where the workspace lives on disk (SPEC 1): one home directory, private to the user."""
+"""Where the workspace lives on disk: one home directory, private to the user."""
 
 from __future__ import annotations
 

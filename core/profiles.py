@@ -1,10 +1,10 @@
-"""Profiles (`profiles.json`) and infrastructure resolution (SPEC 1).
+"""Profiles (`profiles.json`) and infrastructure resolution.
 
 A profile names where work runs (backend, project, zone, cluster, namespace). Every entry point (the
 decorator, the CLI, `--script`, the console) asks `resolve_infra()` once, so the precedence rule lives in
 exactly one place and `config show` can say where each value came from.
 
-Decisions the spec leaves open:
+Rules:
 - A fresh home has a virtual `local` profile (backend `local`, project `local`) that is current; the file
   is only written by the first change, so reading never mutates the workspace.
 - A profile field may be unset (`null`): resolution then falls through to the defaults.
@@ -129,8 +129,8 @@ def _check_name(name: object, origin: str = "profile name") -> str:
 def _check_value(field: str, value: object, origin: str = "") -> str:
     """Validate one infra field; `origin` (e.g. `KINETIC_ZONE: `) says where a bad value came from."""
     if field == "backend":
-        profile_kind(value, origin)
-    elif not isinstance(value, str) or not _VALUE.fullmatch(value):
+        return profile_kind(value, origin).name
+    if not isinstance(value, str) or not _VALUE.fullmatch(value):
         raise ValidationError(f"{origin}{field} {value!r} must match {VALUE_RULE}")
     return value
 
@@ -151,11 +151,12 @@ def _profile_from_json(name: str, entry: object) -> Profile:
     _check_name(name)
     if not isinstance(entry, dict):
         raise ValidationError("expected an object of backend, project, zone, cluster, namespace")
-    values = {field: entry.get(field) for field in INFRA_FIELDS}
-    for field, value in values.items():
-        if value is not None or field == "backend":
-            _check_value(field, value)
-    return Profile(name, **values)
+    checked = {
+        field: _check_value(field, value)
+        for field in INFRA_FIELDS
+        if (value := entry.get(field)) is not None or field == "backend"
+    }
+    return Profile(name, checked.pop("backend"), **checked)
 
 
 def _load() -> tuple[str | None, dict[str, Profile]]:
@@ -380,8 +381,8 @@ def resolve_infra(
             values[field], sources[field] = getattr(chosen, field), f"profile {chosen.name}"
         elif field != "project":
             values[field], sources[field] = DEFAULTS[field], "default"
-        elif profile_kind(values["backend"]).default_project is not None:
-            values[field], sources[field] = profile_kind(values["backend"]).default_project, "default"
+        elif (default_project := profile_kind(values["backend"]).default_project) is not None:
+            values[field], sources[field] = default_project, "default"
         else:
             raise ValidationError(
                 f"backend {values['backend']} needs a project: pass project=, set "

@@ -12,9 +12,23 @@ the UI starts.
 from __future__ import annotations
 
 import os as _os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.version import __version__
+
+if TYPE_CHECKING:  # what `__getattr__` resolves, so type checkers see the real objects (`run` keeps signatures)
+    from kinetic_tui.core.accelerators import parse_accelerator as parse_accelerator
+    from kinetic_tui.core.batches import BatchError as BatchError
+    from kinetic_tui.core.batches import BatchHandle as BatchHandle
+    from kinetic_tui.core.batches import attach_batch as attach_batch
+    from kinetic_tui.core.data import Data as Data
+    from kinetic_tui.core.decorator import RemoteCallable as RemoteCallable
+    from kinetic_tui.core.decorator import map as map
+    from kinetic_tui.core.decorator import run as run
+    from kinetic_tui.core.job_status import JobStatus as JobStatus
+    from kinetic_tui.core.jobs import JobHandle as JobHandle
+    from kinetic_tui.core.jobs import attach as attach
+    from kinetic_tui.core.jobs import list_jobs as list_jobs
 
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if not _os.path.isdir(_os.path.join(__path__[0], "core")) and _os.path.isfile(

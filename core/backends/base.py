@@ -60,6 +60,26 @@ class JobInfo(Protocol):
     def nodes(self) -> int: ...
 
 
+class JobRecord(JobInfo, Protocol):
+    """A job as a backend lists and refreshes it (a local JobRow, a GKE ClusterJob): its state, its times and
+    its stored handle record; what the console's job snapshots are taken from."""
+
+    @property
+    def pool(self) -> str | None: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    @property
+    def started_at(self) -> float | None: ...
+
+    @property
+    def finished_at(self) -> float | None: ...
+
+    @property
+    def handle(self) -> dict[str, Any]: ...
+
+
 class PoolInfo(Protocol):
     """A pool of nodes a job can be placed on: its shape, its size (the autoscaling maximum on a cloud) and use."""
 
@@ -124,7 +144,7 @@ class BatchDriver(Protocol):
         """Submit a new attempt of the job `record` describes; its handle record."""
         ...
 
-    def settled(self) -> dict[str, JobInfo]:
+    def settled(self) -> Mapping[str, JobRecord]:
         """The batch's jobs whose results `result_bytes` can read in bulk (may be empty)."""
         ...
 
@@ -179,11 +199,13 @@ class Backend(Protocol):
         """The handle record of a job; NotFoundError naming the job when unknown."""
         ...
 
-    def refresh(self, job_id: str) -> JobInfo:
+    def refresh(self, job_id: str) -> JobRecord:
         """The job's state after one step of progress (settle it if done, start it if it fits)."""
         ...
 
-    def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobInfo: ...
+    def wait(
+        self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None
+    ) -> JobRecord: ...
 
     def read_logs(
         self, job_id: str, follow: bool = False, stop: threading.Event | None = None
@@ -203,15 +225,14 @@ class Backend(Protocol):
         """A settled job's result pickle when it is not under its own prefix (None: read the prefix)."""
         ...
 
-    def cancel(self, job_id: str) -> JobInfo: ...
+    def cancel(self, job_id: str) -> JobRecord: ...
 
     def cleanup(self, job_id: str) -> None: ...
 
     # -- listings and pools ---------------------------------------------------------------------------------
 
-    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> Sequence[Any]:
-        """Newest first, after settling what finished; each item is a JobInfo with `pool`, `created_at`,
-        `started_at`, `finished_at` and `handle` (the console's JobRecord)."""
+    def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> Sequence[JobRecord]:
+        """Newest first, after settling what finished."""
         ...
 
     def pools(self) -> Sequence[PoolInfo]: ...

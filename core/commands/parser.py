@@ -133,6 +133,7 @@ def _tokenize_quoted(line: str) -> tuple[list[Token], int]:
                 index += 2
             else:
                 run = _RUN.match(line, index)
+                assert run is not None  # `char` is neither whitespace, a quote nor a backslash: a run starts here
                 parts.append(run.group())
                 index = run.end()
         tokens.append(("".join(parts), start, index))
@@ -288,10 +289,12 @@ def _bind(
             continue
         if flag.key in args and not flag.repeatable:
             raise ParseError(f"flag {name} given twice for {verb.name!r}", token[1] + 1, name)
-        try:
-            converted = True if kind is None else kind.convert(value)
-        except ValidationError as exc:
-            raise _bad_value(exc, name, value, at) from None
+        converted: Any = True  # a switch (a typed flag without a value was refused above)
+        if kind is not None and value is not None:
+            try:
+                converted = kind.convert(value)
+            except ValidationError as exc:
+                raise _bad_value(exc, name, value, at) from None
         if flag.repeatable:
             bucket = args.setdefault(flag.key, {})
             if converted[0] in bucket:
@@ -379,9 +382,9 @@ def _candidates(line: str, done: list[Token], partial: str, flag_like: bool) -> 
             positional_words.append(token[0])
         else:
             used.add(name)
-        pending = flag if flag is not None and flag.type is not None and value is None else None
+        pending = flag.type if flag is not None and value is None else None
     if pending is not None:
-        return pending.type.choices
+        return pending.choices
     if flag_like and "=" in partial:  # `--status=RU`
         name = partial.partition("=")[0]
         flag = verb.flag_table.get(name)

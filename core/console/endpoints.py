@@ -9,6 +9,7 @@ wrote makes it re-read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -260,10 +261,9 @@ def _concurrent_invocations(
         with lock:
             state["in_flight"] += 1
             state["peak"] = max(state["peak"], state["in_flight"])
-        try:
+        # a slow thread start breaks the barrier: serve anyway, the peak shows what was really in flight
+        with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(_BARRIER_TIMEOUT)
-        except threading.BrokenBarrierError:
-            pass  # a slow thread start: serve anyway, the peak shows what was really in flight
         try:
             with serve:
                 models.invoke(model, {"tick": tick, "request": index})

@@ -13,10 +13,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.backends.base import Backend
+from kinetic_tui.core.backends.base import Backend, JobRecord
 from kinetic_tui.core.console.references import import_reference
 from kinetic_tui.core.console.snapshots import (
-    JobRecord,
     JobResultSnapshot,
     JobSnapshot,
     LogsSnapshot,
@@ -75,7 +74,8 @@ class Jobs:
             target = import_reference(ref, "function")
             options: dict[str, Any] = {}
             if isinstance(target, RemoteCallable):
-                target, options = target.func, dict(target.options)
+                options = dict(target.options)
+                target = target.func
             options["accelerator"] = accelerator or options.get("accelerator") or "cpu"
             try:
                 func = check_callable(target)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any
 
-from kinetic_tui.core.backends.base import PoolInfo
-from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.backends.base import JobRecord, PoolInfo
 from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
 from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
 from kinetic_tui.core.platform.registry import ModelVersion, Transition
@@ -62,37 +61,6 @@ class PoolSnapshot(Snapshot):
     @classmethod
     def of(cls, pool: PoolInfo) -> PoolSnapshot:
         return cls(pool.name, pool.accelerator, pool.nodes, pool.spot, pool.in_use, pool.queued, pool.emulated)
-
-
-class JobRecord(Protocol):
-    """What a job snapshot is taken from: a local JobRow, or a GKE job read from its cluster and bucket."""
-
-    @property
-    def job_id(self) -> str: ...
-
-    @property
-    def pool(self) -> str | None: ...
-
-    @property
-    def status(self) -> JobStatus: ...
-
-    @property
-    def phase(self) -> str | None: ...
-
-    @property
-    def detail(self) -> str | None: ...
-
-    @property
-    def created_at(self) -> float: ...
-
-    @property
-    def started_at(self) -> float | None: ...
-
-    @property
-    def finished_at(self) -> float | None: ...
-
-    @property
-    def handle(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

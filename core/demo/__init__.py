@@ -1,4 +1,4 @@
-"""The `kinetic-tui --demo` workspace: filled by running real work through the Console (SPEC 5)."""
+"""The `kinetic-tui --demo` workspace: filled by running real work through the Console."""
 
 from kinetic_tui.core.demo.fill import DemoProgress, demo_home, fill
 

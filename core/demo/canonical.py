@@ -1,4 +1,4 @@
-"""The canonical example pipeline the demo and the tests ship (SPEC 3.6):
+"""The canonical example pipeline the demo and the tests ship:
 
     preprocess -> {train_a, train_b} -> evaluate -> accuracy_gate -> register | notify
 
@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
@@ -98,7 +98,8 @@ def evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"best": best, "accuracy": accuracies[best], "accuracies": accuracies, "model": inputs[best]}
 
 
-def accuracy_clears_threshold(inputs: dict[str, Any]) -> bool:
+def accuracy_clears_threshold(inputs: Mapping[str, float]) -> bool:
+    # the body is the step's cache fingerprint: a change to it re-runs the gate in every stored pipeline
     return inputs["accuracy"] >= inputs["threshold"]
 
 

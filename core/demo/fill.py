@@ -1,4 +1,4 @@
-"""`kinetic-tui --demo`: a separate workspace filled by really running work through the Console (SPEC 5).
+"""`kinetic-tui --demo`: a separate workspace filled by really running work through the Console.
 
 Nothing is faked: every pool, job, training, study, version, endpoint decision and pipeline run below is
 made by the same Console calls a user's keys, command bar or script would make, so the demo doubles as an

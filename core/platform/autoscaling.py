@@ -1,4 +1,4 @@
-"""Endpoint autoscaling (SPEC 3.4): a deterministic target-tracking scaler driven by caller-supplied ticks.
+"""Endpoint autoscaling: a deterministic target-tracking scaler driven by caller-supplied ticks.
 
 Ticks come from the caller (the console's clock) rather than wall time so that a scaling history can be
 replayed, tested and restored exactly. One `last_scale_tick` serves both directions: a scale-out right
@@ -48,18 +48,8 @@ class ScalingConfig:
         require_number("scale_in_cooldown", self.scale_in_cooldown, minimum=0)
 
 
-def _config_field(name: str) -> property:
-    return property(lambda self: getattr(self._config, name), doc=f"Current `{name}` (see `reconfigure`).")
-
-
 class Endpoint:
     """Instance count, cooldown clock and the full history of observations."""
-
-    min_instances = _config_field("min_instances")
-    max_instances = _config_field("max_instances")
-    target_per_instance = _config_field("target_per_instance")
-    scale_out_cooldown = _config_field("scale_out_cooldown")
-    scale_in_cooldown = _config_field("scale_in_cooldown")
 
     def __init__(
         self,
@@ -82,6 +72,27 @@ class Endpoint:
     @property
     def config(self) -> ScalingConfig:
         return self._config
+
+    # The current bounds and cooldowns (see `reconfigure`).
+    @property
+    def min_instances(self) -> int:
+        return self._config.min_instances
+
+    @property
+    def max_instances(self) -> int:
+        return self._config.max_instances
+
+    @property
+    def target_per_instance(self) -> float:
+        return self._config.target_per_instance
+
+    @property
+    def scale_out_cooldown(self) -> float:
+        return self._config.scale_out_cooldown
+
+    @property
+    def scale_in_cooldown(self) -> float:
+        return self._config.scale_in_cooldown
 
     @property
     def instance_count(self) -> int:
@@ -139,7 +150,7 @@ class Endpoint:
         The clamp does not stamp `last_scale_tick`: it is not an autoscaler decision. The event records
         the last observed concurrency and what the new config would want for it.
         """
-        changes = {
+        changes: dict[str, Any] = {  # ScalingConfig validates every value
             key: value
             for key, value in (
                 ("min_instances", min_instances),

@@ -1,4 +1,4 @@
-"""Model registry (SPEC 3.3): versioned models moving through a fixed stage graph.
+"""Model registry: versioned models moving through a fixed stage graph.
 
 The registry keeps one production pointer per group so `get_latest_production` and `promote` cost the
 same in a group of ten versions as in one of a hundred thousand; the invariant "at most one Production
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.validation import known_names, require_int, require_name, require_number
@@ -59,16 +59,16 @@ class InvalidTransitionError(ValidationError):
         self.allowed = ALLOWED_TRANSITIONS[from_stage]
 
 
-class _ReadOnlyDict(dict):
+class _ReadOnlyDict(dict[str, Any]):
     """Metrics stay a real dict (JSON, pickle and dataclasses.asdict all work) but refuse mutation,
     because a version's metrics must never change after registration."""
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError("model version metrics are read-only")
 
     __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
 
-    def __reduce__(self) -> tuple[type, tuple[dict]]:
+    def __reduce__(self) -> tuple[type[_ReadOnlyDict], tuple[dict[str, Any]]]:
         return (type(self), (dict(self),))
 
 

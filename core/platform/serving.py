@@ -1,4 +1,4 @@
-"""Multi-model serving (SPEC 3.5): many registered models behind one endpoint, few loaded at a time.
+"""Multi-model serving: many registered models behind one endpoint, few loaded at a time.
 
 The loaded set is an `OrderedDict` used as an LRU: a hit is `move_to_end` and an eviction is
 `popitem(last=False)`, both O(1), so an endpoint with thousands of loaded models invokes as fast as one

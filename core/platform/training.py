@@ -1,4 +1,4 @@
-"""Managed training (SPEC 3.1): a deterministic epoch loop with checkpoints, spot-style interrupts and capacity.
+"""Managed training: a deterministic epoch loop with checkpoints, spot-style interrupts and capacity.
 
 The point of the module is the artifact-hash contract: however a run is interrupted and resumed (or
 restarted when nothing was checkpointed), it ends with the hash of the uninterrupted run. That holds only
@@ -20,7 +20,7 @@ from typing import Any
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.validation import json_copy, positive_int
 
-TrainStep = Callable[[dict, int, dict], dict]
+TrainStep = Callable[[dict[str, Any], int, dict[str, Any]], dict[str, Any]]
 
 
 class CapacityError(KineticError):
@@ -44,20 +44,20 @@ class Checkpoint:
     """A saved epoch; the state is copied on construction so no later in-place mutation can reach it."""
 
     epoch: int
-    state: dict
+    state: dict[str, Any]
     metric: Any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", copy.deepcopy(self.state))
 
 
-def default_train_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
+def default_train_step(hyperparameters: dict[str, Any], epoch: int, state: dict[str, Any]) -> dict[str, Any]:
     """A pure decaying loss: deterministic, so interrupted and straight runs are comparable."""
     loss = state.get("loss", 1.0) * (1 - hyperparameters.get("learning_rate", 0.1))
     return {"loss": loss}
 
 
-def compute_artifact_hash(hyperparameters: dict, final_state: dict, epochs: int) -> str:
+def compute_artifact_hash(hyperparameters: dict[str, Any], final_state: dict[str, Any], epochs: int) -> str:
     """Identify a trained artifact by what produced it, independent of how often it was interrupted."""
     payload = json.dumps(
         {"hp": hyperparameters, "final_state": final_state, "epochs": epochs},
@@ -70,7 +70,7 @@ def compute_artifact_hash(hyperparameters: dict, final_state: dict, epochs: int)
 class TrainingJob:
     """One training run's durable record; only a `ManagedTrainingRunner` moves it between statuses."""
 
-    def __init__(self, name: str, hyperparameters: dict, max_epochs: int, checkpoint_every: int) -> None:
+    def __init__(self, name: str, hyperparameters: dict[str, Any], max_epochs: int, checkpoint_every: int) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValidationError(f"name must be a non-empty string, got {name!r}")
         if not isinstance(hyperparameters, dict):
@@ -90,7 +90,7 @@ class TrainingJob:
     def __repr__(self) -> str:
         return f"TrainingJob({self.name!r}, status={self.status.value}, epoch={self.current_epoch}/{self.max_epochs})"
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         """A JSON-serialisable snapshot, so the store can rebuild an identical job after a restart."""
         checkpoint = self.checkpoint
         return {
@@ -110,7 +110,7 @@ class TrainingJob:
         }
 
     @classmethod
-    def from_record(cls, record: dict) -> TrainingJob:
+    def from_record(cls, record: dict[str, Any]) -> TrainingJob:
         """Rebuild a job from `to_record()`; a malformed field is rejected by name and nothing is built."""
         missing = sorted(_RECORD_KEYS - set(record)) if isinstance(record, dict) else sorted(_RECORD_KEYS)
         if missing:
@@ -198,7 +198,7 @@ class TrainingCluster:
 class ManagedTrainingRunner:
     """Drives jobs through their lifecycle on one cluster.
 
-    `objective` (beyond SPEC 3.1, default "loss") names the state key reported as the metric, so the tuner
+    `objective` (default "loss") names the state key reported as the metric, so the tuner
     can optimise any key a custom step produces.
     """
 
@@ -283,7 +283,7 @@ class ManagedTrainingRunner:
         job.artifact_hash = compute_artifact_hash(job.hyperparameters, state, job.max_epochs)
         self._finish(job, TrainingStatus.COMPLETED)
 
-    def _step(self, job: TrainingJob, epoch: int, state: dict) -> tuple[dict, Any]:
+    def _step(self, job: TrainingJob, epoch: int, state: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """Run one epoch and insist on a state that can be checkpointed, hashed and scored."""
         new_state = self.train_step(copy.deepcopy(job.hyperparameters), epoch, state)
         if not isinstance(new_state, dict):

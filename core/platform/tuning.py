@@ -1,4 +1,4 @@
-"""Hyperparameter tuning (SPEC 3.2): search strategies over a grid, each trial a real managed training job.
+"""Hyperparameter tuning: search strategies over a grid, each trial a real managed training job.
 
 Everything is deterministic (sorted keys, seeded sampling, exact rational distances), so a study re-run
 or replayed by the console picks the same trials in the same order.
@@ -10,7 +10,7 @@ import math
 import random
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.training import (
@@ -30,17 +30,17 @@ class Trial(NamedTuple):
     """One finished trial; `metric` and `artifact_hash` are None when its job Failed (see `error`)."""
 
     trial_id: int
-    hyperparameters: dict
+    hyperparameters: dict[str, Any]
     metric: float | None
     artifact_hash: str | None
     status: TrainingStatus = TrainingStatus.COMPLETED
     error: str | None = None
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         return {**self._asdict(), "status": self.status.value}
 
     @classmethod
-    def from_record(cls, record: dict) -> Trial:
+    def from_record(cls, record: dict[str, Any]) -> Trial:
         return cls(**{**record, "status": TrainingStatus(record["status"])})
 
 
@@ -50,7 +50,7 @@ class TuningResult(NamedTuple):
     trials: tuple[Trial, ...]
     best: Trial | None
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         """JSON-serialisable; `best` is stored as a trial id so the trial is not duplicated."""
         return {
             "trials": [t.to_record() for t in self.trials],
@@ -58,16 +58,16 @@ class TuningResult(NamedTuple):
         }
 
     @classmethod
-    def from_record(cls, record: dict) -> TuningResult:
+    def from_record(cls, record: dict[str, Any]) -> TuningResult:
         trials = tuple(Trial.from_record(t) for t in record["trials"])
         best = next((t for t in trials if t.trial_id == record["best"]), None)
         return cls(trials, best)
 
 
-class _Grid(Sequence):
+class _Grid(Sequence[dict[str, Any]]):
     """The cartesian product over sorted keys, indexed lazily so a huge space costs no memory to sample."""
 
-    def __init__(self, space: dict[str, list]) -> None:
+    def __init__(self, space: dict[str, list[Any]]) -> None:
         self._keys = sorted(space)
         self._values = [space[k] for k in self._keys]
         self._len = math.prod(len(v) for v in self._values)
@@ -89,7 +89,15 @@ class _Grid(Sequence):
             Fraction(i, len(v) - 1) if len(v) > 1 else Fraction(0) for i, v in zip(self.indices(position), self._values)
         )
 
-    def __getitem__(self, position: int) -> dict:
+    @overload
+    def __getitem__(self, position: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, position: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(position, slice):  # a Sequence slices too; the product stays lazy for single positions
+            return [self[i] for i in range(*position.indices(self._len))]
         if not -self._len <= position < self._len:
             raise IndexError(position)
         digits = self.indices(position % self._len)
@@ -105,7 +113,7 @@ def best_trial(trials: Sequence[Trial], maximize: bool) -> Trial | None:
     return pick(scored, key=lambda t: (t.metric, t.trial_id))
 
 
-def _validated_space(search_space: Any) -> dict[str, list]:
+def _validated_space(search_space: Any) -> dict[str, list[Any]]:
     if not isinstance(search_space, dict) or not search_space:
         raise ValidationError(f"search_space must be a non-empty dict of name -> list of values, got {search_space!r}")
     space = {}
@@ -123,7 +131,7 @@ class HyperparameterTuner:
 
     def __init__(
         self,
-        search_space: dict[str, list],
+        search_space: dict[str, list[Any]],
         strategy: str = "grid",
         max_trials: int = 10,
         objective: str = "loss",
@@ -197,16 +205,16 @@ class HyperparameterTuner:
         target = self._grid.coordinates(positions[best.trial_id - 1])
 
         def distance(position: int) -> Fraction:
-            return sum((a - b) ** 2 for a, b in zip(self._grid.coordinates(position), target))
+            return sum(((a - b) ** 2 for a, b in zip(self._grid.coordinates(position), target)), Fraction(0))
 
         return min(untried, key=lambda p: (distance(p), p))
 
-    def _train(self, trial_id: int, hyperparameters: dict) -> Trial:
+    def _train(self, trial_id: int, hyperparameters: dict[str, Any]) -> Trial:
         job = TrainingJob(f"trial-{trial_id}", hyperparameters, self.max_epochs, self.checkpoint_every)
         self._runner.start(job)
         return Trial(trial_id, job.hyperparameters, job.metric, job.artifact_hash, job.status, job.error)
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         """The study's configuration and (once run) its trials, JSON-serialisable for the console's store."""
         return {
             **{field: getattr(self, field) for field in _CONFIG_FIELDS},
@@ -217,7 +225,7 @@ class HyperparameterTuner:
         }
 
     @classmethod
-    def from_record(cls, record: dict, train_step: TrainStep = default_train_step) -> HyperparameterTuner:
+    def from_record(cls, record: dict[str, Any], train_step: TrainStep = default_train_step) -> HyperparameterTuner:
         """Rebuild a persisted study (the step is code, so the caller supplies it again)."""
         config = {field: record[field] for field in (*_CONFIG_FIELDS, "search_space", "parallelism")}
         tuner = cls(**config, train_step=train_step)

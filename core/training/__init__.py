@@ -1,4 +1,4 @@
-"""Console training runs: training jobs and tuning studies as real jobs on pools (SPEC 3.1, 3.2).
+"""Console training runs: training jobs and tuning studies as real jobs on pools .
 
 `kinetic_tui.core.training.service` is the public entry (`TrainingService`); this package holds its parts.
 """

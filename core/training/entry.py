@@ -1,4 +1,4 @@
-"""The function a console training job runs INSIDE its job process (SPEC 3.1, console paragraph).
+"""The function a console training job runs INSIDE its job process: one attempt of the epoch loop.
 
 The epoch loop is `ManagedTrainingRunner` itself, run on a one-instance cluster, so status, checkpoint,
 interrupt and failure semantics (and the artifact hash) are exactly the in-memory mechanism's. The job only
@@ -21,7 +21,7 @@ import importlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.platform.training import (
@@ -74,15 +74,16 @@ def check_step_ref(step: str | None) -> str | None:
 
 
 def load_step(step: str | None) -> TrainStep:
-    if check_step_ref(step) is None:
+    checked = check_step_ref(step)
+    if checked is None:
         return default_train_step
-    module_name, _, attr = step.partition(":")
+    module_name, _, attr = checked.partition(":")
     target: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         target = getattr(target, part)
     if not callable(target):
         raise ValidationError(f"step {step!r} is not callable")
-    return target
+    return cast(TrainStep, target)  # a callable the user names as a step: its signature is the step contract
 
 
 class _Reporter:
@@ -95,10 +96,10 @@ class _Reporter:
         self.objective = objective
         self.reported_epoch = job.current_epoch
         self.saved_epoch = job.checkpoint.epoch if job.checkpoint else 0
-        self.last_state: dict = {}
+        self.last_state: dict[str, Any] = {}
 
     def wrap(self, step: TrainStep) -> TrainStep:
-        def reporting_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
+        def reporting_step(hyperparameters: dict[str, Any], epoch: int, state: dict[str, Any]) -> dict[str, Any]:
             self.flush()
             self.last_state = step(hyperparameters, epoch, state)
             return self.last_state
@@ -121,7 +122,7 @@ class _Reporter:
 
 def train(
     name: str,
-    hyperparameters: dict,
+    hyperparameters: dict[str, Any],
     max_epochs: int,
     checkpoint_every: int,
     checkpoints: dict[str, str],
@@ -130,7 +131,7 @@ def train(
     resume_from: int | None = None,
     interrupt_before_epoch: int | None = None,
     objective: str = "loss",
-) -> dict:
+) -> dict[str, Any]:
     """Run one attempt; return the final TrainingJob record (Completed), raise TrainingFailed (Failed), or
     exit with PREEMPTED_EXIT_CODE when stopped by `interrupt_before_epoch`.
 

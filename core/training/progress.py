@@ -1,4 +1,4 @@
-"""Fold one attempt's structured log lines and its end into the stored TrainingJob (SPEC 3.1 meanings).
+"""Fold one attempt's structured log lines and its end into the stored TrainingJob's status and epochs.
 
 Folding is idempotent: every event sets absolute values, so re-reading an attempt's whole log on each
 refresh (from any process) converges on the same record. Settling happens once, guarded by the caller's
@@ -28,6 +28,8 @@ def fold(run: Run, events: list[dict[str, Any]], load_checkpoint: Callable[[int]
     job = run.job
     for event in events:
         epoch = event.get("epoch")
+        if not isinstance(epoch, int):  # every epoch and checkpoint event carries its epoch; no other is folded
+            continue
         if event["type"] == "epoch":
             job.current_epoch = epoch
             run.meta.last_metric = event.get("metric")

@@ -51,8 +51,9 @@ class Run:
     meta: RunMeta
 
     @property
-    def current_job_id(self) -> str | None:
-        return self.meta.job_ids[-1] if self.meta.job_ids else None
+    def current_job_id(self) -> str:
+        """The latest attempt's job id; every stored run has one (its first attempt is reserved as it is saved)."""
+        return self.meta.job_ids[-1]
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class TrainingSnapshot:
     artifact_hash: str | None
     max_epochs: int
     checkpoint_every: int
-    hyperparameters: dict
+    hyperparameters: dict[str, Any]
     pool: str
     job_ids: tuple[str, ...]
     error: str | None
@@ -106,7 +107,7 @@ class TrainingSnapshot:
 @dataclass(frozen=True)
 class TrialSnapshot:
     trial_id: int
-    hyperparameters: dict
+    hyperparameters: dict[str, Any]
     status: str
     metric: Any
     artifact_hash: str | None

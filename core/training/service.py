@@ -1,11 +1,12 @@
-"""TrainingService: training jobs and tuning studies as real jobs on pools (SPEC 3.1/3.2, console paragraphs).
+"""TrainingService: training jobs and tuning studies as real jobs on pools.
 
 Each attempt of a training job is a job of the profile's backend (a local process, or a GKE Job) running
-`kinetic_tui.core.training.entry.train`; its progress comes back as structured log lines that `refresh()` folds into the store, so any process (the
-TUI, the CLI, a script, a new process after a crash) sees and drives the same trainings.
+`kinetic_tui.core.training.entry.train`; its progress comes back as structured log lines that `refresh()`
+folds into the store, so any process (the TUI, the CLI, a script, a new process after a crash) sees and
+drives the same trainings.
 
 Capacity: a pool offers `nodes // nodes-per-job` training instances. A training holds one from start until
-it is Completed or Failed; a Stopped training keeps it (SPEC 3.1 TrainingCluster), so a resume never waits
+it is Completed or Failed; a Stopped training keeps it (as a TrainingCluster does), so a resume never waits
 and new training starts (and trials) get CapacityError while Stopped trainings fill the pool. On the local
 backend a Stopped training's OS process is gone, so its nodes are free for plain jobs (`submit`): the
 instance is kept in the training accounting, not reserved in the backend's queue.
@@ -13,6 +14,7 @@ instance is kept in the training accounting, not reserved in the backend's queue
 
 from __future__ import annotations
 
+import builtins  # the class defines `list`, so its annotations name the builtin explicitly
 import json
 import time
 from collections.abc import Callable
@@ -66,7 +68,7 @@ class TrainingService:
     def study(self, name: str) -> StudySnapshot:
         return self._studies.snapshot(name)
 
-    def studies(self) -> list[StudySnapshot]:
+    def studies(self) -> builtins.list[StudySnapshot]:
         return [self._studies.snapshot(name) for name in self.store.tuning.names()]
 
     # -- actions -------------------------------------------------------------------------------------
@@ -74,7 +76,7 @@ class TrainingService:
     def start(
         self,
         name: str,
-        hyperparameters: dict,
+        hyperparameters: dict[str, Any],
         epochs: int,
         checkpoint_every: int,
         pool: str | None,
@@ -136,7 +138,7 @@ class TrainingService:
             ) from None
         return self._refresh_one(name)
 
-    def refresh(self, name: str | None = None) -> list[TrainingSnapshot]:
+    def refresh(self, name: str | None = None) -> builtins.list[TrainingSnapshot]:
         """Fold new progress of one training (or of every InProgress one, advancing every open study)."""
         if name is not None:
             return [self._refresh_one(name)]
@@ -164,7 +166,7 @@ class TrainingService:
     def tune(
         self,
         name: str,
-        space: dict[str, list],
+        space: dict[str, builtins.list[Any]],
         strategy: str,
         max_trials: int,
         seed: int = 0,

@@ -1,4 +1,4 @@
-"""Tuning studies whose trials are console training runs on one pool (SPEC 3.2, console paragraph).
+"""Tuning studies whose trials are console training runs on one pool, each trial a real training job.
 
 Candidates come from the study's own `HyperparameterTuner` (its grid, planned positions and bayesian
 rule), so a console study tries exactly the trials, in the same order, that `HyperparameterTuner.run()`
@@ -12,9 +12,10 @@ best) are re-derived from them on every advance, so concurrent advances from sev
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from kinetic_tui.core.backends.base import PoolInfo
 from kinetic_tui.core.errors import ValidationError
@@ -76,7 +77,7 @@ class Trainings(Protocol):
     def start(
         self,
         name: str,
-        hyperparameters: dict,
+        hyperparameters: dict[str, Any],
         epochs: int,
         checkpoint_every: int,
         pool: str | None,
@@ -103,7 +104,7 @@ class StudyDriver:
     def start(
         self,
         name: str,
-        space: dict[str, list],
+        space: dict[str, list[Any]],
         strategy: str,
         max_trials: int,
         seed: int,
@@ -141,10 +142,8 @@ class StudyDriver:
         while wait and self._unsettled(snapshot):
             running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
             if running:
-                try:
+                with contextlib.suppress(TimeoutError):
                     self.service.wait(running[0], timeout=_POLL)
-                except TimeoutError:
-                    pass
             else:
                 time.sleep(_POLL)
             snapshot = self.advance(name)

@@ -33,6 +33,12 @@ def test_grid_order_is_sorted_keys_with_values_in_given_order():
     assert [t.trial_id for t in result.trials] == [1, 2, 3]
 
 
+def test_the_grid_slices_like_a_sequence():
+    grid = HyperparameterTuner(SPACE, max_trials=3)._grid
+    assert grid[1:3] == SPACE_GRID[1:3] and grid[::-2] == SPACE_GRID[::-2] and grid[5:] == []
+    assert grid[-1] == SPACE_GRID[-1]
+
+
 @settings(max_examples=40)
 @given(
     st.dictionaries(

@@ -24,6 +24,7 @@ from typing import Any
 from kinetic_tui.core.backends.base import (
     Call,
     JobInfo,
+    JobRecord,
     JobState,
     Submitted,
     manifest_key,
@@ -179,7 +180,7 @@ class GkeBatchDriver:
             self.backend, retried, prepared, image, suspend=self.manifest["max_concurrent"] is not None
         )
 
-    def settled(self) -> dict[str, JobInfo]:
+    def settled(self) -> dict[str, JobRecord]:
         return {}  # each value comes from its job's own prefix
 
     def result_bytes(self, info: JobInfo, files: dict[str, bytes]) -> bytes | None:

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClusterJob:
-    """A GKE job as the console's JobRecord: its state from the cluster, the rest from its handle.json."""
+    """A GKE job as a JobRecord: its state from the cluster, the rest from its handle.json."""
 
     job_id: str
     pool: str | None

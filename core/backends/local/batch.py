@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from kinetic_tui.core.backends.base import Call, JobInfo, Submitted, manifest_key
+from kinetic_tui.core.backends.base import Call, Submitted, manifest_key
 from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
 from kinetic_tui.core.backends.local.submission import (
@@ -70,7 +70,7 @@ class LocalBatchDriver:
     def retry(self, record: Mapping[str, Any]) -> dict[str, Any]:
         return resubmit(self.backend, record)
 
-    def settled(self) -> dict[str, JobInfo]:
+    def settled(self) -> dict[str, JobRow]:
         return {row.job_id: row for row in self.backend.jobs(group_id=self.group_id)}
 
     def result_bytes(self, info: JobInfo, files: dict[str, bytes]) -> bytes | None:

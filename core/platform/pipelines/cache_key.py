@@ -20,7 +20,9 @@ from kinetic_tui.core.errors import ValidationError
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False)
 # JSONEncoder.encode builds a new C encoder per call, which costs about as much as encoding a small step's
 # inputs; the C encoder object itself is reusable (same arguments as JSONEncoder.iterencode passes it).
-_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+# `c_make_encoder` is the C accelerator's private constructor (None without it); typeshed does not declare it.
+_MAKE_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE = _MAKE_C_ENCODER and _MAKE_C_ENCODER(
     None, _ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, False
 )
 # What canonical JSON raises for values it cannot represent (a cycle surfaces as RecursionError).

@@ -71,6 +71,7 @@ def _resolve_inputs(
     node: Node, outputs: dict[str, dict[str, Any]], params: dict[str, Any]
 ) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(input values, read params) of a step whose producers all ran."""
+    read: Mapping[str, Any]
     if node.param_refs:
         read = {name: params[name] for _, name in node.param_refs}
         resolved = {key: params[name] for key, name in node.param_refs}

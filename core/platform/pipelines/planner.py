@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -40,14 +41,14 @@ def compile_steps(pipeline: str, steps: tuple[Step | ConditionStep, ...]) -> lis
     index = {step.name: i for i, step in enumerate(steps)}
     if len(index) < len(steps):
         names = sorted(step.name for step in steps)
-        duplicate = next(a for a, b in zip(names, names[1:]) if a == b)
+        duplicate = next(a for a, b in itertools.pairwise(names) if a == b)
         raise ValidationError(f"pipeline {pipeline!r}: duplicate step name {duplicate!r}")
     fingerprints: dict[int, str] = {}  # by id(fn): the steps keep their functions alive while we compile
     code_memo: dict[types.CodeType, str] = {}
     nodes = []
     for step in steps:
         is_condition = isinstance(step, ConditionStep)
-        fn = step.predicate if is_condition else step.fn
+        fn = step.predicate if isinstance(step, ConditionStep) else step.fn
         version = step.version
         if version is None:
             version = fingerprints.get(id(fn))
