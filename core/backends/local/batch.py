@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from kinetic_tui.core.backends.base import Call, Submitted, manifest_key
+from kinetic_tui.core.backends.base import Call, JobInfo, Submitted, manifest_key
 from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
 from kinetic_tui.core.backends.local.submission import (
