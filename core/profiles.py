@@ -338,8 +338,20 @@ def _env(variable: str) -> str | None:
     return value or None
 
 
+_chosen: str | None = None  # the command line's --profile, see choose_profile
+
+
+def choose_profile(name: str | None) -> None:
+    """Make `name` this process's `--profile`: it outranks KINETIC_PROFILE in every resolution here (the
+    console's worker threads included) without writing the environment that job processes inherit.
+    The command line calls it on every invocation, so None clears an earlier choice."""
+    global _chosen
+    _chosen = name
+
+
 def _select(explicit: str | None, current: str | None) -> tuple[str | None, str | None]:
     """(active profile name, how it was chosen): --profile, then KINETIC_PROFILE, then current."""
+    explicit = explicit if explicit is not None else _chosen
     if explicit is not None:
         return _check_name(explicit, "--profile"), "argument"
     from_env = _env("KINETIC_PROFILE")

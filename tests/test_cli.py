@@ -42,6 +42,19 @@ def test_config_show_names_the_source_of_every_value(cli, monkeypatch):
     assert rows["cluster"]["source"] == "default" and rows["backend"]["source"] == "profile local"
 
 
+def test_the_profile_flag_outranks_the_environment_without_writing_it(cli, monkeypatch):
+    cli("profile", "create", "staging", "--backend", "gke", "--project", "acme")
+    monkeypatch.setenv("KINETIC_PROFILE", "local")
+    rows = {r["field"]: r for r in json.loads(cli("--profile", "staging", "config", "show", "--json").output)}
+    assert rows["project"] == {"field": "project", "value": "acme", "source": "profile staging"}
+    assert os.environ["KINETIC_PROFILE"] == "local"
+    # the choice lasts one invocation: the next one without the flag follows the environment again
+    rows = {r["field"]: r for r in json.loads(cli("config", "show", "--json").output)}
+    assert rows["backend"]["source"] == "profile local"
+    bad = cli("--profile", "no such", "config", "show")
+    assert bad.exit_code != 0 and "--profile 'no such'" in bad.output
+
+
 def test_profile_lifecycle_and_bad_names(cli):
     assert cli("profile", "create", "staging", "--backend", "gke", "--project", "acme").exit_code == 0
     assert cli("profile", "use", "staging").exit_code == 0

@@ -61,10 +61,9 @@ def main(
     debug: bool,
 ) -> None:
     """Operations console for ML workloads on accelerator clusters."""
-    if profile:
-        import os
+    from kinetic_tui.core.profiles import choose_profile
 
-        os.environ["KINETIC_PROFILE"] = profile  # one place decides: resolve_infra reads it
+    choose_profile(profile or None)  # one place decides, for every resolution in this process
     if ctx.invoked_subcommand is not None:
         return
     if script is not None:
