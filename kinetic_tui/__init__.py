@@ -14,8 +14,6 @@ from __future__ import annotations
 import os as _os
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.version import __version__
-
 if TYPE_CHECKING:  # what `__getattr__` resolves, so type checkers see the real objects (`run` keeps signatures)
     from kinetic_tui.core.accelerators import parse_accelerator as parse_accelerator
     from kinetic_tui.core.batches import BatchError as BatchError
@@ -29,6 +27,7 @@ if TYPE_CHECKING:  # what `__getattr__` resolves, so type checkers see the real 
     from kinetic_tui.core.jobs import JobHandle as JobHandle
     from kinetic_tui.core.jobs import attach as attach
     from kinetic_tui.core.jobs import list_jobs as list_jobs
+    from kinetic_tui.version import __version__ as __version__
 
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if not _os.path.isdir(_os.path.join(__path__[0], "core")) and _os.path.isfile(
@@ -49,8 +48,10 @@ _EXPORTS = {
     "BatchError": "kinetic_tui.core.batches",
     "attach_batch": "kinetic_tui.core.batches",
     "parse_accelerator": "kinetic_tui.core.accelerators",
+    # read from the installed metadata on first use: importlib.metadata costs ~20 ms at every start
+    "__version__": "kinetic_tui.version",
 }
-__all__ = [*sorted(_EXPORTS), "__version__"]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

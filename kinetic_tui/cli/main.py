@@ -25,7 +25,6 @@ from kinetic_tui.cli.output import CliError, emit, guard, json_flag, run_line
 from kinetic_tui.cli.profile import profile
 from kinetic_tui.cli.verbs import VerbValue, add_verbs
 from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS
-from kinetic_tui.version import __version__
 
 if TYPE_CHECKING:
     from kinetic_tui.core.profiles import ResolvedInfra
@@ -47,7 +46,9 @@ if TYPE_CHECKING:
 @click.option("--readonly", is_flag=True, help="console: hide every mutating action")
 @click.option("--no-mouse", is_flag=True, help="console: ignore the mouse")
 @click.option("--debug", is_flag=True, help="show tracebacks")
-@click.version_option(__version__, "--version", prog_name="kinetic-tui", message="%(prog)s %(version)s")
+@click.version_option(
+    None, "--version", package_name="kinetic-tui", prog_name="kinetic-tui", message="%(prog)s %(version)s"
+)
 @click.pass_context
 def main(
     ctx: click.Context,
