@@ -105,7 +105,7 @@ def test_jobs_list_status_logs_result_and_cleanup(cli, tmp_path, monkeypatch):
     listed = json.loads(cli("jobs", "list", "--json").output)["result"]
     assert [j["job_id"] for j in listed] == [job]
     assert cli("jobs", "cleanup", job).exit_code == 0
-    assert cli("jobs", "status", "job-nope", "--json").exit_code == 1
+    assert cli("jobs", "status", "job-0000dead", "--json").exit_code == 1  # well-formed, unknown
 
 
 def test_script_flag_exit_codes(cli, tmp_path):
