@@ -120,7 +120,7 @@ def test_script_flag_exit_codes(cli, tmp_path):
     assert cli("--script", str(failing)).exit_code == 1
     assert {p.name for p in local_backend().pools()} == {"cpu", "a"}  # stopped at the failure, kept line 1
     missing = cli("--script", str(tmp_path / "nope.kn"))
-    assert missing.exit_code == 1 and "cannot read it" in missing.output
+    assert missing.exit_code == 2 and "cannot read it" in missing.output
 
 
 def test_the_installed_entry_point_runs_a_script_from_stdin(kinetic_home):
