@@ -28,6 +28,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, attach
 from kinetic_tui.core.storage import Storage
 from kinetic_tui.core.submission.context import new_job_id
+from kinetic_tui.core.validation import require_group_id
 
 DISPATCH = ("auto", "args", "kwargs", "single")
 POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles...
@@ -103,6 +104,7 @@ def map_calls(
 def attach_batch(group_id: str) -> BatchHandle:
     """Reattach by group id: through the workspace's store and local buckets, else the profile's backend
     (a GKE profile's jobs bucket)."""
+    require_group_id(group_id)
     for backend in lookup_order():
         found = backend.attach_batch(group_id)
         if found is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -13,7 +14,8 @@ from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
 
-RUNNER_PREFIX = "[kinetic] "
+# the runner's own progress lines, bare or with the `[host N] ` prefix a multi-host slice's log gives them
+RUNNER_LINE = re.compile(r"(?:\[host \d+\] )?\[kinetic\] ")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -74,7 +76,7 @@ class _LogEcho:
 
     def pump(self, final: bool = False) -> None:
         batch = self.reader.read() + (self.reader.rest() if final else [])
-        lines = [line for line in batch if self.verbose or not line.startswith(RUNNER_PREFIX)]
+        lines = [line for line in batch if self.verbose or not RUNNER_LINE.match(line)]
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()

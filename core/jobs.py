@@ -28,6 +28,7 @@ from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage, bucket_storage
 from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD, RESULT
+from kinetic_tui.core.validation import require_job_id
 
 
 class RemoteJobError(KineticError):
@@ -68,6 +69,7 @@ class JobHandle:
         missing = sorted(names - set(record))
         if missing:
             raise ValidationError(f"job handle is missing {', '.join(missing)}")
+        require_job_id(record["job_id"], "job handle's job_id")
         return cls(**{k: record[k] for k in names})
 
     def to_record(self) -> dict[str, Any]:
@@ -199,6 +201,7 @@ def _handle_from(where: str, record: dict[str, Any]) -> JobHandle:
 def attach(job_id: str) -> JobHandle:
     """Rebuild a handle from the workspace's store or its local buckets, else from the profile's backend
     (a GKE profile's jobs bucket), so another machine can attach too."""
+    require_job_id(job_id)
     backends = lookup_order()
     for backend in backends:
         found = backend.find_record(job_id)

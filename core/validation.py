@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,30 @@ def require_name(field: str, value: object) -> str:
     """Names become keys, table rows and command arguments, so blank or non-string names are refused."""
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{field}: expected a non-empty string, got {value!r}")
+    return value
+
+
+JOB_ID_SHAPE = "job-<8 hex digits>, like job-0123abcd"
+GROUP_ID_SHAPE = "group-<8 hex digits>, like group-0123abcd"
+_JOB_ID = re.compile(r"job-[0-9a-f]{8}")
+_GROUP_ID = re.compile(r"group-[0-9a-f]{8}")
+
+
+def require_job_id(value: object, field: str = "job id") -> str:
+    """Ids become paths and lookup keys, so anything but the exact shape (a glob, `..`, None) is refused
+    before a file is touched."""
+    return _require_id(field, value, _JOB_ID, JOB_ID_SHAPE)
+
+
+def require_group_id(value: object, field: str = "batch id") -> str:
+    """A batch's group id, held to its shape for the same reason as a job id."""
+    return _require_id(field, value, _GROUP_ID, GROUP_ID_SHAPE)
+
+
+def _require_id(field: str, value: object, pattern: re.Pattern[str], shape: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        shown = repr(value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "...")
+        raise ValidationError(f"{field}: expected {shape}, got {shown}")
     return value
 
 

@@ -25,14 +25,35 @@ EXIT_OK, EXIT_FAILED, EXIT_PARSE = 0, 1, 2
 
 
 def read_script(source: str, stdin: TextIO | None = None) -> str:
-    """The script text of a FILE argument; `-` reads standard input."""
+    """The script text of a FILE argument; `-` reads standard input. Either must be UTF-8 text (a leading
+    byte-order mark is dropped): binary or otherwise-encoded bytes are refused on one line naming the source."""
+    label = "standard input" if source == "-" else repr(source)
+    data: bytes | str
     if source == "-":
-        return (stdin or sys.stdin).read()
-    try:
-        with open(source, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ValidationError(f"--script {source!r}: cannot read it ({exc.strerror or exc})") from None
+        stream = stdin or sys.stdin
+        raw = getattr(stream, "buffer", None)  # the bytes, so a bad encoding is ours to report, not a traceback
+        data = raw.read() if raw is not None else stream.read()
+    else:
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise ValidationError(f"--script {label}: cannot read it ({exc.strerror or exc})") from None
+    return _script_text(data, label)
+
+
+def _script_text(data: bytes | str, label: str) -> str:
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+        except UnicodeDecodeError as exc:
+            raise ValidationError(
+                f"--script {label}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})"
+            ) from None
+    nul = data.find("\0")
+    if nul >= 0:
+        raise ValidationError(f"--script {label}: binary data (a NUL byte at offset {nul}), not text")
+    return data.removeprefix("\ufeff")
 
 
 class _Reporter:

@@ -118,7 +118,7 @@ def test_jobs_list_status_logs_result_and_cleanup(cli, tmp_path, monkeypatch):
     listed = json.loads(cli("jobs", "list", "--json").output)["result"]
     assert [j["job_id"] for j in listed] == [job]
     assert cli("jobs", "cleanup", job).exit_code == 0
-    assert cli("jobs", "status", "job-nope", "--json").exit_code == 1
+    assert cli("jobs", "status", "job-0000dead", "--json").exit_code == 1  # well-formed, unknown
 
 
 def test_script_flag_exit_codes(cli, tmp_path):
@@ -133,7 +133,7 @@ def test_script_flag_exit_codes(cli, tmp_path):
     assert cli("--script", str(failing)).exit_code == 1
     assert {p.name for p in local_backend().pools()} == {"cpu", "a"}  # stopped at the failure, kept line 1
     missing = cli("--script", str(tmp_path / "nope.kn"))
-    assert missing.exit_code == 1 and "cannot read it" in missing.output
+    assert missing.exit_code == 2 and "cannot read it" in missing.output
 
 
 def test_the_installed_entry_point_runs_a_script_from_stdin(kinetic_home):

@@ -72,10 +72,10 @@ FULL = [
         False,
     ),
     ("status job-1234abcd", {"job": "job-1234abcd"}, None),
-    ("logs job-1 --tail 0 --follow", {"job": "job-1", "tail": 0, "follow": True}, None),
-    ("wait job-1 --timeout 2.5", {"job": "job-1", "timeout": 2.5}, None),
-    ("result job-1", {"job": "job-1"}, None),
-    ("cancel job-1", {"job": "job-1"}, None),
+    ("logs job-0000000a --tail 0 --follow", {"job": "job-0000000a", "tail": 0, "follow": True}, None),
+    ("wait job-0000000a --timeout 2.5", {"job": "job-0000000a", "timeout": 2.5}, None),
+    ("result job-0000000a", {"job": "job-0000000a"}, None),
+    ("cancel job-0000000a", {"job": "job-0000000a"}, None),
     (
         "train t1 --hp learning_rate=0.2 --hp optimizer=adam --hp layers=[1,2] --epochs 8 --checkpoint-every 2 "
         "--pool tpu --interrupt-before-epoch 5 --step mypkg.steps:train_step --wait",
@@ -148,8 +148,8 @@ FULL = [
 MINIMAL = [
     ("jobs", {"status": None}),
     ("submit m:f", {"ref": "m:f", "accelerator": None, "args": [], "kwargs": {}, "name": None}),
-    ("logs j", {"job": "j", "tail": None, "follow": False}),
-    ("wait j", {"job": "j", "timeout": None}),
+    ("logs job-0000000a", {"job": "job-0000000a", "tail": None, "follow": False}),
+    ("wait job-0000000a", {"job": "job-0000000a", "timeout": None}),
     (
         "train t",
         {
@@ -327,9 +327,9 @@ def test_blank_and_comment_lines_are_none(line):
 
 
 def test_comment_after_a_command_is_dropped_from_text():
-    command = parse_line("  status j-1   # why  ")
-    assert command.args["job"] == "j-1"
-    assert command.text == "status j-1"
+    command = parse_line("  status job-0000000a   # why  ")
+    assert command.args["job"] == "job-0000000a"
+    assert command.text == "status job-0000000a"
 
 
 @settings(max_examples=300)
@@ -377,24 +377,24 @@ def test_unknown_flag_message_matches_the_documented_form():
         ("promote g 1   # no stage", 12, None, "missing STAGE for 'promote'"),
         ("pool add p --nodes 2", 21, None, "missing required flag --accelerator for 'pool add'"),
         ("tune s --strategy grid --max-trials 2", 38, None, "missing required flag --space"),
-        ("status a b", 10, "b", "unexpected argument 'b' for 'status'; usage: status JOB"),
+        ("status job-0000000a b", 21, "b", "unexpected argument 'b' for 'status'; usage: status JOB"),
         ("pools x", 7, "x", "unexpected argument 'x' for 'pools'"),
         ("train t --epochs 3 --epochs=4", 20, "--epochs", "flag --epochs given twice for 'train'"),
         ("train t --wait --detach", 16, "--detach", "flag --detach and --wait/--detach exclude each other"),
         ("train t --wait --wait", 16, "--wait", "flag --wait given twice"),
-        ("status j --wait", 10, "--wait", "unknown flag '--wait' for 'status'; valid: "),
-        ("logs j --follow=yes", 17, "yes", "flag --follow takes no value"),
-        ("logs j --tail", 8, "--tail", "flag --tail needs a value: an integer >= 0"),
-        ("logs j --tail --follow", 8, "--tail", "flag --tail needs a value"),
-        ("logs j --tail x7", 15, "x7", "--tail: expected an integer >= 0, got 'x7'"),
-        ("logs j --tail=1.5", 15, "1.5", "--tail: expected an integer >= 0, got '1.5'"),
+        ("status job-0000000a --wait", 21, "--wait", "unknown flag '--wait' for 'status'; valid: "),
+        ("logs job-0000000a --follow=yes", 28, "yes", "flag --follow takes no value"),
+        ("logs job-0000000a --tail", 19, "--tail", "flag --tail needs a value: an integer >= 0"),
+        ("logs job-0000000a --tail --follow", 19, "--tail", "flag --tail needs a value"),
+        ("logs job-0000000a --tail x7", 26, "x7", "--tail: expected an integer >= 0, got 'x7'"),
+        ("logs job-0000000a --tail=1.5", 26, "1.5", "--tail: expected an integer >= 0, got '1.5'"),
         ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1, got '0'"),
         ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0, got '-1'"),
         ("observe e ٣", 11, "٣", "expected an integer >= 0"),
         ("promote g v1 Staging", 11, "v1", "VERSION: expected an integer >= 1"),
         ("promote g 1 prod", 13, "prod", "STAGE: expected one of None, Staging, Production, Archived, got 'prod'"),
-        ("wait j --timeout soon", 18, "soon", "--timeout: expected a number of seconds >= 0"),
-        ("wait j --timeout inf", 18, "inf", "--timeout: expected a number of seconds >= 0"),
+        ("wait job-0000000a --timeout soon", 29, "soon", "--timeout: expected a number of seconds >= 0"),
+        ("wait job-0000000a --timeout inf", 29, "inf", "--timeout: expected a number of seconds >= 0"),
         ("submit m:f --args '[1,'", 19, "[1,", "--args: expected a JSON list, got invalid JSON ("),
         ("submit m:f --args '{}'", 19, "{}", "--args: expected a JSON list, got a JSON object"),
         ("submit m:f --kwargs=[1]", 21, "[1]", "--kwargs: expected a JSON object, got a JSON list"),
@@ -424,7 +424,8 @@ def test_unknown_flag_message_matches_the_documented_form():
         ('status "j', 8, '"j', "unterminated double quote"),
         ('status ab"j', 10, 'ab"j', "unterminated double quote"),
         ("status j\\", 9, "j\\", "backslash at the end of the line escapes nothing"),
-        ("status ''", 8, "", "JOB: expected a non-empty name, got ''"),
+        ("status ''", 8, "", "JOB: expected job-<8 hex digits>, like job-0123abcd, got ''"),
+        ("status job-*", 8, "job-*", "JOB: expected job-<8 hex digits>, like job-0123abcd, got 'job-*'"),
     ],
 )
 def test_errors_name_the_problem_at_the_right_column(line, column, token, fragment):
@@ -439,9 +440,9 @@ def test_errors_name_the_problem_at_the_right_column(line, column, token, fragme
 
 def test_parse_error_survives_pickling():
     with pytest.raises(ParseError) as info:
-        parse_line("logs j --tail x", 5)
+        parse_line("logs job-0000000a --tail x", 5)
     copy = pickle.loads(pickle.dumps(info.value))
-    assert (copy.line, copy.column, copy.token, str(copy)) == (5, 15, "x", str(info.value))
+    assert (copy.line, copy.column, copy.token, str(copy)) == (5, 26, "x", str(info.value))
 
 
 def test_huge_tokens_are_echoed_truncated_but_kept_whole_on_the_error():
@@ -571,6 +572,7 @@ def _pairs(values, render):
 
 _BY_METAVAR = {
     "NAME": st.text(min_size=1, max_size=10).filter(str.strip).map(lambda text: (text, text)),
+    "JOB": st.from_regex(r"job-[0-9a-f]{8}", fullmatch=True).map(lambda text: (text, text)),
     "ACC": st.sampled_from(
         [
             ("cpu", "cpu"),

@@ -3,6 +3,7 @@ jobs outliving their client, reconciliation, multi-host slices, volumes, concurr
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -318,6 +319,21 @@ def test_two_node_slice_runs_one_process_per_host_and_returns_host_0(jobs):
         pids[host] = line.rsplit(" ", 1)[1]
     assert pids[0] != pids[1]
     assert local_backend().pool("slice").in_use == 0
+
+
+def test_a_blocking_call_on_a_slice_echoes_the_hosts_output_but_not_the_runners_progress(jobs, capsys, monkeypatch):
+    monkeypatch.delenv("KINETIC_VERBOSE", raising=False)
+    local_backend().add_pool("slice", "v4-2x2x2", 2)
+    assert kinetic.run(accelerator="v4-2x2x2")(jobs.fail_on_worker)("none")["worker"] == "0"
+    echoed = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("[host 1] worker 1 pid ") for line in echoed), echoed
+    assert not [line for line in echoed if "[kinetic]" in line], echoed
+
+
+def test_a_partials_job_is_named_for_the_function_it_wraps(jobs):
+    handle = kinetic.run()(functools.partial(functools.partial(jobs.add, 1), 2)).run_async()
+    assert handle.result(timeout=TIMEOUT) == 3
+    assert (handle.func_name, handle.display_name) == ("add", "add")
 
 
 def test_two_node_slice_fails_when_a_worker_fails(jobs):

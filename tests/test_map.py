@@ -244,8 +244,8 @@ def test_attach_batch_in_other_processes_returns_the_same_results(tmp_path: Path
 
 
 def test_attach_batch_of_an_unknown_group_is_a_lookup_error() -> None:
-    with pytest.raises(LookupError, match="unknown batch 'group-nope'"):
-        kinetic.attach_batch("group-nope")
+    with pytest.raises(LookupError, match="unknown batch 'group-0000beef'"):
+        kinetic.attach_batch("group-0000beef")
 
 
 def test_a_batch_captures_the_environment_once_and_warns_once_about_secrets(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.commands.parser import Command
 from kinetic_tui.core.commands.verbs import VERBS
-from kinetic_tui.core.console.snapshots import jsonable
+from kinetic_tui.core.console.pipelines import check_run
+from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, jsonable
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console import Console
@@ -21,8 +22,11 @@ if TYPE_CHECKING:
 
 async def execute(console: Console, command: Command) -> Any:
     """Run one command through its verb's Console call; the result is plain JSON data (dicts, lists,
-    strings, numbers)."""
-    return jsonable(await VERBS[command.verb].run(console, command.args, command.wait))
+    strings, numbers). A pipeline run that ended Failed is a failed command (PipelineRunFailed)."""
+    result = await VERBS[command.verb].run(console, command.args, command.wait)
+    if isinstance(result, PipelineRunSnapshot):
+        check_run(result)
+    return jsonable(result)
 
 
 # -- text rendering --------------------------------------------------------------------------------------

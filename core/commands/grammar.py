@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.validation import JOB_ID_SHAPE, require_job_id
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console import Console
@@ -323,7 +324,16 @@ def _reference(text: str) -> str:
     return text
 
 
+def _job_id(text: str) -> str:
+    """Checked at parse time: an id becomes a path, so a glob or `..` must not reach a file."""
+    try:
+        return require_job_id(text)
+    except ValidationError:
+        raise ValidationError(f"expected {JOB_ID_SHAPE}, got {echo(text)}") from None
+
+
 NAME = ValueType("NAME", "a non-empty name", _name)
+JOB_ID = ValueType("JOB", JOB_ID_SHAPE, _job_id)
 ACCELERATOR = ValueType("ACC", "an accelerator such as cpu, l4x2 or v5litepod-2x4", _accelerator)
 REFERENCE = ValueType("MODULE:NAME", "a MODULE:NAME reference", _reference)
 HP = ValueType("K=V", "K=V (V is JSON when it parses)", _hp_pair, render=_render_hp)

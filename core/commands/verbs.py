@@ -18,6 +18,7 @@ from kinetic_tui.core.commands.grammar import (
     ACCELERATOR,
     BY_KIND,
     HP,
+    JOB_ID,
     JOB_STATUSES,
     NAME,
     PARAM,
@@ -98,7 +99,7 @@ async def _show(console: Console, kind: str, name: str) -> Any:
     return await readers[kind](name)
 
 
-_JOB = _pos("job", "JOB", "job id", names="job")
+_JOB = _pos("job", "JOB", "job id", JOB_ID, names="job")
 _ENDPOINT = _pos("endpoint", "ENDPOINT", "endpoint name", names="endpoint")
 _TRAINING = _pos("training", "TRAINING", "training job name", names="training")
 _GROUP = _pos("group", "GROUP", "model group", names="group")

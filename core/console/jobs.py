@@ -27,6 +27,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.validation import require_job_id
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.workspace import Workspace
@@ -90,9 +91,12 @@ class Jobs:
         return await self.get(job_id)
 
     async def get(self, job_id: str) -> JobSnapshot:
+        require_job_id(job_id)
         return self._noted(await self.workspace.blocking(self.source.refresh, job_id))
 
     async def wait(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
+        require_job_id(job_id)
+
         def wait() -> JobSnapshot:
             try:
                 row = self.source.wait(job_id, timeout)
@@ -108,6 +112,7 @@ class Jobs:
     async def logs(self, job_id: str, tail: int | None = None, follow: bool = False) -> LogsSnapshot:
         """The job's log lines (the last `tail`); `follow` reads until the job settles, publishing each
         batch as a LogBatch event while it goes."""
+        require_job_id(job_id)
 
         def read() -> LogsSnapshot:
             lines: list[str] = []
@@ -122,12 +127,14 @@ class Jobs:
     def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
         """Blocking, batch by batch, for a caller's own thread (the job screen's log follower): each read
         runs on this workspace's home."""
+        require_job_id(job_id)
         batches = self.workspace.run(self.source.read_logs, job_id, follow, stop)
         while (batch := self.workspace.run(next, batches, None)) is not None:
             yield batch
 
     async def result(self, job_id: str) -> JobResultSnapshot:
         """The value of a finished job; a job whose function raised is a RemoteJobFailed."""
+        require_job_id(job_id)
 
         def fetch() -> JobResultSnapshot:
             row = self.source.refresh(job_id)
@@ -150,6 +157,7 @@ class Jobs:
         return await self.workspace.blocking(fetch)
 
     async def cancel(self, job_id: str) -> JobSnapshot:
+        require_job_id(job_id)
         return self._noted(await self.workspace.blocking(self.source.cancel, job_id))
 
     # -- status watching (the TUI's poll task) ---------------------------------------------------------

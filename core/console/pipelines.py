@@ -12,16 +12,30 @@ from kinetic_tui.core.console.snapshots import (
     PipelineSnapshot,
     RunSummary,
 )
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.events import (
     Event,
     PipelineRegistered,
     PipelineRunFinished,
     StepStatusChanged,
 )
+from kinetic_tui.core.platform.pipelines.results import RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.workspace import Workspace
+
+
+class PipelineRunFailed(KineticError):
+    """A run that ended Failed is a failed command: the run stays recorded, the caller learns it failed."""
+
+
+def check_run(run: PipelineRunSnapshot) -> PipelineRunSnapshot:
+    """The run, or PipelineRunFailed naming its first failed step and that step's error."""
+    if run.status != RunStatus.FAILED:
+        return run
+    failed = next((step for step in run.steps if step.status == StepStatus.FAILED), None)
+    why = (failed.error or f"step {failed.name!r} failed") if failed else "no step recorded an error"
+    raise PipelineRunFailed(f"pipeline {run.pipeline!r} run {run.run} failed: {why}")
 
 
 class Pipelines:
@@ -88,11 +102,11 @@ class Pipelines:
         if self.workspace.wants_wait(wait):
             return await self.workspace.act(self._run_and_record, name, params, rerun)
         number = await self.workspace.blocking(self._next_run_number, name)  # expected: another run may land first
-        self.workspace.spawn(
-            f"{'rerun' if rerun else 'pipeline run'} {name}",
-            self.workspace.act(self._run_and_record, name, params, rerun),
-        )
+        self.workspace.spawn(f"{'rerun' if rerun else 'pipeline run'} {name}", self._run_detached(name, params, rerun))
         return PipelineRunSnapshot(name, number, "Running", dict(params), {}, (), ())
+
+    async def _run_detached(self, name: str, params: dict[str, Any], rerun: bool) -> None:
+        check_run(await self.workspace.act(self._run_and_record, name, params, rerun))  # failed: announced
 
     def _next_run_number(self, name: str) -> int:
         return len(self.store.pipelines.runs(name)) + 1

@@ -6,6 +6,7 @@ upload, the backend) reads from it, so a setting is never resolved twice in two 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import secrets
@@ -157,8 +158,7 @@ class JobContext:
             project=project, zone=zone, cluster=cluster, namespace=namespace, backend=infra_backend, profile=profile
         )
         chosen_backend = choose_backend(infra.backend, parsed, backend)
-        func_name: str = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-        short_name: str = getattr(func, "__name__", func_name)
+        func_name, short_name = function_names(func)
         return cls(
             job_id=job_id or new_job_id(),
             func=func,
@@ -177,6 +177,22 @@ class JobContext:
             group_id=group_id,
             package_root=package_root,
         )
+
+
+def underlying(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a `functools.partial` (or a partial of one) calls: where its name and its module are."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return func
+
+
+def function_names(func: Callable[..., Any]) -> tuple[str, str]:
+    """The qualified and short name a job is shown by. A partial is named for the function it wraps and a
+    callable object for its class: their repr holds a memory address, which names nothing a user knows."""
+    func = underlying(func)
+    qualified: str = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__qualname__
+    short: str = getattr(func, "__name__", None) or type(func).__name__
+    return qualified, short
 
 
 def check_callable(func: object) -> Callable[..., Any]:

@@ -26,7 +26,7 @@ from kinetic_tui.core.data import replace_data_refs
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage.base import Storage
-from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.submission.context import JobContext, underlying
 from kinetic_tui.core.submission.packaging import (
     PayloadError,
     SensitiveEnvWarning,
@@ -168,7 +168,7 @@ def write_handle(storage: Storage, record: Mapping[str, Any]) -> None:
 
 
 def module_file(func: Any) -> str | None:
-    target = inspect.unwrap(func)
+    target = inspect.unwrap(underlying(inspect.unwrap(func)))
     try:
         return inspect.getsourcefile(target) or inspect.getfile(target)
     except (TypeError, OSError):

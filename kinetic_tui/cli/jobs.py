@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from kinetic_tui.cli.output import guard
+from kinetic_tui.cli.output import UsageLineError, guard
 from kinetic_tui.cli.verbs import VerbCommand, VerbValue
 from kinetic_tui.core.commands.verbs import VERBS
 
@@ -28,6 +28,8 @@ for _verb in ("status", "logs", "result", "cancel"):
 def jobs_cleanup(job: str) -> None:
     """Remove a finished job's inputs and working directories (its result, output and logs stay)."""
     from kinetic_tui.core.jobs import attach
+    from kinetic_tui.core.validation import require_job_id
 
+    guard(lambda: require_job_id(job), UsageLineError)
     guard(lambda: attach(job).cleanup())
     click.echo(f"cleaned up {job}")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kinetic_tui.cli.jobs import jobs
-from kinetic_tui.cli.output import CliError, emit, guard, json_flag, run_line
+from kinetic_tui.cli.output import CliError, UsageLineError, emit, guard, json_flag, run_line
 from kinetic_tui.cli.profile import profile
 from kinetic_tui.cli.verbs import VerbValue, add_verbs
 from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 @click.option(
     "--script",
     "script",
-    type=click.Path(dir_okay=False, allow_dash=True),
+    type=click.Path(allow_dash=True),  # read_script judges the path: one line and exit 2 when unusable
     help="run command-language lines from FILE ('-' for stdin) without the UI",
 )
 @click.option(
@@ -70,7 +70,7 @@ def main(
     if script is not None:
         from kinetic_tui.script import read_script, run_script
 
-        text = guard(lambda: read_script(script))
+        text = guard(lambda: read_script(script), UsageLineError)
         ctx.exit(run_script(text, output=output, keep_going=keep_going, debug=debug))
     try:
         from kinetic_tui.app import run_app

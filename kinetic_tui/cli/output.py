@@ -25,8 +25,15 @@ class CliError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
-def guard(action: Callable[[], T]) -> T:
-    """Turn deliberate core errors into one-line messages (the traceback only with --debug)."""
+class UsageLineError(CliError):
+    """The user's own words are wrong (a malformed id, an unreadable script): exit 2, one line."""
+
+    exit_code = USAGE
+
+
+def guard(action: Callable[[], T], error: type[CliError] = CliError) -> T:
+    """Turn deliberate core errors into one-line messages (the traceback only with --debug); `error` is
+    UsageLineError where the error can only be the user's words."""
     from kinetic_tui.core.errors import KineticError
 
     try:
@@ -34,7 +41,7 @@ def guard(action: Callable[[], T]) -> T:
     except KineticError as exc:
         if click.get_current_context().find_root().params.get("debug"):
             raise
-        raise CliError(str(exc)) from None
+        raise error(str(exc)) from None
 
 
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool, title: str | None = None) -> None:
