@@ -71,6 +71,17 @@ def state_db_path() -> Path:
     return kinetic_home() / "state.db"
 
 
+def job_data_in(home: Path) -> Path | None:
+    """The first sign that `home` has run jobs (a job's working directory or its `handle.json`), or None for
+    a home that never ran anything: a store that is missing beside such data was lost, not never made."""
+    local = home / "local"
+    for pattern in ("jobs/job-*", "buckets/*/job-*/handle.json"):
+        found = next(local.glob(pattern), None)
+        if found is not None:
+            return found
+    return None
+
+
 def local_root() -> Path:
     """Root of the local backend: buckets and per-job working directories."""
     path = kinetic_home() / "local"

@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any, Self
 
 from kinetic_tui.core.errors import KineticError, ValidationError
-from kinetic_tui.core.paths import state_db_path
+from kinetic_tui.core.paths import job_data_in, state_db_path
 from kinetic_tui.core.store.migrations import MIGRATIONS
 
 DEFAULT_TIMEOUT = 5.0
 
 
 class StoreError(KineticError):
-    """state.db cannot be used as is (corrupt, too new, or locked); the file is left untouched."""
+    """state.db cannot be used as is (corrupt, too new, locked, or lost beside job data); the file is left
+    untouched."""
 
 
 def dumps(value: Any, what: str) -> str:
@@ -64,6 +65,7 @@ class Database:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._refuse_lost_file()
         self._open_checked()
 
     # -- connections -----------------------------------------------------------------------------
@@ -105,6 +107,26 @@ class Database:
         self.close()
 
     # -- opening: check before touching anything --------------------------------------------------
+
+    def _refuse_lost_file(self) -> None:
+        """A missing or empty file beside job data is a lost database, not a new workspace: opening it would
+        start an empty one (SQLite creates the file) and every job, training and version would vanish while
+        their directories stay on disk. Checked before SQLite touches anything."""
+        try:
+            size: int | None = self.path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        except OSError:
+            return  # unreadable or not a file: SQLite reports it with the path
+        if size:
+            return
+        found = job_data_in(self.path.parent)
+        if found is not None:
+            state = "missing" if size is None else "empty (0 bytes)"
+            raise StoreError(
+                f"{self.path} is {state} but this home holds job data ({found}); restore state.db from a "
+                f"backup, or move the home aside to start afresh (nothing was changed)"
+            )
 
     def _open_checked(self) -> None:
         """Refuse a corrupt or newer file before writing a byte to it, then migrate."""
