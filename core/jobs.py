@@ -135,14 +135,16 @@ class JobHandle:
         every lane's results file once)."""
         if row.status is JobStatus.CANCELLED:
             raise RemoteJobError(f"job {self.job_id} was cancelled")
+        data = data or self.runs_on().result_bytes(row)  # a map input's, from its lane's results file
+        where = "its result in its lane's results file" if data is not None else self._result_uri()
         try:
-            data = data or self.runs_on().result_bytes(row) or self.storage().get_bytes(f"{self.job_id}/{RESULT}")
+            data = self.storage().get_bytes(f"{self.job_id}/{RESULT}") if data is None else data
         except NotFoundError:
             raise RemoteJobError(
                 f"job {self.job_id} {row.status.value} in phase {row.phase or '?'} without a "
                 f"result: {row.detail or 'no detail'}"
             ) from None
-        outcome = cloudpickle.loads(data)
+        outcome = self._unpickled(row, data, where)
         if cleanup:
             self.cleanup()
         if outcome["success"] and row.status is JobStatus.SUCCEEDED:
@@ -161,6 +163,21 @@ class JobHandle:
         )
         exc.add_note(outcome["traceback"].rstrip())
         raise exc
+
+    def _result_uri(self) -> str:
+        return f"its result file {self.storage().uri(f'{self.job_id}/{RESULT}')}"
+
+    def _unpickled(self, row: JobInfo, data: bytes, where: str) -> dict[str, Any]:
+        """The result payload; an empty or unreadable file is reported as such, since the job's own outcome
+        (a success, often) is not what went wrong."""
+        ended = f"job {self.job_id} {row.status.value.lower()} but {where}"
+        if not data:
+            raise RemoteJobError(f"{ended} is empty; run it again (the file cannot be recovered)")
+        try:
+            outcome: dict[str, Any] = cloudpickle.loads(data)
+        except Exception as exc:  # truncated, tampered, or a class this process cannot import
+            raise RemoteJobError(f"{ended} is unreadable: {type(exc).__name__}: {exc}") from None
+        return outcome
 
     def _worker_failure(self, row: JobInfo) -> dict[str, Any]:
         """The result payload of the first failed worker; RemoteJobError if none wrote one (it was killed)."""

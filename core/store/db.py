@@ -56,6 +56,35 @@ def _statements(script: str) -> Iterator[str]:
         raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:60]!r}")
 
 
+# (SQLite error name prefix, the words of its message, what happened, what to do) for the file system's refusals
+_FILE_ERRORS = (
+    (
+        "SQLITE_READONLY",
+        "readonly database",
+        "cannot be written",
+        "make it, its -wal and -shm files and {dir} writable by this user (or remount the disk read-write), then retry",
+    ),
+    (
+        "SQLITE_FULL",
+        "disk is full",
+        "cannot grow: its disk is full",
+        "free space on the disk holding {dir}, then retry",
+    ),
+    (
+        "SQLITE_IOERR",
+        "disk I/O error",
+        "could not be read or written",
+        "check the disk holding {dir} (dmesg, fsck) and retry; if it persists, restore state.db from a backup",
+    ),
+    (
+        "SQLITE_CANTOPEN",
+        "unable to open database file",
+        "cannot be opened",
+        "check that it is a file and that {dir} exists and is writable by this user",
+    ),
+)
+
+
 class Database:
     """Owns state.db: opens, checks and migrates it, and runs each action in one transaction."""
 
@@ -186,10 +215,20 @@ class Database:
                     f"{self.path} is locked by another process for more than {self.timeout:g}s; "
                     f"finish or close the other kinetic-tui session and retry"
                 )
-            return None
+            return self._file_error(exc)
         if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
             return None
         return StoreError(self._corrupt_message(text))
+
+    def _file_error(self, exc: sqlite3.OperationalError) -> StoreError | None:
+        """The file system refused SQLite (read-only, full, failing, unopenable): say where and what to do,
+        since SQLite's own text names neither. Matched on the error name and, without one, on the text."""
+        name, text = getattr(exc, "sqlite_errorname", "") or "", str(exc)
+        for names, words, problem, fix in _FILE_ERRORS:
+            if name.startswith(names) or words in text:
+                fix = fix.format(dir=self.path.parent)
+                return StoreError(f"{self.path} {problem} ({text}); {fix}")
+        return None
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
