@@ -149,13 +149,16 @@ def down(yes: bool) -> None:
     from kinetic_tui.core.job_status import JobStatus
 
     backend = guard(local_backend)
-    active = [r for s in (JobStatus.RUNNING, JobStatus.PENDING) for r in backend.jobs(status=s)]
+    # jobs that finished while nobody looked are settled from their result files first: their results stand
+    settled = guard(partial(backend.reconcile, start=False))
+    # the queue first, and starting nothing: a node one cancel frees must not start a job the next one stops
+    active = [r for s in (JobStatus.PENDING, JobStatus.RUNNING) for r in backend.jobs(status=s)]
     if active and not yes:
         click.confirm(f"cancel {len(active)} active jobs?", abort=True)
     for row in active:
-        guard(partial(backend.cancel, row.job_id))
+        guard(partial(backend.cancel, row.job_id, start=False))
     launcher.shutdown_server()
-    click.echo(f"local cluster down ({len(active)} jobs cancelled)")
+    click.echo(f"local cluster down ({len(active)} jobs cancelled, {len(settled)} finished jobs settled)")
 
 
 @main.command()

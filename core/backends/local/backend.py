@@ -188,9 +188,10 @@ class LocalBackend:
 
     # -- settling ------------------------------------------------------------------------------------
 
-    def reconcile(self, job_id: str | None = None) -> list[str]:
-        """Settle RUNNING jobs whose processes are done (or gone) and apply their lanes' progress; then
-        start what fits. Returns settled ids."""
+    def reconcile(self, job_id: str | None = None, start: bool = True) -> list[str]:
+        """Settle RUNNING jobs whose processes are done (or gone) and apply their lanes' progress; then, with
+        `start`, start what fits (`down` settles without starting what it is about to cancel). Returns
+        settled ids."""
         if job_id:
             row = self.job(job_id)
             rows = [] if row.in_lane else [row]
@@ -208,6 +209,8 @@ class LocalBackend:
                 settled.append(row.job_id)
                 pools.add(row.pool)
         settled += self.observe_lanes(open_lanes, pools)
+        if not start:
+            return settled
         for pool in pools:
             self.schedule(pool)
         if job_id is None and not pools:
@@ -233,18 +236,17 @@ class LocalBackend:
             pools.update(freed)
         return settled
 
-    def cancel(self, job_id: str, grace: float = CANCEL_GRACE) -> JobRow:
-        """PENDING: cancelled at once. RUNNING: SIGTERM, then SIGKILL after `grace`, then CANCELLED."""
+    def cancel(self, job_id: str, grace: float = CANCEL_GRACE, start: bool = True) -> JobRow:
+        """PENDING: cancelled at once. RUNNING: SIGTERM, then SIGKILL after `grace`, then CANCELLED. Then, with
+        `start`, start the queued jobs that now fit (`down`, cancelling the whole queue, starts none)."""
         row = self.job(job_id)
         if row.status.finished:
             return row
         if row.lane is not None:
-            return self._cancel_in_lane(row, grace)
+            return self._cancel_in_lane(row, grace, start)
         jobs_repo.request_cancel(self.store, job_id, time.time())
         row = self.job(job_id)
-        if row.status is JobStatus.CANCELLED:
-            self.schedule(row.pool)  # a cancelled queue head may have been blocking the jobs behind it
-        elif row.status is JobStatus.RUNNING:
+        if row.status is JobStatus.RUNNING:
             deadline = time.monotonic() + LAUNCH_WINDOW
             while row.hosts is None and time.monotonic() < deadline:  # wait out a launch in flight
                 time.sleep(0.01)
@@ -252,10 +254,11 @@ class LocalBackend:
             if row.hosts:
                 launcher.terminate(row.hosts, grace=grace)
             finish(self.store, job_id, JobStatus.CANCELLED, None, "cancelled")
+        if start:  # a cancelled queue head may have been blocking the jobs behind it; a stopped job frees nodes
             self.schedule(row.pool)
         return self.job(job_id)
 
-    def _cancel_in_lane(self, row: JobRow, grace: float) -> JobRow:
+    def _cancel_in_lane(self, row: JobRow, grace: float, start: bool) -> JobRow:
         """Mark it cancelled, ask its lane to skip it, then read the lane's progress: if the lane has
         already started it, stop the lane (its other inputs go back to the queue). The order matters: see
         the lane protocol in runner/remote_runner.py."""
@@ -263,7 +266,8 @@ class LocalBackend:
         lane = lanes.get(self.store, row.lane or "")
         if lane is not None and lane.ended_at is None:
             lanes.request_skip(lane, row.job_id)
-            self.observe_lanes([lane])
+            freed: set[str | None] | None = None if start else set()  # a set collects, None schedules
+            self.observe_lanes([lane], freed)
             lane, current = lanes.get(self.store, lane.lane_id), self.job(row.job_id)
             if (
                 lane
@@ -273,8 +277,9 @@ class LocalBackend:
                 and current.log_end is None
             ):
                 launcher.terminate(lane.hosts, grace=grace)
-                self.observe_lanes([lane])
-        self.schedule(row.pool)
+                self.observe_lanes([lane], freed)
+        if start:
+            self.schedule(row.pool)
         return self.job(row.job_id)
 
     def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobRow:
