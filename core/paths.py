@@ -68,13 +68,18 @@ def kinetic_home() -> Path:
     return home
 
 
-def make_private(home: Path) -> None:
-    """Make everything this process writes under `home` owner-only: the home holds captured secret values,
-    the job logs and results. The process umask gains 0o077 (files 0600, directories 0700), so every later
-    write is covered, the job processes started from here and the user code they run included; a home
-    that already exists open to group or others (one the user created first) is tightened to 0700, once,
-    with a one-line notice on stderr. Its existing contents are not walked: the home's own mode hides them."""
+def private_umask() -> None:
+    """Add 0o077 to this process's umask (files 0600, directories 0700). Only our own processes call it (the
+    command line and console, the fork server, the reaper, the queue watcher): a library client's process
+    belongs to the user, whose later files must not change mode because they imported us."""
     os.umask(os.umask(0o077) | 0o077)
+
+
+def make_private(home: Path) -> None:
+    """Keep the home owner-only: it holds captured secret values, the job logs and results. A new home is
+    made 0700; one that already exists open to group or others (one the user created first) is tightened to
+    0700, once, with a one-line notice on stderr. Its existing contents are not walked: the home's own mode
+    hides them."""
     if not home.exists():
         home.mkdir(parents=True, mode=0o700)
         home.chmod(0o700)  # mkdir's mode is filtered by the umask

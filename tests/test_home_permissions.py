@@ -1,7 +1,8 @@
-"""Everything the product writes under KINETIC_HOME is owner-only (files 0600, directories 0700), whatever
-the client's umask: a real job, a map in lanes and a training in a fresh home, checked by walking it; a home
-the user created open to others is tightened at first use with a notice; the runner's downloaded payload
-copy, which holds captured secret values in clear, is gone once the job ran."""
+"""What our own processes write under KINETIC_HOME is owner-only (files 0600, directories 0700), whatever the
+user's umask: the command line's whole workspace, and from a library client (whose own umask we leave
+alone) everything its jobs, lanes, fork server and queue watcher write; the home itself is 0700, and one the
+user created open to others is tightened at first use with a notice; the runner's downloaded payload copy,
+which holds captured secret values in clear, is gone once the job ran."""
 
 from __future__ import annotations
 
@@ -94,7 +95,16 @@ def test_a_job_a_map_and_a_training_leave_only_owner_only_entries_in_a_fresh_hom
     for expected in (*written, "progress.jsonl", "results.bin", "queue-watcher.log", "checkpoint-000001.json"):
         assert expected in names, f"{expected} was never written, so its mode was not checked"
     assert any(name.startswith("result") and name.endswith(".pkl") for name in names)
-    assert open_to_others == []
+
+    # a library client keeps its own umask for what it writes itself (state.db, handles, payloads): the
+    # files written by our processes (job processes, lanes, the fork server) are owner-only all the same
+    def job_written(entry: str) -> bool:
+        name = entry.split()[0].rsplit("/", 1)[-1]
+        return name in {"forkserver.sock", "mine.txt", "progress.jsonl", "results.bin"} or (
+            name.startswith(("result", "checkpoint-", "host-")) and "." in name
+        )
+
+    assert [entry for entry in open_to_others if job_written(entry)] == []
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     # The runner's own copy of the payload is deleted once read; only the uploaded original remains.
     assert list(home.rglob("download")) and list(home.rglob("download/*.pkl")) == []
@@ -125,3 +135,33 @@ def test_a_discarded_work_dir_never_carries_a_payload_copy_into_the_trash(
     trash.discard(work)
     moved = list((kinetic_home / "local" / "trash").rglob("*"))
     assert [p.name for p in moved if p.is_file()] == ["output.txt"]
+
+
+def test_the_command_line_leaves_only_owner_only_entries_in_a_fresh_home(tmp_path: Path) -> None:
+    """`kinetic-tui` is our process: a script that runs a job and a training writes nothing open to others."""
+    project = make_project(tmp_path / "proj", {"kt_perms/__init__.py": "", "kt_perms/tasks.py": TASKS})
+    (project / "go.kn").write_text("submit kt_perms.tasks:square --args '[3]'\ntrain t --epochs 2\n")
+    home = tmp_path / "fresh" / "home"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["KINETIC_HOME"] = str(home)
+    cli = str(Path(sys.executable).with_name("kinetic-tui"))
+    try:
+        done = subprocess.run(
+            [cli, "--script", "go.kn", "--output", "json"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            umask=0o022,
+        )
+        open_to_others = _open_to_others(home)
+        names = {path.name for path in home.rglob("*")}
+    finally:
+        with using_home(home):
+            launcher.shutdown_server()
+    assert done.returncode == 0, done.stdout + done.stderr
+    for expected in ("state.db", "handle.json", "checkpoint-000001.json"):
+        assert expected in names, f"{expected} was never written, so its mode was not checked"
+    assert open_to_others == []
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
