@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import stat
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -34,6 +36,7 @@ class _HomeScope:
 
 
 _scope = _HomeScope()
+_private_homes: set[Path] = set()  # homes this process has made owner-only
 
 
 def call_on_home(home: Path, call: Callable[..., T], *args: Any) -> T:
@@ -58,13 +61,37 @@ def using_home(home: str | Path) -> Iterator[Path]:
 
 
 def kinetic_home() -> Path:
-    """The home `using_home` set, else `KINETIC_HOME` (default `~/.kinetic`); created with mode 0700 on first
-    use."""
+    """The home `using_home` set, else `KINETIC_HOME` (default `~/.kinetic`), owner-only (see `make_private`)."""
     home = _scope.var.get() or Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
+    if home not in _private_homes or not home.exists():
+        make_private(home)
+    return home
+
+
+def private_umask() -> None:
+    """Add 0o077 to this process's umask (files 0600, directories 0700). Only our own processes call it (the
+    command line and console, the fork server, the reaper, the queue watcher): a library client's process
+    belongs to the user, whose later files must not change mode because they imported us."""
+    os.umask(os.umask(0o077) | 0o077)
+
+
+def make_private(home: Path) -> None:
+    """Keep the home owner-only: it holds captured secret values, the job logs and results. A new home is
+    made 0700; one that already exists open to group or others (one the user created first) is tightened to
+    0700, once, with a one-line notice on stderr. Its existing contents are not walked: the home's own mode
+    hides them."""
     if not home.exists():
         home.mkdir(parents=True, mode=0o700)
         home.chmod(0o700)  # mkdir's mode is filtered by the umask
-    return home
+    else:
+        mode = stat.S_IMODE(home.stat().st_mode)
+        if mode & 0o077:
+            home.chmod(mode & 0o700)
+            print(
+                f"kinetic-tui: {home} was readable by others (mode {mode:04o}); tightened to {mode & 0o700:04o}",
+                file=sys.stderr,
+            )
+    _private_homes.add(home)
 
 
 def state_db_path() -> Path:

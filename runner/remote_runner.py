@@ -141,6 +141,15 @@ def fetch_tree(uri: str, dest: Path) -> None:
         blob.download_to_filename(str(target))
 
 
+def read_and_delete(path: Path) -> bytes:
+    """The bytes of a downloaded payload, whose file is removed at once: it holds the job's captured
+    secret values in clear, and nothing reads it again (the job directory may outlive the job)."""
+    try:
+        return path.read_bytes()
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def store(uri: str, data: bytes) -> None:
     """Write an object; a local result appears atomically so a poller never reads half of it."""
     if uri.startswith("gs://"):
@@ -240,7 +249,10 @@ def check_archive(archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, list[
 
 
 def extract(archive_path: Path, dest: Path) -> None:
-    """Check every member, then unpack into a fresh `dest` (a stale symlink there could redirect writes)."""
+    """Check every member, then unpack into a fresh `dest` (a stale symlink there could redirect writes).
+    A member keeps its archived mode less the process umask, like any file this process creates."""
+    umask = os.umask(0o077)
+    os.umask(umask)
     with zipfile.ZipFile(archive_path) as archive:
         members = check_archive(archive)
         if dest.exists():
@@ -262,7 +274,7 @@ def extract(archive_path: Path, dest: Path) -> None:
                         sink.write(block)
                 mode = (info.external_attr >> 16) & 0o777
                 if mode:
-                    os.chmod(target, mode)
+                    os.chmod(target, mode & ~umask)
 
 
 # --- unpickle and environment ----------------------------------------------------------------------
@@ -491,7 +503,7 @@ def run_job(args: Any, workdir: Path) -> Any:
         if args.requirements:
             fetch(args.requirements, downloads / "requirements.txt")
     with _Phase("verify"):
-        payload_bytes = payload_file.read_bytes()
+        payload_bytes = read_and_delete(payload_file)
         _check_digest("payload", hashlib.sha256(payload_bytes).hexdigest(), args.payload_sha256)
         _check_digest("context", _sha256_file(context_file), args.context_sha256)
     if args.requirements:
@@ -655,7 +667,7 @@ def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., An
         fetch(spec["batch"], batch_file)
         fetch(spec["context"], context_file)
     with _Phase("verify"):
-        batch_bytes = batch_file.read_bytes()
+        batch_bytes = read_and_delete(batch_file)
         _check_digest("batch", hashlib.sha256(batch_bytes).hexdigest(), spec["batch_sha256"])
         _check_digest("context", _sha256_file(context_file), spec["context_sha256"])
     code_dir = workdir / "code"

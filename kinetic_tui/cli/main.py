@@ -62,6 +62,9 @@ def main(
     debug: bool,
 ) -> None:
     """Operations console for ML workloads on accelerator clusters."""
+    from kinetic_tui.core.paths import private_umask
+
+    private_umask()  # this process is ours: everything it writes under the home is owner-only
     from kinetic_tui.core.profiles import choose_profile
 
     choose_profile(profile or None)  # one place decides, for every resolution in this process

@@ -12,6 +12,9 @@ the /proc helpers.
 For host i of a job the parent of the job process (the server, or the reaper on the cold path) writes
 `{job_dir}/exit-{i}` atomically once it reaps the host: the exit code, negative N = killed by signal N.
 If the server itself is killed, its running jobs go on but their exit files are never written.
+
+Both modes run under umask 0o077 whoever started them: everything they and the jobs they start write
+(logs, exit files, results, and the files a job's own code creates) is owner-only.
 """
 
 from __future__ import annotations
@@ -357,7 +360,7 @@ class _Server:
             os.write(sync_fd, b"x")
             os.close(sync_fd)
             self._drop_server_state()
-            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.dup2(log, 1)
             os.dup2(log, 2)
             os.close(log)
@@ -410,6 +413,7 @@ def _run_like_interpreter(main: Any, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    os.umask(os.umask(0o077) | 0o077)
     if sys.argv[1:2] == ["serve"]:
         _serve_main(Path(sys.argv[2]), json.loads(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
     elif sys.argv[1:2] == ["reap"]:

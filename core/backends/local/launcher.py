@@ -121,8 +121,10 @@ def launch(
     specs = []
     for i in range(hosts):
         work_dir(job_dir, i).mkdir(parents=True, exist_ok=True)
-        log_path(job_dir, i).parent.mkdir(exist_ok=True)
-        log_path(job_dir, i).touch()  # readers may open the log as soon as launch returns
+        log_path(job_dir, i).parent.mkdir(mode=0o700, exist_ok=True)
+        # readers may open the log as soon as launch returns; owner-only whatever the client's umask: the
+        # job's output can hold anything it printed
+        log_path(job_dir, i).touch(mode=0o600)
         specs.append(
             {
                 "host": i,

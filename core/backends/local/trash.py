@@ -17,7 +17,10 @@ _emptying = False
 def discard(path: Path) -> None:
     """Remove a directory tree off the caller's path: rename it into the workspace trash (one cheap
     metadata operation) and empty the trash in a background thread. Whatever an exiting process leaves
-    in the trash is emptied by the next one."""
+    in the trash is emptied by the next one. A runner's downloaded payload copy (a runner killed before it
+    read and deleted it) is deleted first: it holds secret values in clear and never sits in the trash."""
+    for payload in path.glob("host-*/download/*.pkl"):
+        payload.unlink(missing_ok=True)
     trash = kinetic_home() / "local" / "trash"
     trash.mkdir(parents=True, exist_ok=True)
     try:
