@@ -21,6 +21,7 @@ import json
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -351,6 +352,18 @@ class GkeBackend:
     def log_reader(self, job_id: str) -> PodLogReader:
         return PodLogReader(self, job_id)
 
+    def tail_logs(self, job_id: str, n: int) -> list[str]:
+        """The last `n` lines in host order; each pod's API server sends only its own last `n` (tailLines)."""
+        pods = self._pods(job_id) if n > 0 else []
+        lines: queue.Queue[str | None] = queue.Queue()
+        for host, pod in enumerate(pods):
+            self._pump(pod, host, len(pods) > 1, False, lines, threading.Event(), tail=n)
+        kept: deque[str] = deque(maxlen=n)
+        while not lines.empty():
+            if (line := lines.get_nowait()) is not None:
+                kept.append(line)
+        return list(kept)
+
     def _pump(
         self,
         pod: Mapping[str, Any],
@@ -359,8 +372,10 @@ class GkeBackend:
         follow: bool,
         lines: queue.Queue[str | None],
         stop: threading.Event,
+        tail: int | None = None,
     ) -> None:
         label = f"[host {host}] " if prefix else ""
+        limit = {} if tail is None else {"tail_lines": tail}
         try:
             response = self.clients.core.read_namespaced_pod_log(
                 pod["metadata"]["name"],
@@ -368,6 +383,7 @@ class GkeBackend:
                 container=manifests.CONTAINER,
                 follow=follow,
                 _preload_content=False,
+                **limit,
             )
             pending = b""
             for chunk in response.stream(None):
