@@ -12,7 +12,7 @@ from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.job_rows import JobRow
 from kinetic_tui.core.store import Store
 
-BLOCK = 64 * 1024  # bytes read per step backward from a log's end
+BLOCK = 8 * 1024  # bytes read per step backward from a log's end: a few screens of lines
 
 
 def last_lines(fh: BinaryIO, n: int, start: int, end: int) -> list[str]:
