@@ -11,7 +11,6 @@ again and the console can still show the job.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -115,10 +114,7 @@ class JobHandle:
     def tail(self, n: int = 100) -> list[str]:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
-        lines: deque[str] = deque(maxlen=n)
-        for batch in self.runs_on().read_logs(self.job_id):
-            lines.extend(batch)
-        return list(lines)
+        return self.runs_on().tail_logs(self.job_id, n)
 
     def wait(self, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobStatus:
         """Block until the job settles (TimeoutError leaves it running); `on_poll` runs between polls."""

@@ -213,6 +213,10 @@ class Backend(Protocol):
 
     def log_reader(self, job_id: str) -> LogReader: ...
 
+    def tail_logs(self, job_id: str, n: int) -> list[str]:
+        """The log's last `n` lines, read without holding the whole log (multi-host lines prefixed)."""
+        ...
+
     def bucket_uri(self, bucket: str, key: str) -> str:
         """The URI of `key` in jobs bucket `bucket` as this backend's jobs (and its clients) reach it."""
         ...

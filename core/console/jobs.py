@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -115,12 +116,14 @@ class Jobs:
         require_job_id(job_id)
 
         def read() -> LogsSnapshot:
-            lines: list[str] = []
+            if tail is not None and not follow:
+                return LogsSnapshot(job_id, tuple(self.source.tail_logs(job_id, tail)))
+            lines: deque[str] = deque(maxlen=tail)
             for batch in self.source.read_logs(job_id, follow=follow):
                 lines.extend(batch)
                 if follow:
                     self.workspace.events.publish(LogBatch(job_id, tuple(batch)))
-            return LogsSnapshot(job_id, tuple(lines if tail is None else lines[max(len(lines) - tail, 0) :]))
+            return LogsSnapshot(job_id, tuple(lines))
 
         return await self.workspace.blocking(read)
 

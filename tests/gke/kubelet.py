@@ -6,7 +6,8 @@ objects but does not do three things a real API server does; `KineticEmulator` a
 rely on them only in these honest forms:
 - `labelSelector` (equality terms `k=v,...`) and `fieldSelector=involvedObject.name=...` on lists;
 - the `pods/{name}/log` subresource (kmock would answer with the pod object): served from a log store
-  the kubelet double fills, and with `follow=true` streamed until the kubelet marks the container done.
+  the kubelet double fills, and with `follow=true` streamed until the kubelet marks the container done
+  (`tailLines` without `follow`: only the last N lines).
 
 `Kubelet` plays the Job / LeaderWorkerSet controllers and the kubelet, through the same HTTP API a real
 one uses: it reads the workload the backend created, creates its pods (with the LWS worker-index label),
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import io
 import itertools
 import json
 import os
@@ -101,6 +103,8 @@ class KineticEmulator(KubernetesEmulator):
         while True:
             with self.log_lock:
                 data, done = self.logs.get(key, b""), key in self.logs_done
+            if "tailLines" in request.params and not follow:  # the API server's own tail: the last N lines
+                data = b"".join(io.BytesIO(data).readlines()[-int(request.params["tailLines"]) :])
             if len(data) > sent:
                 await response.write(data[sent:])
                 sent = len(data)

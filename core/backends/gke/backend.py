@@ -18,7 +18,6 @@ One backend drives one workload kind (Pathways subclasses it for LeaderWorkerSet
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,8 +27,9 @@ from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, parse_accelerator
 from kinetic_tui.core.backends.base import JobState
-from kinetic_tui.core.backends.gke import manifests
+from kinetic_tui.core.backends.gke import manifests, pod_logs
 from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error, api_reason
+from kinetic_tui.core.backends.gke.pod_logs import PodLogReader
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage
@@ -322,68 +322,13 @@ class GkeBackend:
         pods = self._pods(job_id)
         if not pods or stop.is_set():
             return
-        lines: queue.Queue[str | None] = queue.Queue()
-        prefix = len(pods) > 1
-        readers = [
-            threading.Thread(target=self._pump, args=(pod, host, prefix, follow, lines, stop), daemon=True)
-            for host, pod in enumerate(pods)
-        ]
-        for reader in readers:
-            reader.start()
-        running = len(readers)
-        while running:
-            batch: list[str] = []
-            item = lines.get()
-            while True:
-                if item is None:
-                    running -= 1
-                else:
-                    batch.append(item)
-                if not running or len(batch) >= 1000:
-                    break
-                try:
-                    item = lines.get_nowait()
-                except queue.Empty:
-                    break
-            if batch:
-                yield batch
+        yield from pod_logs.stream(self.clients, self.namespace, pods, follow, stop)
 
     def log_reader(self, job_id: str) -> PodLogReader:
-        return PodLogReader(self, job_id)
+        return PodLogReader(lambda stop: self.read_logs(job_id, follow=True, stop=stop))
 
-    def _pump(
-        self,
-        pod: Mapping[str, Any],
-        host: int,
-        prefix: bool,
-        follow: bool,
-        lines: queue.Queue[str | None],
-        stop: threading.Event,
-    ) -> None:
-        label = f"[host {host}] " if prefix else ""
-        try:
-            response = self.clients.core.read_namespaced_pod_log(
-                pod["metadata"]["name"],
-                self.namespace,
-                container=manifests.CONTAINER,
-                follow=follow,
-                _preload_content=False,
-            )
-            pending = b""
-            for chunk in response.stream(None):
-                if stop.is_set():
-                    response.release_conn()
-                    break
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for line in complete:
-                    lines.put(label + line.decode(errors="replace"))
-            if pending:
-                lines.put(label + pending.decode(errors="replace"))
-        except api_error():
-            pass  # the pod went away or never started a container: there is no log to read
-        finally:
-            lines.put(None)
+    def tail_logs(self, job_id: str, n: int) -> list[str]:
+        return pod_logs.tail(self.clients, self.namespace, self._pods(job_id) if n > 0 else [], n)
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -460,34 +405,6 @@ class GkeBackend:
         """The objects a list call returns (a Kubernetes list object holds them under `items`)."""
         items: list[dict[str, Any]] = cls._raw(call, *args, **kwargs)["items"]
         return items
-
-
-class PodLogReader:
-    """A non-blocking view of a job's followed pod logs: `read` returns the lines that arrived since the
-    last call. The stream is read in a daemon thread because a pod log stream can only be waited on."""
-
-    def __init__(self, backend: GkeBackend, job_id: str, drain_timeout: float = 5.0) -> None:
-        self._lines: queue.Queue[list[str]] = queue.Queue()
-        self._stop = threading.Event()
-        self._drain_timeout = drain_timeout
-        self._thread = threading.Thread(target=self._follow, args=(backend, job_id), daemon=True)
-        self._thread.start()
-
-    def _follow(self, backend: GkeBackend, job_id: str) -> None:
-        for batch in backend.read_logs(job_id, follow=True, stop=self._stop):
-            self._lines.put(batch)
-
-    def read(self) -> list[str]:
-        lines: list[str] = []
-        while not self._lines.empty():
-            lines.extend(self._lines.get_nowait())
-        return lines
-
-    def rest(self) -> list[str]:
-        """What is left once the job settled: waits (bounded) for the stream to end, then stops it."""
-        self._thread.join(self._drain_timeout)
-        self._stop.set()
-        return self.read()
 
 
 def _accelerator(record: Mapping[str, Any]) -> AcceleratorConfig:

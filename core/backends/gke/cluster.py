@@ -155,6 +155,9 @@ class GkeCluster:
     def log_reader(self, job_id: str) -> LogReader:
         return self._backend(job_id).log_reader(job_id)
 
+    def tail_logs(self, job_id: str, n: int) -> list[str]:
+        return self._backend(job_id).tail_logs(job_id, n)
+
     def bucket_uri(self, bucket: str, key: str) -> str:
         return self._workloads["gke"].storage.uri(key)  # a GKE profile's jobs use its own bucket
 

@@ -84,6 +84,9 @@ class LocalInterface:
     def log_reader(self, job_id: str) -> LogReader:
         return self.backend.log_reader(job_id)
 
+    def tail_logs(self, job_id: str, n: int) -> list[str]:
+        return self.backend.log_reader(job_id).tail(n)
+
     def bucket_uri(self, bucket: str, key: str) -> str:
         return LocalStorage.in_home(bucket).uri(key)  # local processes read the local copy of any bucket
 

@@ -1,20 +1,50 @@
-"""Incremental readers of local job logs: a job's own host logs, or a map input's range of its lane's log."""
+"""Readers of local job logs: a job's own host logs, or a map input's range of its lane's log; read forward
+incrementally, or backward from the end for a tail."""
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.job_rows import JobRow
 from kinetic_tui.core.store import Store
 
+BLOCK = 8 * 1024  # bytes read per step backward from a log's end: a few screens of lines
+
+
+def last_lines(fh: BinaryIO, n: int, start: int, end: int) -> list[str]:
+    """The last `n` lines of the file's bytes [start, end), an unterminated last line included.
+
+    Reads backward in blocks until `n` line breaks precede the range's last line, so what it reads
+    grows with the lines returned, never with the file."""
+    if n <= 0 or end <= start:
+        return []
+    blocks: deque[bytes] = deque()
+    pos, breaks = end, 0
+    fh.seek(end - 1)
+    wanted = n + (fh.read(1) == b"\n")  # a terminated last line: its own break does not count
+    while pos > start and breaks < wanted:
+        size = min(BLOCK, pos - start)
+        pos -= size
+        fh.seek(pos)
+        block = fh.read(size)
+        blocks.appendleft(block)
+        breaks += block.count(b"\n")
+    lines = b"".join(blocks).split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [line.decode("utf-8", "replace") for line in lines[-n:]]
+
 
 class LogReader:
-    """Incremental reader of one job's host logs: only whole lines, each file from where it stopped."""
+    """Reader of one job's host logs: forward, only whole lines, each file from where it stopped; or its tail."""
 
     def __init__(self, paths: list[Path]) -> None:
         self.paths = paths
+        self.starts = [0] * len(paths)  # where each file's range begins
         self.offsets = [0] * len(paths)
         self.partial = [""] * len(paths)
         self.ends: list[int | None] = [None] * len(paths)  # stop reading a file there (None: its end)
@@ -44,6 +74,22 @@ class LogReader:
         self.partial = [""] * len(self.paths)
         return rest
 
+    def tail(self, n: int) -> list[str]:
+        """The last `n` lines of the files' ranges taken in host order, whatever `read` consumed."""
+        lines: list[str] = []
+        for i in reversed(range(len(self.paths))):
+            if len(lines) >= n:
+                break
+            try:
+                with open(self.paths[i], "rb") as fh:
+                    size = os.fstat(fh.fileno()).st_size
+                    end = self.ends[i]
+                    found = last_lines(fh, n - len(lines), self.starts[i], size if end is None else min(end, size))
+            except FileNotFoundError:
+                continue
+            lines[:0] = [self._prefix(i) + line for line in found]
+        return lines
+
 
 class LaneObserver(Protocol):
     """What a lane input's reader needs of the backend: its row, and applying its lane's progress."""
@@ -71,14 +117,21 @@ class LaneLogReader(LogReader):
         self.final = False
 
     def read(self) -> list[str]:
+        return super().read() if self._bounded() else []
+
+    def tail(self, n: int) -> list[str]:
+        return super().tail(n) if self._bounded() else []
+
+    def _bounded(self) -> bool:
+        """Locate the input's range and bound its end by what the lane has written for it (False: no range yet)."""
         if not self.final:
             if not self.paths and not self._locate():
-                return []
+                return False
             size = self.paths[0].stat().st_size
             row = self._observed()
             self.final = row.log_end is not None or row.status.finished
             self.ends = [row.log_end if self.final else size]
-        return super().read()
+        return True
 
     def _observed(self) -> JobRow:
         """The input's row after applying its lane's progress."""
@@ -94,5 +147,6 @@ class LaneLogReader(LogReader):
         lane = lanes.get(self.backend.store, row.lane) if row.lane else None
         if lane is None or row.log_start is None:
             return False
-        self.paths, self.offsets, self.partial = [launcher.log_path(lane.dir, 0)], [row.log_start], [""]
+        self.paths, self.partial = [launcher.log_path(lane.dir, 0)], [""]
+        self.starts, self.offsets = [row.log_start], [row.log_start]
         return True

@@ -1,0 +1,164 @@
+"""A log's tail is read backward from its end: the exact last N lines of a job's own log, of a multi-host
+job's host logs and of a map input's range of its lane's log, while what it reads stays a few blocks."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import kinetic_tui as kinetic
+from kinetic_tui.cli.main import main
+from kinetic_tui.core.backends.local import launcher, log_readers
+from kinetic_tui.core.backends.local.workspace import local_backend
+from kinetic_tui.core.jobs import JobHandle
+from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project
+
+TIMEOUT = 60.0
+
+
+class CountingFile(io.BytesIO):
+    """An in-memory file that counts the bytes read from it."""
+
+    read_bytes = 0
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = super().read(size)
+        self.read_bytes += len(data)
+        return data
+
+
+def _tail(data: bytes, n: int, start: int = 0, end: int | None = None) -> list[str]:
+    return log_readers.last_lines(io.BytesIO(data), n, start, len(data) if end is None else end)
+
+
+LOG = b"".join(f"line {i}\n".encode() for i in range(10))
+EVERY = [f"line {i}" for i in range(10)]
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 9, 10, 11, 1000])
+@pytest.mark.parametrize("block", [1, 7, 64 * 1024])
+def test_the_last_n_lines_whether_n_is_smaller_equal_or_larger_than_the_log(
+    n: int, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_readers, "BLOCK", block)
+    assert _tail(LOG, n) == (EVERY[-n:] if n else [])
+    assert _tail(LOG.rstrip(b"\n"), n) == (EVERY[-n:] if n else [])  # no trailing newline: same lines
+
+
+def test_an_unterminated_last_line_empty_lines_and_an_empty_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_readers, "BLOCK", 3)
+    assert _tail(b"a\nb\npartial", 2) == ["b", "partial"]
+    assert _tail(b"a\n\n\nb\n", 3) == ["", "", "b"]
+    assert _tail(b"\n", 5) == [""]
+    assert _tail(b"", 5) == []
+    assert _tail("é\nünïcode\n".encode(), 1) == ["ünïcode"]  # a block boundary inside a character
+
+
+def test_a_line_longer_than_the_block_comes_back_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_readers, "BLOCK", 16)
+    huge = "x" * 1000
+    assert _tail(f"first\n{huge}\nlast\n".encode(), 2) == [huge, "last"]
+    assert _tail(f"first\n{huge}".encode(), 1) == [huge]
+    assert _tail(huge.encode(), 3) == [huge]
+
+
+def test_a_range_of_the_file_yields_only_its_own_lines() -> None:
+    data = b"before\nmine 1\nmine 2\nafter\n"
+    start, end = data.index(b"mine"), data.index(b"after")
+    assert _tail(data, 5, start, end) == ["mine 1", "mine 2"]
+    assert _tail(data, 1, start, end) == ["mine 2"]
+    assert _tail(data, 5, start, start) == []
+
+
+def test_the_tail_of_a_large_log_reads_a_few_blocks_not_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_readers, "BLOCK", 4096)
+    data = b"".join(f"step {i} loss 0.{i:06d}\n".encode() for i in range(200_000))  # ~5 MB
+    fh = CountingFile(data)
+    assert log_readers.last_lines(fh, 5, 0, len(data)) == [f"step {i} loss 0.{i:06d}" for i in range(199_995, 200_000)]
+    assert fh.read_bytes <= 2 * 4096 + 1  # the last byte, then one block holds the five lines
+
+
+# -- through the API, the console and the CLI, on real jobs ------------------------------------------------
+
+
+def _counting_open(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the log readers' `open` count the bytes read; returns the running total (one cell)."""
+    total = [0]
+
+    class Counted(io.FileIO):
+        def read(self, size: int = -1, /) -> bytes:
+            data = super().read(size) or b""
+            total[0] += len(data)
+            return data
+
+    def counted_open(path: Any, mode: str = "r") -> Any:
+        assert mode == "rb"
+        return io.BufferedReader(Counted(path), buffer_size=1)
+
+    monkeypatch.setattr(log_readers, "open", counted_open, raising=False)
+    return total
+
+
+def _host_log(handle: JobHandle, host: int = 0) -> Path:
+    return launcher.log_path(local_backend().job(handle.job_id).job_dir, host)
+
+
+def test_tail_of_a_finished_job_matches_its_log_for_every_n(jobs: Any) -> None:
+    handle = kinetic.run()(jobs.count_lines).run_async(30)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 30
+    every = list(handle.logs())
+    for n in (1, 5, len(every) - 1, len(every), len(every) + 50):
+        assert handle.tail(n) == every[-n:]
+    with open(_host_log(handle), "a") as fh:
+        fh.write("killed mid-li")  # a job killed mid-line leaves its last line unterminated
+    assert handle.tail(2) == [every[-1], "killed mid-li"] == list(handle.logs())[-2:]
+
+
+def test_tail_of_a_huge_finished_log_reads_a_few_blocks(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = kinetic.run()(jobs.count_lines).run_async(3)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 3
+    with open(_host_log(handle), "a") as fh:
+        fh.writelines(f"step {i}\n" for i in range(300_000))  # ~3.5 MB
+    read = _counting_open(monkeypatch)
+    assert handle.tail(5) == [f"step {i}" for i in range(299_995, 300_000)]
+    assert read[0] <= 2 * log_readers.BLOCK + 1
+
+
+def test_tail_of_a_multi_host_job_takes_the_last_hosts_lines_first(jobs: Any) -> None:
+    local_backend().add_pool("slice", "v4-2x2x2", 2)
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.fail_on_worker).run_async("none")
+    assert handle.result(timeout=TIMEOUT, cleanup=False)["worker"] == "0"
+    every = list(handle.logs())
+    host1 = [line for line in every if line.startswith("[host 1] ")]
+    assert every[-len(host1) :] == host1 and len(host1) < len(every)  # host 0's lines, then host 1's
+    for n in (1, len(host1), len(host1) + 2, len(every), len(every) + 10):
+        assert handle.tail(n) == every[-n:]
+    assert handle.tail(len(host1) + 1)[0].startswith("[host 0] ")
+
+
+def test_tail_of_a_lane_input_is_the_end_of_its_own_range(jobs: Any) -> None:
+    batch = kinetic.run()(jobs.count_lines).map([4, 6, 5])
+    assert batch.results(timeout=TIMEOUT) == [4, 6, 5]
+    for handle, count in zip(batch.handles(), (4, 6, 5)):
+        assert local_backend().job(handle.job_id).in_lane
+        every = list(handle.logs())
+        assert [line for line in every if line.startswith("line ")] == [f"line {i}" for i in range(count)]
+        for n in (1, 3, len(every), len(every) + 20):
+            assert handle.tail(n) == every[-n:]
+
+
+def test_the_cli_and_the_console_tail_read_from_the_end(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = kinetic.run()(jobs.count_lines).run_async(3)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 3
+    with open(_host_log(handle), "a") as fh:
+        fh.writelines(f"step {i}\n" for i in range(300_000))
+    read = _counting_open(monkeypatch)
+    out = CliRunner().invoke(main, ["logs", handle.job_id, "--tail", "2", "--json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["result"]["lines"] == ["step 299998", "step 299999"]
+    assert read[0] <= 2 * log_readers.BLOCK + 1
