@@ -113,7 +113,9 @@ class JobHandle:
             yield from batch
 
     def tail(self, n: int = 100) -> list[str]:
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_TAIL_LINES:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
+        if n > MAX_TAIL_LINES:
             raise ValidationError(f"tail n must be an integer >= 0 and <= {MAX_TAIL_LINES}, got {n!r}")
         lines: deque[str] = deque(maxlen=n)
         for batch in self.runs_on().read_logs(self.job_id):
