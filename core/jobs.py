@@ -27,7 +27,7 @@ from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.storage import Storage, bucket_storage
 from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD, RESULT
-from kinetic_tui.core.validation import require_job_id
+from kinetic_tui.core.validation import MAX_TAIL_LINES, require_job_id
 
 
 class RemoteJobError(KineticError):
@@ -114,6 +114,8 @@ class JobHandle:
     def tail(self, n: int = 100) -> list[str]:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
+        if n > MAX_TAIL_LINES:
+            raise ValidationError(f"tail n must be an integer >= 0 and <= {MAX_TAIL_LINES}, got {n!r}")
         return self.runs_on().tail_logs(self.job_id, n)
 
     def wait(self, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobStatus:

@@ -47,22 +47,56 @@ def _require_id(field: str, value: object, pattern: re.Pattern[str], shape: str)
     return value
 
 
-def require_int(field: str, value: object, minimum: int) -> int:
+# The documented upper bound of every number a user gives (the command language's help and the Python
+# API hold the same ones): far above real use, and below where a value would overflow SQLite's 64-bit
+# integers, lose integer precision as a float, or start a runaway job (a million epochs, not 10**23).
+MAX_NODES = 10_000  # nodes of a pool
+MAX_EPOCHS = 1_000_000  # epochs of a training, and its checkpoint interval
+MAX_TRIALS = 100_000  # a study's trial budget
+MAX_SEED = 2**63 - 1  # a study's seed, as SQLite stores it
+MAX_VERSION = 2**63 - 1  # a model version number
+MAX_INSTANCES = 10_000  # an endpoint's instance bounds
+MAX_CONCURRENCY = 1_000_000_000  # requests in flight, observed or targeted per instance
+MAX_LOAD_CONCURRENCY = 256  # requests `load` really sends per tick: one thread each
+MAX_TICK = 2**53  # ticks and cooldowns: ticks are compared as floats, exact up to 2**53
+MAX_LOAD_TICKS = 1_000_000  # ticks one `load` drives
+MAX_LOADED_MODELS = 1_000  # models an endpoint keeps loaded
+MAX_TAIL_LINES = 10_000_000  # lines `logs --tail` keeps
+MAX_SECONDS = 31_536_000.0  # a timeout: one year
+
+
+def int_bounds(minimum: int, maximum: int | None) -> str:
+    """`>= 1 and <= 10000`: the range an integer must fall in, as messages and help show it."""
+    return f">= {minimum}" if maximum is None else f">= {minimum} and <= {maximum}"
+
+
+def require_int(field: str, value: object, minimum: int, maximum: int | None = None) -> int:
     """Counts must be real integers: a bool or a float would silently change the arithmetic."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{field}: expected an integer >= {minimum}, got {value!r}")
+        raise ValidationError(f"{field}: expected an integer {int_bounds(minimum, maximum)}, got {value!r}")
     if value < minimum:
         raise ValidationError(f"{field}: must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValidationError(f"{field}: must be {int_bounds(minimum, maximum)}, got {value}")
     return value
 
 
-def require_number(field: str, value: object, *, minimum: float | None = None, exclusive: bool = False) -> float:
+def require_number(
+    field: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    maximum: float | None = None,
+) -> float:
     """Finite real numbers only: NaN would make every comparison false and corrupt the state machine."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(f"{field}: expected a finite number, got {value!r}")
     if minimum is not None and (value <= minimum if exclusive else value < minimum):
         bound = f"> {minimum}" if exclusive else f">= {minimum}"
         raise ValidationError(f"{field}: must be {bound}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValidationError(f"{field}: must be <= {maximum}, got {value}")
     return value
 
 
@@ -76,10 +110,12 @@ def known_names(names: Iterable[str], limit: int = 10) -> str:
     return f"{shown} (+{extra} more)" if extra > 0 else shown
 
 
-def positive_int(field: str, value: Any) -> int:
+def positive_int(field: str, value: Any, maximum: int | None = None) -> int:
     """A count of at least one, in the `NAME must be an integer >= 1` form training and tuning report."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValidationError(f"{field} must be an integer >= 1, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValidationError(f"{field} must be an integer {int_bounds(1, maximum)}, got {value!r}")
     return value
 
 

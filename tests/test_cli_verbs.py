@@ -59,7 +59,7 @@ def test_train_help_lists_every_flag_with_its_value_and_help(cli):
     text = cli("train", "--help").output
     for flag in VERBS["train"].flag_table.values():
         assert flag.name in text and flag.help.split()[0] in text, flag.name
-    assert "--epochs N" in text and "an integer >= 1; default 5" in text
+    assert "--epochs N" in text and "an integer >= 1 and <= 1000000; default 5" in " ".join(text.split())
     assert "--step MODULE:NAME" in text and "NAME" in text and "training job name" in text
 
 

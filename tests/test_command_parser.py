@@ -386,10 +386,10 @@ def test_unknown_flag_message_matches_the_documented_form():
         ("logs job-0000000a --follow=yes", 28, "yes", "flag --follow takes no value"),
         ("logs job-0000000a --tail", 19, "--tail", "flag --tail needs a value: an integer >= 0"),
         ("logs job-0000000a --tail --follow", 19, "--tail", "flag --tail needs a value"),
-        ("logs job-0000000a --tail x7", 26, "x7", "--tail: expected an integer >= 0, got 'x7'"),
-        ("logs job-0000000a --tail=1.5", 26, "1.5", "--tail: expected an integer >= 0, got '1.5'"),
-        ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1, got '0'"),
-        ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0, got '-1'"),
+        ("logs job-0000000a --tail x7", 26, "x7", "--tail: expected an integer >= 0 and <= 10000000, got 'x7'"),
+        ("logs job-0000000a --tail=1.5", 26, "1.5", "--tail: expected an integer >= 0 and <= 10000000, got '1.5'"),
+        ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1 and <= 1000000, got '0'"),
+        ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0 and <= 1000000000, got '-1'"),
         ("observe e ٣", 11, "٣", "expected an integer >= 0"),
         ("promote g v1 Staging", 11, "v1", "VERSION: expected an integer >= 1"),
         ("promote g 1 prod", 13, "prod", "STAGE: expected one of None, Staging, Production, Archived, got 'prod'"),
@@ -602,8 +602,8 @@ def _value(kind):
             lambda choice: st.sampled_from([(choice, choice), (choice.lower(), choice), (choice.upper(), choice)])
         )
     if kind.expected.startswith("an integer >= "):
-        minimum = int(kind.expected.rsplit(" ", 1)[1])
-        return st.integers(minimum, 10**15).map(lambda number: (str(number), number))
+        minimum, maximum = kind.bounds
+        return st.integers(minimum, maximum).map(lambda number: (str(number), number))
     return _BY_EXPECTED[kind.expected] if kind.expected in _BY_EXPECTED else _BY_METAVAR[kind.metavar]
 
 

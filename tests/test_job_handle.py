@@ -92,6 +92,8 @@ def test_tail_returns_the_last_lines(jobs):
     assert handle.tail(0) == []
     with pytest.raises(ValidationError, match="tail n must be an integer >= 0, got -1"):
         handle.tail(-1)
+    with pytest.raises(ValidationError, match=f"tail n must be an integer >= 0 and <= 10000000, got {10**23}"):
+        handle.tail(10**23)
 
 
 def test_result_timeout_leaves_the_job_running_and_a_later_result_succeeds(jobs):

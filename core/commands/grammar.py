@@ -13,6 +13,7 @@ Argument keys in `Command.args` are the positional's name or the flag's name in 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import Stage
-from kinetic_tui.core.validation import JOB_ID_SHAPE, require_job_id
+from kinetic_tui.core.validation import JOB_ID_SHAPE, MAX_SECONDS, int_bounds, require_job_id
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console import Console
@@ -49,6 +50,7 @@ class ValueType:
     convert: Callable[[str], Any]
     choices: tuple[str, ...] = ()
     render: Callable[[Any], str] = str
+    bounds: tuple[float, float] | None = None  # the smallest and largest value a number may take
 
 
 @dataclass(frozen=True)
@@ -156,9 +158,10 @@ _JSON_KINDS: Mapping[type, str] = MappingProxyType(
 )
 
 
-def integer(minimum: int, metavar: str = "N") -> ValueType:
-    """ASCII digits only: `int()` alone would also take `1_000`, ` 7` and Arabic-Indic digits."""
-    expected = f"an integer >= {minimum}"
+def integer(minimum: int, maximum: int, metavar: str = "N") -> ValueType:
+    """ASCII digits only: `int()` alone would also take `1_000`, ` 7` and Arabic-Indic digits. Every
+    integer has an upper bound, so a value the store or a loop cannot hold fails here, naming the flag."""
+    expected = f"an integer {int_bounds(minimum, maximum)}"
 
     def convert(text: str) -> int:
         if (text.isascii() and text.isdigit()) or _INT.fullmatch(text):  # the first test is the fast path
@@ -167,19 +170,22 @@ def integer(minimum: int, metavar: str = "N") -> ValueType:
             except ValueError:  # more digits than int() accepts
                 pass
             else:
-                if value >= minimum:
+                if minimum <= value <= maximum:
                     return value
         raise ValidationError(f"expected {expected}, got {echo(text)}")
 
-    return ValueType(metavar, expected, convert)
+    return ValueType(metavar, expected, convert, bounds=(minimum, maximum))
+
+
+_SECONDS_EXPECTED = f"a number of seconds >= 0 and <= {MAX_SECONDS:.0f}"
 
 
 def _seconds(text: str) -> float:
     if _FLOAT.fullmatch(text):
         value = float(text)
-        if value != float("inf"):
+        if value <= MAX_SECONDS:
             return value
-    raise ValidationError(f"expected a number of seconds >= 0, got {echo(text)}")
+    raise ValidationError(f"expected {_SECONDS_EXPECTED}, got {echo(text)}")
 
 
 def _name(text: str) -> str:
@@ -192,9 +198,21 @@ def _reject_constant(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """`1e999` parses as infinity, which JSON cannot hold: refused as NaN and Infinity are."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:_MAX_ECHO]} is out of range for a number")
+    return value
+
+
+def _json_loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def _load_json(text: str, expected: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _json_loads(text)
     except RecursionError:
         raise ValidationError(f"expected {expected}, got JSON nested too deeply") from None
     except ValueError as exc:
@@ -228,7 +246,7 @@ def _render_space(item: tuple[str, list[Any]]) -> str:
 def _loose(text: str) -> Any:
     """K=V values: JSON when the text is JSON (`0.1`, `true`, `[1,2]`), otherwise the text itself."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _json_loads(text)
     except (ValueError, RecursionError):
         return text
 
@@ -339,5 +357,5 @@ REFERENCE = ValueType("MODULE:NAME", "a MODULE:NAME reference", _reference)
 HP = ValueType("K=V", "K=V (V is JSON when it parses)", _hp_pair, render=_render_hp)
 SPACE = ValueType("K=V1,V2", "K=V1,V2 (each V is JSON when it parses)", _space_pair, render=_render_space)
 PARAM = ValueType("K=JSON", "K=JSON", _param_pair, render=_render_param)
-SECONDS = ValueType("SECONDS", "a number of seconds >= 0", _seconds)
+SECONDS = ValueType("SECONDS", _SECONDS_EXPECTED, _seconds, bounds=(0, MAX_SECONDS))
 STAGE = choice("STAGE", [stage.value for stage in Stage])

@@ -39,6 +39,20 @@ from kinetic_tui.core.commands.grammar import (
 from kinetic_tui.core.commands.help import overview, verb_help
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.tuning import STRATEGIES
+from kinetic_tui.core.validation import (
+    MAX_CONCURRENCY,
+    MAX_EPOCHS,
+    MAX_INSTANCES,
+    MAX_LOAD_CONCURRENCY,
+    MAX_LOAD_TICKS,
+    MAX_LOADED_MODELS,
+    MAX_NODES,
+    MAX_SEED,
+    MAX_TAIL_LINES,
+    MAX_TICK,
+    MAX_TRIALS,
+    MAX_VERSION,
+)
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console import Console
@@ -117,7 +131,7 @@ _TABLE = (
         (_pos("name", "NAME", "pool name"),),
         (
             _flag("--accelerator", ACCELERATOR, "accelerator of every node", required=True),
-            _flag("--nodes", integer(1), "number of nodes", required=True),
+            _flag("--nodes", integer(1, MAX_NODES), "number of nodes", required=True),
             _flag("--spot", None, "spot (preemptible) nodes"),
         ),
         run=lambda c, a, w: c.pools.add(a["name"], a["accelerator"], a["nodes"], a["spot"]),
@@ -154,7 +168,7 @@ _TABLE = (
         "print a job's log",
         (_JOB,),
         (
-            _flag("--tail", integer(0), "only the last N lines"),
+            _flag("--tail", integer(0, MAX_TAIL_LINES), "only the last N lines"),
             _flag("--follow", None, "keep printing new lines until the job ends"),
         ),
         mutates=False,
@@ -182,10 +196,12 @@ _TABLE = (
         (_pos("name", "NAME", "training job name"),),
         (
             _flag("--hp", HP, "hyperparameter", {}, repeatable=True),
-            _flag("--epochs", integer(1), "epochs to train", 5),
-            _flag("--checkpoint-every", integer(1, "K"), "checkpoint every K epochs", 1),
+            _flag("--epochs", integer(1, MAX_EPOCHS), "epochs to train", 5),
+            _flag("--checkpoint-every", integer(1, MAX_EPOCHS, "K"), "checkpoint every K epochs", 1),
             _flag("--pool", NAME, "pool to run on (default: any pool that fits)", names="pool"),
-            _flag("--interrupt-before-epoch", integer(1, "E"), "stop before epoch E, as a preemption would"),
+            _flag(
+                "--interrupt-before-epoch", integer(1, MAX_EPOCHS, "E"), "stop before epoch E, as a preemption would"
+            ),
             _step(),
         ),
         starts_work=True,
@@ -220,8 +236,8 @@ _TABLE = (
         (
             _flag("--space", SPACE, "values to search for one hyperparameter", {}, repeatable=True, required=True),
             _flag("--strategy", choice("S", STRATEGIES), "search strategy", required=True),
-            _flag("--max-trials", integer(1), "trial budget", required=True),
-            _flag("--seed", integer(0), "seed of the random strategy", 0),
+            _flag("--max-trials", integer(1, MAX_TRIALS), "trial budget", required=True),
+            _flag("--seed", integer(0, MAX_SEED), "seed of the random strategy", 0),
             _flag("--pool", NAME, "pool the trials run on (default: any pool that fits)", names="pool"),
             _step(),
         ),
@@ -242,7 +258,7 @@ _TABLE = (
         "move a model version to another stage",
         (
             _GROUP,
-            _pos("version", "VERSION", "version number", integer(1)),
+            _pos("version", "VERSION", "version number", integer(1, MAX_VERSION)),
             _pos("stage", "STAGE", "target stage", STAGE),
         ),
         (_flag("--no-archive-existing", None, "refuse instead of archiving the current Production"),),
@@ -261,12 +277,12 @@ _TABLE = (
         (_pos("name", "NAME", "endpoint name"),),
         (
             _flag("--model", NAME, "model group to serve", required=True, names="group"),
-            _flag("--min", integer(1), "minimum instances", 1),
-            _flag("--max", integer(1), "maximum instances", 5),
-            _flag("--target", integer(1), "target concurrency per instance", 10),
-            _flag("--scale-out-cooldown", integer(0, "T"), "ticks between scale-outs", 3),
-            _flag("--scale-in-cooldown", integer(0, "T"), "ticks between scale-ins", 5),
-            _flag("--max-loaded-models", integer(1), "models kept loaded (LRU)", 3),
+            _flag("--min", integer(1, MAX_INSTANCES), "minimum instances", 1),
+            _flag("--max", integer(1, MAX_INSTANCES), "maximum instances", 5),
+            _flag("--target", integer(1, MAX_CONCURRENCY), "target concurrency per instance", 10),
+            _flag("--scale-out-cooldown", integer(0, MAX_TICK, "T"), "ticks between scale-outs", 3),
+            _flag("--scale-in-cooldown", integer(0, MAX_TICK, "T"), "ticks between scale-ins", 5),
+            _flag("--max-loaded-models", integer(1, MAX_LOADED_MODELS), "models kept loaded (LRU)", 3),
         ),
         run=lambda c, a, w: c.endpoints.create(
             a["name"],
@@ -284,17 +300,17 @@ _TABLE = (
         "change an endpoint's scaling bounds",
         (_ENDPOINT,),
         (
-            _flag("--min", integer(1), "minimum instances"),
-            _flag("--max", integer(1), "maximum instances"),
-            _flag("--target", integer(1), "target concurrency per instance"),
+            _flag("--min", integer(1, MAX_INSTANCES), "minimum instances"),
+            _flag("--max", integer(1, MAX_INSTANCES), "maximum instances"),
+            _flag("--target", integer(1, MAX_CONCURRENCY), "target concurrency per instance"),
         ),
         run=lambda c, a, w: c.endpoints.scale(a["endpoint"], a["min"], a["max"], a["target"]),
     ),
     Verb(
         "observe",
         "feed one concurrency observation to the autoscaler",
-        (_ENDPOINT, _pos("concurrency", "CONCURRENCY", "requests in flight", integer(0))),
-        (_flag("--tick", integer(0, "T"), "tick of the observation (default: the endpoint's clock)"),),
+        (_ENDPOINT, _pos("concurrency", "CONCURRENCY", "requests in flight", integer(0, MAX_CONCURRENCY))),
+        (_flag("--tick", integer(0, MAX_TICK, "T"), "tick of the observation (default: the endpoint's clock)"),),
         run=lambda c, a, w: c.endpoints.observe(a["endpoint"], a["concurrency"], a["tick"]),
     ),
     Verb(
@@ -302,8 +318,8 @@ _TABLE = (
         "drive an endpoint with a load pattern",
         (_ENDPOINT,),
         (
-            _flag("--concurrency", integer(0), "requests in flight per tick", required=True),
-            _flag("--ticks", integer(1, "T"), "number of ticks", required=True),
+            _flag("--concurrency", integer(0, MAX_LOAD_CONCURRENCY), "requests in flight per tick", required=True),
+            _flag("--ticks", integer(1, MAX_LOAD_TICKS, "T"), "number of ticks", required=True),
         ),
         starts_work=True,
         run=lambda c, a, w: c.endpoints.load(a["endpoint"], a["concurrency"], a["ticks"], w),

@@ -27,13 +27,12 @@ from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, Scalin
 from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.registry import ModelRegistry
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
-from kinetic_tui.core.validation import known_names, require_int
+from kinetic_tui.core.validation import MAX_LOAD_CONCURRENCY, MAX_LOAD_TICKS, known_names, require_int
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.registry import Registry
     from kinetic_tui.core.console.workspace import Workspace
 
-MAX_LOAD_CONCURRENCY = 256  # one thread per request in flight
 _BARRIER_TIMEOUT = 10.0
 
 
@@ -206,7 +205,7 @@ class Endpoints:
         """Drive `ticks` ticks of `concurrency` real concurrent invocations of the endpoint's Production
         model; each tick observes the in-flight concurrency it measured and commits as one action."""
         require_int("concurrency", concurrency, 0)
-        require_int("ticks", ticks, 1)
+        require_int("ticks", ticks, 1, MAX_LOAD_TICKS)
         if concurrency > MAX_LOAD_CONCURRENCY:
             raise ValidationError(f"concurrency: at most {MAX_LOAD_CONCURRENCY} requests in flight, got {concurrency}")
         model_group = await self.workspace.blocking(self._model_group, name)

@@ -28,7 +28,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
-from kinetic_tui.core.validation import require_job_id
+from kinetic_tui.core.validation import MAX_TAIL_LINES, require_int, require_job_id
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.workspace import Workspace
@@ -114,6 +114,8 @@ class Jobs:
         """The job's log lines (the last `tail`); `follow` reads until the job settles, publishing each
         batch as a LogBatch event while it goes."""
         require_job_id(job_id)
+        if tail is not None:
+            require_int("tail", tail, 0, MAX_TAIL_LINES)
 
         def read() -> LogsSnapshot:
             if tail is not None and not follow:

@@ -13,7 +13,14 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.validation import require_int, require_name, require_number
+from kinetic_tui.core.validation import (
+    MAX_CONCURRENCY,
+    MAX_INSTANCES,
+    MAX_TICK,
+    require_int,
+    require_name,
+    require_number,
+)
 
 ACTIONS = ("none", "scale_out", "scale_in", "hold", "reconfigure")
 
@@ -37,15 +44,17 @@ class ScalingConfig:
     scale_in_cooldown: float = 5
 
     def __post_init__(self) -> None:
-        require_int("min_instances", self.min_instances, 1)
-        require_int("max_instances", self.max_instances, 1)
+        require_int("min_instances", self.min_instances, 1, MAX_INSTANCES)
+        require_int("max_instances", self.max_instances, 1, MAX_INSTANCES)
         if self.max_instances < self.min_instances:
             raise ValidationError(
                 f"max_instances: must be >= min_instances ({self.min_instances}), got {self.max_instances}"
             )
-        require_number("target_per_instance", self.target_per_instance, minimum=0, exclusive=True)
-        require_number("scale_out_cooldown", self.scale_out_cooldown, minimum=0)
-        require_number("scale_in_cooldown", self.scale_in_cooldown, minimum=0)
+        require_number(
+            "target_per_instance", self.target_per_instance, minimum=0, exclusive=True, maximum=MAX_CONCURRENCY
+        )
+        require_number("scale_out_cooldown", self.scale_out_cooldown, minimum=0, maximum=MAX_TICK)
+        require_number("scale_in_cooldown", self.scale_in_cooldown, minimum=0, maximum=MAX_TICK)
 
 
 class Endpoint:
@@ -111,7 +120,7 @@ class Endpoint:
         return list(self._history)
 
     def desired_instances(self, concurrency: float) -> int:
-        require_number("concurrency", concurrency)
+        require_number("concurrency", concurrency, maximum=MAX_CONCURRENCY)
         if concurrency <= 0:
             return self.min_instances
         wanted = math.ceil(concurrency / self.target_per_instance)
@@ -119,7 +128,7 @@ class Endpoint:
 
     def observe(self, concurrency: float, now_tick: float) -> int:
         desired = self.desired_instances(concurrency)
-        require_number("now_tick", now_tick)
+        require_number("now_tick", now_tick, maximum=MAX_TICK)
         if self._last_tick is not None and now_tick < self._last_tick:
             raise ValidationError(f"now_tick: {now_tick} is earlier than the last tick {self._last_tick}")
         if desired == self._instance_count:

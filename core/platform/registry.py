@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, NoReturn
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.validation import known_names, require_int, require_name, require_number
+from kinetic_tui.core.validation import MAX_VERSION, known_names, require_int, require_name, require_number
 
 # --- stages and the transition graph ----------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class ModelVersion:
 
     def __post_init__(self) -> None:
         require_name("group", self.group)
-        require_int("version", self.version, 1)
+        require_int("version", self.version, 1, MAX_VERSION)
         require_name("artifact_hash", self.artifact_hash)
         if self.source is not None and not isinstance(self.source, str):
             raise ValidationError(f"source: expected a string or None, got {self.source!r}")

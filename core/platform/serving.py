@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.validation import known_names, require_int, require_name
+from kinetic_tui.core.validation import MAX_LOADED_MODELS, known_names, require_int, require_name
 
 
 class Model(Protocol):
@@ -29,7 +29,7 @@ class MultiModelEndpoint:
     """Registered models, the LRU of loaded ones, hit/miss counters and the load/evict event logs."""
 
     def __init__(self, max_loaded_models: int) -> None:
-        self._max_loaded_models = require_int("max_loaded_models", max_loaded_models, 1)
+        self._max_loaded_models = require_int("max_loaded_models", max_loaded_models, 1, MAX_LOADED_MODELS)
         self._models: dict[str, Model] = {}
         self._use(OrderedDict())
         self._hits = 0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinetic_tui.core.errors import KineticError, ValidationError
-from kinetic_tui.core.validation import json_copy, positive_int
+from kinetic_tui.core.validation import MAX_EPOCHS, json_copy, positive_int
 
 TrainStep = Callable[[dict[str, Any], int, dict[str, Any]], dict[str, Any]]
 
@@ -77,8 +77,8 @@ class TrainingJob:
             raise ValidationError(f"hyperparameters must be a dict, got {type(hyperparameters).__name__}")
         self.name = name
         self.hyperparameters = json_copy("hyperparameters", hyperparameters)
-        self.max_epochs = positive_int("max_epochs", max_epochs)
-        self.checkpoint_every = positive_int("checkpoint_every", checkpoint_every)
+        self.max_epochs = positive_int("max_epochs", max_epochs, MAX_EPOCHS)
+        self.checkpoint_every = positive_int("checkpoint_every", checkpoint_every, MAX_EPOCHS)
         self.status = TrainingStatus.PENDING
         self.current_epoch = 0
         self.checkpoint: Checkpoint | None = None

@@ -21,7 +21,7 @@ from kinetic_tui.core.platform.training import (
     TrainStep,
     default_train_step,
 )
-from kinetic_tui.core.validation import json_copy, positive_int
+from kinetic_tui.core.validation import MAX_EPOCHS, MAX_SEED, MAX_TRIALS, json_copy, positive_int, require_int
 
 STRATEGIES = ("grid", "random", "bayesian")
 
@@ -147,11 +147,10 @@ class HyperparameterTuner:
             raise ValidationError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if not isinstance(maximize, bool):
             raise ValidationError(f"maximize must be True or False, got {maximize!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValidationError(f"seed must be an int, got {seed!r}")
-        self.max_trials = positive_int("max_trials", max_trials)
-        self.max_epochs = positive_int("max_epochs", max_epochs)
-        self.checkpoint_every = positive_int("checkpoint_every", checkpoint_every)
+        require_int("seed", seed, 0, MAX_SEED)
+        self.max_trials = positive_int("max_trials", max_trials, MAX_TRIALS)
+        self.max_epochs = positive_int("max_epochs", max_epochs, MAX_EPOCHS)
+        self.checkpoint_every = positive_int("checkpoint_every", checkpoint_every, MAX_EPOCHS)
         self.cluster = TrainingCluster(positive_int("parallelism", parallelism))
         self._runner = ManagedTrainingRunner(self.cluster, train_step, objective=objective)
         self.search_space = space

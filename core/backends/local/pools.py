@@ -16,6 +16,7 @@ from kinetic_tui.core.backends.local.job_rows import Pool, SubmitError
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import PROFILE_NAME_RULE
 from kinetic_tui.core.store import Store, pools_repo
+from kinetic_tui.core.validation import MAX_NODES
 
 DEFAULT_POOL = "cpu"
 
@@ -33,8 +34,8 @@ def checked_config(name: str, accelerator: str, nodes: int, spot: bool) -> Accel
     """The accelerator of a pool about to be added (spot folded in); ValidationError for bad input."""
     if not isinstance(name, str) or not re.match(PROFILE_NAME_RULE, name):
         raise ValidationError(f"pool name {name!r} must match {PROFILE_NAME_RULE}")
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ValidationError(f"--nodes must be an integer >= 1, got {nodes!r}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise ValidationError(f"--nodes must be an integer >= 1 and <= {MAX_NODES}, got {nodes!r}")
     config = parse_accelerator(accelerator)
     if spot and not config.spot:
         config = parse_accelerator(format_accelerator(config) + ":spot")
