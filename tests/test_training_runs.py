@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,38 +228,37 @@ def test_pool_none_picks_a_pool_with_a_free_instance(service, one_node):
         service.start("b", HP, 2, 1, None)
 
 
+def in_a_new_process(code: str, check: bool = True) -> Any:
+    """Run `code` in a fresh interpreter on this test's home, with `s` a TrainingService on the workspace's
+    backend and `tr` its module (and json, os imported): state must come from the store, not this process.
+    Returns the process's stdout when `check`, else the completed process."""
+    script = (
+        "import json, os, kinetic_tui.core.training.service as tr; "
+        "from kinetic_tui.core.backends.local.workspace import store; "
+        "from kinetic_tui.core.backends.registry import workspace_backend; "
+        f"s = tr.TrainingService(store(), workspace_backend()); {code}"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=60
+    )
+    if not check:
+        return done
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_resume_from_a_new_process_gives_the_straight_hash(service):
     service.start("p", HP, 4, 1, None, interrupt_before_epoch=3)
     assert service.wait("p").status == "Stopped"
-    script = (
-        "import json; from kinetic_tui.core.training.service import TrainingService; "
-        "from kinetic_tui.core.backends.local.workspace import store; "
-        "from kinetic_tui.core.backends.registry import workspace_backend; "
-        "s = TrainingService(store(), workspace_backend()); s.resume('p'); print(json.dumps(s.wait('p').to_dict()))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = in_a_new_process("s.resume('p'); print(json.dumps(s.wait('p').to_dict()))")
     assert json.loads(out.splitlines()[-1])["artifact_hash"] == in_memory(4, 1).artifact_hash
     assert service.get("p").status == "Completed"
 
 
 def die_while_submitting(call: str) -> None:
     """Run `TrainingService.<call>` in a process that dies inside the submission, after the reservation."""
-    script = (
-        "import os, kinetic_tui.core.training.service as tr; "
-        "from kinetic_tui.core.backends.local.workspace import store; "
-        "from kinetic_tui.core.backends.registry import workspace_backend; "
-        "tr.submit_call = lambda *a, **k: os._exit(3); "
-        f"tr.TrainingService(store(), workspace_backend()).{call}"
-    )
-    assert subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(os.environ), timeout=60).returncode == 3
+    done = in_a_new_process(f"tr.submit_call = lambda *a, **k: os._exit(3); s.{call}", check=False)
+    assert done.returncode == 3
 
 
 def after_the_submit_window(service: TrainingService) -> TrainingService:

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +13,9 @@ from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.training import CapacityError, default_train_step
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.training.service import TrainingService
+from tests.test_training_runs import in_a_new_process
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
@@ -89,21 +85,7 @@ def test_detached_study_keeps_at_most_the_pools_instances_in_flight(service):
 
 def test_trials_and_best_survive_a_new_process(service):
     study = service.tune("kept", SPACE, "random", 3, seed=3, pool="two", epochs=2)
-    script = (
-        "import json; from kinetic_tui.core.training.service import TrainingService; "
-        "from kinetic_tui.core.backends.local.workspace import store; "
-        "from kinetic_tui.core.backends.registry import workspace_backend; "
-        "print(json.dumps(TrainingService(store(), workspace_backend()).study('kept').to_dict()))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = in_a_new_process("print(json.dumps(s.study('kept').to_dict()))")
     assert json.loads(out.splitlines()[-1]) == study.to_dict()
     assert study.best == expected("random", 3, seed=3)["best"]
 
