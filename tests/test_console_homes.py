@@ -91,8 +91,8 @@ def test_two_consoles_on_two_homes_in_one_process_do_not_mix_their_state(homes: 
         assert (home / "state.db").is_file()
 
 
-def test_the_queue_watcher_keeps_the_consoles_home(homes: tuple[Path, Path]) -> None:
-    """A job queued behind a full pool starts with nobody looking: the watcher the submission started
+def test_the_supervisor_keeps_the_consoles_home(homes: tuple[Path, Path]) -> None:
+    """A job queued behind a full pool starts with nobody looking: the supervisor the submission started
     reconciles the console's home, not the one in this process's environment."""
     other, _ = homes
 

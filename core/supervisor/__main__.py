@@ -1,20 +1,29 @@
-"""The queue watcher process of one home (`python -m kinetic_tui.core.supervisor`, see process.py)."""
+"""The workspace supervisor process of one home (`python -m kinetic_tui.core.supervisor`, see process.py)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
-from kinetic_tui.core.paths import private_umask
-from kinetic_tui.core.supervisor import process
+from kinetic_tui.core.paths import kinetic_home, private_umask
+
+START_DELAY = 0.5
 
 
 def main() -> None:
     private_umask()
-    # Pause before importing the backend (~0.1 s of CPU): the submitter usually keeps scheduling for a while.
-    time.sleep(process.START_DELAY)
+    # The submitter usually keeps scheduling while it waits on its jobs; the supervisor matters once nobody
+    # looks, so it starts its work (importing the store and the backend, ~0.1 s of CPU) after this pause
+    # rather than competing with the jobs it was started for.
+    time.sleep(START_DELAY)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s: %(message)s")
     from kinetic_tui.core.backends.local.workspace import local_backend
+    from kinetic_tui.core.backends.registry import backend_for
+    from kinetic_tui.core.profiles import resolve_infra
+    from kinetic_tui.core.supervisor import duties, loop
 
-    process.watch(local_backend())
+    home = duties.Supervised(kinetic_home(), local_backend(), lambda: backend_for(resolve_infra()))
+    loop.serve(home)
 
 
 if __name__ == "__main__":

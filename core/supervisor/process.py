@@ -1,63 +1,38 @@
-"""A detached process that keeps a local queue moving while no client is looking.
+"""Starting and stopping the workspace supervisor: one detached process per home that drives the work no
+client is watching (its duties: `duties.py`; its loop: `loop.py`).
 
-Scheduling normally happens in whichever process looks at the workspace. A job queued behind a full pool by
-a client that then exits would wait until someone looks again; so whenever a submit leaves a job PENDING,
-the submitter makes sure one watcher runs for the home. The watcher reconciles and schedules every
-`POLL` seconds and exits as soon as nothing is pending. One per home, by an flock on
-`run/queue-watcher.lock`; after releasing it the watcher checks the queue once more, so a job queued while
-it was exiting is never stranded.
+Whoever may leave work behind brings a missing supervisor back: the local backend when a submit leaves a
+job PENDING, a client waiting on a job that is still queued, the CLI and the console when the store holds
+due work. Bringing it back is one flock attempt when it runs; exactly one wins the lease (`lease.py`).
 
-The watcher process runs `python -m kinetic_tui.core.supervisor`, whose `__main__` opens the home's
-backend and hands it to `watch`: this module knows only what it is given, so the backend may import it.
+This module knows only the home: the local backend imports it, so it must not import the backend.
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 from kinetic_tui.core.paths import kinetic_home
+from kinetic_tui.core.supervisor.lease import Lease, holder
 
-if TYPE_CHECKING:
-    from kinetic_tui.core.store import Store
-
-POLL = 0.1
-# The submitter usually keeps looking for a while (waiting on a handle or a batch) and schedules as it
-# looks; the watcher only matters once nobody does, so it starts its work (importing the store, ~0.1 s of
-# CPU) after this pause rather than competing with the jobs it was started for.
-START_DELAY = 0.5
-LOCK_NAME = "queue-watcher.lock"
+LOG_NAME = "supervisor.log"
+STOP_TIMEOUT = 5.0  # how long a stopped supervisor may take to finish its round before it is killed
 
 
-def _lock_path() -> Path:
-    run = kinetic_home() / "run"
-    run.mkdir(exist_ok=True)
-    return run / LOCK_NAME
-
-
-def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def ensure_running() -> None:
-    """Start a watcher for this home unless one holds the lock (cheap: one flock attempt)."""
-    fd = _try_lock(_lock_path())
-    if fd is None:
-        return
-    os.close(fd)  # free: hand the lock to the watcher we start
-    home = kinetic_home()
-    log = open(home / "run" / "queue-watcher.log", "ab")  # noqa: SIM115 - owned by the child
+def ensure_running(home: Path | None = None) -> bool:
+    """Start a supervisor for the home unless one holds the lease; True when this call started one."""
+    home = kinetic_home() if home is None else home
+    lease = Lease.acquire(home)
+    if lease is None:
+        return False
+    lease.release()  # free: the process we start takes it (if another starter wins the race, ours exits)
+    log = open(home / "run" / LOG_NAME, "ab")  # noqa: SIM115 - owned by the child
     with log:  # the home may be this process's console's rather than its environment's: pass it on
         subprocess.Popen(
             [sys.executable, "-m", "kinetic_tui.core.supervisor"],
@@ -69,6 +44,7 @@ def ensure_running() -> None:
             cwd=str(_import_root()),
             env={**os.environ, "KINETIC_HOME": str(home)},
         )
+    return True
 
 
 def _import_root() -> Path:
@@ -77,28 +53,27 @@ def _import_root() -> Path:
     return Path(sys.modules["kinetic_tui"].__file__ or ".").resolve().parent.parent
 
 
-class Queue(Protocol):
-    """What the watcher drives: the backend of this home."""
-
-    store: Store
-
-    def reconcile(self) -> list[str]: ...
+def running(home: Path | None = None) -> int | None:
+    """The supervisor's pid (0 while it is still starting), or None when none runs."""
+    return holder(kinetic_home() if home is None else home)
 
 
-def watch(backend: Queue) -> None:
-    """Reconcile every POLL seconds while anything is pending and this process holds the lock."""
-    from kinetic_tui.core.store import jobs_repo  # here: the watcher imports the store only after START_DELAY
-
-    path = _lock_path()
-    while True:
-        fd = _try_lock(path)
-        if fd is None:
-            return  # another watcher has it
-        try:
-            while jobs_repo.any_pending(backend.store):
-                backend.reconcile()
-                time.sleep(POLL)
-        finally:
-            os.close(fd)
-        if not jobs_repo.any_pending(backend.store):
-            return
+def stop(home: Path | None = None, timeout: float = STOP_TIMEOUT) -> int | None:
+    """Stop the home's supervisor: SIGTERM lets it finish its round; after `timeout` it is killed. Returns
+    its pid, or None when none ran. The lease is free when this returns."""
+    home = kinetic_home() if home is None else home
+    deadline = time.monotonic() + timeout
+    pid = holder(home)
+    while pid == 0 and time.monotonic() < deadline:  # starting: its pid is written right after the lock
+        time.sleep(0.01)
+        pid = holder(home)
+    if not pid:
+        return None
+    sig = signal.SIGTERM
+    while holder(home) is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        if time.monotonic() >= deadline:
+            sig = signal.SIGKILL
+        time.sleep(0.02)
+    return pid

@@ -148,6 +148,10 @@ class TrainingService:
         self._studies.advance_all()
         return self.list()
 
+    def moving_studies(self) -> builtins.list[str]:
+        """The studies whose next trials nobody but a driver would submit."""
+        return self._studies.moving()
+
     def wait(self, name: str, timeout: float | None = None) -> TrainingSnapshot:
         """Block until the training settles (Completed, Failed or Stopped); TimeoutError leaves it running."""
         deadline = None if timeout is None else time.monotonic() + timeout

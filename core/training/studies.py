@@ -203,6 +203,10 @@ class StudyDriver:
             if self.snapshot(name).status != TrainingStatus.COMPLETED:
                 self.advance(name)
 
+    def moving(self) -> list[str]:
+        """The studies that still move by themselves: someone must keep advancing them."""
+        return [name for name in self.store.tuning.names() if self._unsettled(self.snapshot(name))]
+
     def snapshot(self, name: str) -> StudySnapshot:
         stored = self.store.tuning.get(name)
         pool, _ = self._run_row(name)

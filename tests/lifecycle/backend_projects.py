@@ -31,7 +31,7 @@ from kinetic_tui.core.backends.local.launcher import HostProcess
 from kinetic_tui.core.paths import kinetic_home as home_dir
 from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
-from kinetic_tui.core.supervisor import process as queue_watcher
+from kinetic_tui.core.supervisor import process as supervisor
 
 CLIENT_TIMEOUT = 60.0
 T = TypeVar("T")
@@ -180,26 +180,13 @@ def recorded_hosts() -> list[HostProcess]:
 
 
 def _quiet() -> bool:
-    """Nothing can start any more: no launch in flight and no queue watcher (it holds its lock while alive)."""
+    """Nothing can start any more: no launch in flight and no supervisor (it holds its lease while alive)."""
     store = _home_store()
     try:
         launching = store.query("SELECT 1 FROM jobs WHERE status = 'RUNNING' AND hosts IS NULL LIMIT 1")
     finally:
         store.close()
-    return not launching and not _watcher_alive(home_dir() / "run" / queue_watcher.LOCK_NAME)
-
-
-def _watcher_alive(lock: Path) -> bool:
-    if not lock.exists():
-        return False
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    return not launching and supervisor.running(home_dir()) is None
 
 
 def stop_everything(timeout: float = 15.0) -> None:

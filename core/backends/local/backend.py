@@ -34,7 +34,7 @@ from kinetic_tui.core.backends.local.volumes import check_volume_path
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.store import Store, jobs_repo, pools_repo, volume_locks_repo
-from kinetic_tui.core.supervisor import process as queue_watcher
+from kinetic_tui.core.supervisor import process as supervisor
 
 __all__ = ["CANCEL_GRACE", "JobRow", "LocalBackend", "Pool", "SubmitError", "job_dir_for"]
 
@@ -137,7 +137,7 @@ class LocalBackend:
         if self._any_pending(ids):
             self.reconcile()  # jobs that ended while nobody looked may still hold the nodes; settling starts us
             if self._any_pending(ids):
-                queue_watcher.ensure_running()
+                supervisor.ensure_running()
 
     def _any_pending(self, job_ids: list[str]) -> bool:
         last = job_ids[-1]  # FIFO: if the last one started, all did; a batch's lanes claim in order too
