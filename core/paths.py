@@ -70,7 +70,7 @@ def kinetic_home() -> Path:
 
 def private_umask() -> None:
     """Add 0o077 to this process's umask (files 0600, directories 0700). Only our own processes call it (the
-    command line and console, the fork server, the reaper, the queue watcher): a library client's process
+    command line and console, the fork server, the reaper, the supervisor): a library client's process
     belongs to the user, whose later files must not change mode because they imported us."""
     os.umask(os.umask(0o077) | 0o077)
 

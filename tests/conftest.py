@@ -5,6 +5,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.helpers import processes
+
 pytest_plugins = ["tests.gcs_emulator"]
 
 settings.register_profile(
@@ -20,14 +22,23 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(autouse=True)
 def kinetic_home(tmp_path_factory, monkeypatch):
     """Point KINETIC_HOME at a fresh temp dir and clear KINETIC_* so the user's config never leaks in;
-    afterwards stop the fork server the test's jobs started, so a suite run leaves no daemons behind."""
+    afterwards stop the supervisor and the fork server, and fail the test if any process of ours is still
+    serving its home a moment later (a job, a lane, a client): a suite run leaves nothing behind."""
     home = tmp_path_factory.mktemp("kinetic-home")
     for name in list(os.environ):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KINETIC_HOME", str(home))
     yield home
-    if (home / "run" / "forkserver.sock").exists():  # a test that ran jobs: stop its home's fork server now
-        from kinetic_tui.core.backends.local import launcher  # rather than leave it idling for ten minutes
+    processes.stop_infrastructure(home)
+    left = processes.reap(home, LEFTOVER_GRACE)
+    if left:
+        pytest.fail(
+            "the test left processes of ours running (killed now): "
+            + "; ".join(f"{pid} {cmd}" for pid, cmd in left.items()),
+            pytrace=False,
+        )
 
-        launcher.shutdown_server()
+
+# The supervisor and the fork server are stopped for the test; a job it left running has this long to end.
+LEFTOVER_GRACE = 3.0

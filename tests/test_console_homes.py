@@ -1,4 +1,4 @@
-"""A console works on the home it is given: its jobs, pools and queue watcher live there, the process
+"""A console works on the home it is given: its jobs, pools and supervisor live there, the process
 environment is never changed, and two consoles on two homes in one process keep their state apart."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What our own processes write under KINETIC_HOME is owner-only (files 0600, directories 0700), whatever the
 user's umask: the command line's whole workspace, and from a library client (whose own umask we leave
-alone) everything its jobs, lanes, fork server and queue watcher write; the home itself is 0700, and one the
+alone) everything its jobs, lanes, fork server and supervisor write; the home itself is 0700, and one the
 user created open to others is tightened at first use with a notice; the runner's downloaded payload copy,
 which holds captured secret values in clear, is gone once the job ran."""
 
@@ -16,6 +16,7 @@ import pytest
 
 from kinetic_tui.core.backends.local import launcher, trash
 from kinetic_tui.core.paths import using_home
+from tests.helpers import processes
 from tests.lifecycle.run_projects import RESULT_PREFIX, client_result, make_project
 
 TASKS = """
@@ -87,12 +88,11 @@ def test_a_job_a_map_and_a_training_leave_only_owner_only_entries_in_a_fresh_hom
         names = {path.name for path in home.rglob("*")}
         open_to_others = _open_to_others(home)  # while the fork server's socket and lock still exist
     finally:
-        with using_home(home):
-            launcher.shutdown_server()
+        processes.stop_infrastructure(home)
     assert (listed, squares, status) == (["a.txt"], [x * x for x in range(6)], "Completed")
     assert "tightened" not in done.stderr  # a home we create is private from the start
     written = ("state.db", "profiles.json", "handle.json", "data-cache", "forkserver.sock", "mine.txt", "lanes")
-    for expected in (*written, "progress.jsonl", "results.bin", "queue-watcher.log", "checkpoint-000001.json"):
+    for expected in (*written, "progress.jsonl", "results.bin", "supervisor.log", "checkpoint-000001.json"):
         assert expected in names, f"{expected} was never written, so its mode was not checked"
     assert any(name.startswith("result") and name.endswith(".pkl") for name in names)
 

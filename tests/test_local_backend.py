@@ -244,7 +244,7 @@ def test_job_queued_by_a_client_that_exited_still_starts(user_project):
     first, queued = _submit_from_client(user_project, [("hold", (0.3,)), ("add", (4, 5))])["ids"]
     job_dir = backend.job(queued).job_dir  # from here on this process only reads; it schedules nothing
     wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, "the queued job to run")
-    assert _raw_status(first) is JobStatus.SUCCEEDED  # settled by the queue watcher, which then started the next
+    assert _raw_status(first) is JobStatus.SUCCEEDED  # settled by the supervisor, which then started the next
     assert local_backend().job(first).finished_at <= local_backend().job(queued).started_at
     assert kinetic.attach(queued).result(timeout=TIMEOUT) == 9
 

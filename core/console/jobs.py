@@ -28,6 +28,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.validation import MAX_TAIL_LINES, require_int, require_job_id
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ class Jobs:
         """One pass: settle finished jobs, start queued ones, announce every status that changed."""
 
         def poll() -> list[JobStatusChanged]:
+            supervisor.revive(self.workspace.store, self.workspace.home)
             changes = []
             for row in self.source.jobs():
                 previous = self._seen_status.get(row.job_id)

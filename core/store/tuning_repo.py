@@ -42,6 +42,21 @@ class TuningRepo:
             )
             conn.executemany("INSERT INTO tuning_trials (study, trial_id, record) VALUES (?, ?, ?)", trials)
 
+    def any_may_move(self) -> bool:
+        """Some study could still submit or settle a trial by itself: one runs, or the budget is not spent
+        and none is stopped (a stopped trial holds the study until someone resumes it). Cheap and
+        conservative: the study driver decides exactly."""
+        return bool(
+            self._db.query(
+                "SELECT 1 FROM tuning_studies s WHERE NOT EXISTS (SELECT 1 FROM tuning_trials t"
+                " WHERE t.study = s.name AND json_extract(t.record, '$.status') = 'Stopped') AND ("
+                " EXISTS (SELECT 1 FROM tuning_trials t WHERE t.study = s.name"
+                " AND json_extract(t.record, '$.status') = 'InProgress')"
+                " OR (SELECT COUNT(*) FROM tuning_trials t WHERE t.study = s.name)"
+                " < json_extract(s.config, '$.budget')) LIMIT 1"
+            )
+        )
+
     def names(self) -> list[str]:
         return [name for (name,) in self._db.query("SELECT name FROM tuning_studies ORDER BY name")]
 

@@ -20,7 +20,9 @@ def main() -> None:
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.backends.registry import backend_for
     from kinetic_tui.core.profiles import resolve_infra
-    from kinetic_tui.core.supervisor import duties, loop
+    from kinetic_tui.core.supervisor import duties, loop, process
+
+    process.SERVING = True
 
     home = duties.Supervised(kinetic_home(), local_backend(), lambda: backend_for(resolve_infra()))
     loop.serve(home)

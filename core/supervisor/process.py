@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 
 from kinetic_tui.core.paths import kinetic_home
+from kinetic_tui.core.store import Store, jobs_repo
 from kinetic_tui.core.supervisor.lease import Lease, holder
 
 LOG_NAME = "supervisor.log"
+# Set in the supervisor's own process: it serves the home, so opening the home there must not start another.
+SERVING = False
 STOP_TIMEOUT = 5.0  # how long a stopped supervisor may take to finish its round before it is killed
 
 
@@ -45,6 +48,14 @@ def ensure_running(home: Path | None = None) -> bool:
             env={**os.environ, "KINETIC_HOME": str(home)},
         )
     return True
+
+
+def revive(store: Store, home: Path | None = None) -> bool:
+    """Bring the supervisor back when the store holds work only a supervisor moves (a queued job, a study
+    with trials to submit); True when this call started one. Two indexed reads when nothing is due."""
+    if SERVING or not (jobs_repo.any_pending(store) or store.tuning.any_may_move()):
+        return False
+    return ensure_running(home)
 
 
 def _import_root() -> Path:

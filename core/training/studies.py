@@ -26,6 +26,7 @@ from kinetic_tui.core.platform.training import (
 )
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
 from kinetic_tui.core.store import Store, training_runs_repo
+from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.training.pools import instances
 from kinetic_tui.core.training.records import (
@@ -139,6 +140,8 @@ class StudyDriver:
             self.store.tuning.save(name, tuner)
             training_runs_repo.save_study_run(self.store, name, target.name, step)
         snapshot = self.advance(name)
+        if self._unsettled(snapshot):  # the next trials must be submitted even if this client goes away
+            supervisor.ensure_running()
         while wait and self._unsettled(snapshot):
             running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
             if running:

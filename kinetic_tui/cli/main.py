@@ -139,8 +139,8 @@ def up(yes: bool, as_json: bool) -> None:
 @main.command()
 @click.option("--yes", is_flag=True, help="do not ask (local: cancel active jobs; gke: destroy the stack)")
 def down(yes: bool) -> None:
-    """Take the cluster down (local: cancel active jobs and stop the background processes; gke: destroy the
-    Pulumi stack)."""
+    """Take the cluster down (local: stop the supervisor, cancel active jobs, stop the fork server; gke:
+    destroy the Pulumi stack)."""
     infra = _gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
@@ -150,8 +150,10 @@ def down(yes: bool) -> None:
     from kinetic_tui.core.backends.local import launcher
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.job_status import JobStatus
+    from kinetic_tui.core.supervisor import process as supervisor
 
     backend = guard(local_backend)
+    supervisor.stop()  # first: it must not start a queued job while the queue is being cancelled
     # jobs that finished while nobody looked are settled from their result files first: their results stand
     settled = guard(partial(backend.reconcile, start=False))
     # the queue first, and starting nothing: a node one cancel frees must not start a job the next one stops

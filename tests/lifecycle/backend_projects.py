@@ -221,7 +221,7 @@ def jobs(user_project: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> Mod
 
 @pytest.fixture(autouse=True)
 def reap_jobs(kinetic_home: Path) -> Iterator[None]:
-    """After the test, leave no job, queue watcher or fork server of this home running."""
+    """After the test, leave no job, supervisor or fork server of this home running."""
     yield
     if state_db_path().exists():
         stop_everything()

@@ -310,6 +310,7 @@ class LocalBackend:
                     self.reconcile(job_id)
                 else:
                     self.schedule(row.pool)
+                    supervisor.ensure_running()  # still queued: whoever moves it must outlive this client
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")

@@ -18,7 +18,7 @@ Layout of lane L: `local/lanes/L/` with `spec.json` (what to run), `progress.jso
 start/end/skip lines), `results.bin` (result pickles back to back), `cancelled` (job ids to skip), and the
 launcher's `logs/host-0.log`, `exit-0` and `work/host-0/`.
 
-Observing is done by whoever looks (a waiting client, the console, the queue watcher): the progress lines
+Observing is done by whoever looks (a waiting client, the console, the supervisor): the progress lines
 not yet applied are applied in one transaction that also advances `lanes.progress`, so each line counts
 once however many processes look. A lane whose process has ended is closed: an input it had started but
 not finished failed (phase `lost`) or was cancelled; inputs it never reached go back to the queue, unless

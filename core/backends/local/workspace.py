@@ -4,6 +4,10 @@ Opening state.db checks and migrates it, which is too slow to repeat for every s
 keyed by the database path and keeps the few most recently used homes: a process that visits many homes
 (a test suite, a demo beside a real workspace) closes the least recent one's connections rather than
 holding three file descriptors per home forever. A closed Store reopens if it is used again.
+
+Opening a home in a process brings its supervisor back if the store holds work only a supervisor moves:
+so every command, console and client of ours that touches the workspace revives a queue or a study that
+lost its driver.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections import OrderedDict
 from kinetic_tui.core.backends.local.backend import LocalBackend
 from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
+from kinetic_tui.core.supervisor import process as supervisor
 
 KEEP = 4
 _lock = threading.Lock()
@@ -29,6 +34,7 @@ def local_backend() -> LocalBackend:
             while len(_backends) > KEEP:
                 _, evicted = _backends.popitem(last=False)
                 evicted.store.close()
+            supervisor.revive(backend.store)
         else:
             _backends.move_to_end(path)
         return backend

@@ -1,0 +1,191 @@
+"""The workspace supervisor: one leased process per home that moves the queue and the studies while no
+client looks, comes back when any process of ours touches a workspace with due work, stops on `down`, and
+exits by itself when nothing is due.
+
+These tests start the real `kinetic-tui` in subprocesses and then only *read* the store through a raw
+SQLite connection: opening the workspace through the product would itself revive the supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kinetic_tui.core.supervisor import duties, loop
+from kinetic_tui.core.supervisor import process as supervisor
+from kinetic_tui.core.supervisor.lease import Lease
+from tests.helpers import processes
+from tests.lifecycle.backend_projects import wait_for
+
+TIMEOUT = 60.0
+SCRIPT_HEAD = "pool remove cpu\npool add solo --accelerator cpu --nodes 1\n"
+
+
+def sleep_then_sqrt(seconds: float) -> str:
+    """A job that holds the only node for `seconds`, and one queued behind it (both detached)."""
+    return (
+        f"{SCRIPT_HEAD}submit time:sleep --args '[{seconds}]' --accelerator cpu --detach\n"
+        "submit math:sqrt --args '[4]' --accelerator cpu --detach\n"
+    )
+
+
+def kt(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KINETIC_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "kinetic_tui", *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def script(home: Path, text: str) -> subprocess.CompletedProcess[str]:
+    done = kt(home, "--script", "-", "--output", "json", stdin=text)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def read(home: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def statuses(home: Path) -> list[str]:
+    return [status for (status,) in read(home, "SELECT status FROM jobs ORDER BY seq")]
+
+
+def looked_at(home: Path) -> list[str]:
+    """The statuses a command finds (it settles finished jobs as it looks), oldest job first."""
+    done = kt(home, "jobs", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    return [job["status"] for job in reversed(json.loads(done.stdout)["result"])]
+
+
+def supervisors(home: Path) -> list[int]:
+    return [pid for pid in processes.serving(home) if "kinetic_tui.core.supervisor" in processes.describe(pid)]
+
+
+def queue_two(home: Path) -> None:
+    """A client that queues a 1.5 s job and a second behind it on a one-node pool, then exits."""
+    script(home, sleep_then_sqrt(1.5))
+
+
+def test_a_job_queued_by_an_exited_client_starts_and_the_supervisor_then_exits(kinetic_home: Path) -> None:
+    queue_two(kinetic_home)
+    assert statuses(kinetic_home)[-1] == "PENDING"
+    assert wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
+    wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queued job to start")
+    wait_for(lambda: supervisor.running(kinetic_home) is None and not supervisors(kinetic_home), 10, "it to exit")
+    wait_for(lambda: looked_at(kinetic_home) == ["SUCCEEDED", "SUCCEEDED"], TIMEOUT, "both jobs to succeed")
+
+
+def test_a_killed_supervisor_is_brought_back_by_the_next_command_and_the_queue_drains(kinetic_home: Path) -> None:
+    queue_two(kinetic_home)
+    pid = wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: supervisor.running(kinetic_home) is None, 10, "the lease to be released by the kernel")
+    time.sleep(2.5)  # the running job ends; with nobody driving, the queued one stays queued
+    assert statuses(kinetic_home)[-1] == "PENDING"
+    assert kt(kinetic_home, "jobs", "list").returncode == 0  # one command, then nobody looks again
+    wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queue to drain")
+
+
+def test_a_study_keeps_submitting_trials_after_its_client_exits(kinetic_home: Path) -> None:
+    script(
+        kinetic_home,
+        SCRIPT_HEAD + "tune s --space lr=0.1,0.3,0.5 --strategy grid --max-trials 3 --pool solo --detach\n",
+    )
+
+    def settled() -> bool:
+        trials = read(kinetic_home, "SELECT json_extract(record, '$.status') FROM tuning_trials WHERE study = 's'")
+        return [status for (status,) in trials] == ["Completed"] * 3
+
+    wait_for(settled, TIMEOUT, "the study's three trials to complete with no client")
+    assert read(kinetic_home, "SELECT best FROM tuning_studies")[0][0] is not None
+    wait_for(lambda: supervisor.running(kinetic_home) is None, 10, "the supervisor to exit")
+
+
+def test_down_stops_the_supervisor_before_it_cancels_the_queue(kinetic_home: Path) -> None:
+    script(kinetic_home, sleep_then_sqrt(30))
+    wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
+    done = kt(kinetic_home, "down", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert supervisor.running(kinetic_home) is None and not supervisors(kinetic_home)
+    assert statuses(kinetic_home) == ["CANCELLED", "CANCELLED"]
+
+
+def test_exactly_one_of_many_starters_serves_the_home(kinetic_home: Path) -> None:
+    script(kinetic_home, sleep_then_sqrt(6))
+    supervisor.stop(kinetic_home)
+    started = []
+    threads = [
+        threading.Thread(target=lambda: started.append(supervisor.ensure_running(kinetic_home))) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert any(started)
+    # the losers find the lease taken and exit; the one left is the lease's holder
+    wait_for(lambda: len(supervisors(kinetic_home)) == 1, 20, "all but one starter to exit")
+    assert supervisors(kinetic_home) == [supervisor.running(kinetic_home)]
+    wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queue to drain")
+
+
+def test_the_lease_is_exclusive_and_names_its_holder(kinetic_home: Path) -> None:
+    lease = Lease.acquire(kinetic_home)
+    assert lease is not None and Lease.acquire(kinetic_home) is None
+    assert supervisor.running(kinetic_home) == os.getpid()
+    lease.release()
+    assert supervisor.running(kinetic_home) is None
+    assert supervisor.stop(kinetic_home) is None
+
+
+class Broken:
+    name = "broken"
+
+    def due(self, home: duties.Supervised) -> bool:
+        return True
+
+    def tick(self, home: duties.Supervised) -> None:
+        raise RuntimeError("this duty always fails")
+
+
+class Countdown:
+    name = "countdown"
+
+    def __init__(self, rounds: int) -> None:
+        self.left = rounds
+
+    def due(self, home: duties.Supervised) -> bool:
+        return self.left > 0
+
+    def tick(self, home: duties.Supervised) -> None:
+        self.left -= 1
+
+
+def test_a_failing_duty_does_not_stall_the_others(kinetic_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    countdown = Countdown(5)
+    monkeypatch.setattr(duties, "DUTIES", (Broken(), countdown))
+    home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
+    for _ in range(5):
+        assert loop._round(home)
+    assert countdown.left == 0
+    monkeypatch.setattr(duties, "DUTIES", (countdown,))
+    loop.serve(home, poll=0.01)  # returns: nothing is due
+    assert supervisor.running(kinetic_home) is None
