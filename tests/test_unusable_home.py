@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def read_only(tmp_path: Path) -> Iterator[callable]:
+def read_only(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
     """Mount a directory read-only at a new path (a bind mount); skipped where mounting is not permitted."""
     mounts: list[Path] = []
 

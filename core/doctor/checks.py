@@ -30,7 +30,7 @@ from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import as_found
 from kinetic_tui.core.store import Store, StoreError, jobs_repo
-from kinetic_tui.core.store.db import SCHEMA_VERSION, lost_file
+from kinetic_tui.core.store.db import latest_schema_version, lost_file
 from kinetic_tui.core.supervisor import duties
 from kinetic_tui.core.supervisor import process as supervisor
 
@@ -135,9 +135,9 @@ def _integrity(store: Store) -> Finding:
         return Finding(
             "store", False, f"{store.path} fails its integrity check: {'; '.join(problems)}", "restore it from a backup"
         )
-    version = store.schema_version()
-    if version != SCHEMA_VERSION:
-        return Finding("store", False, f"{store.path} has schema version {version}, expected {SCHEMA_VERSION}")
+    version, latest = store.schema_version(), latest_schema_version()
+    if version != latest:
+        return Finding("store", False, f"{store.path} has schema version {version}, expected {latest}")
     return Finding("store", True, f"{store.path} passes its integrity check (schema version {version})")
 
 

@@ -28,7 +28,6 @@ from kinetic_tui.core.paths import job_data_in, state_db_path
 from kinetic_tui.core.store.migrations import MIGRATIONS
 
 DEFAULT_TIMEOUT = 5.0
-SCHEMA_VERSION = MIGRATIONS[-1][0]  # what every opened file is migrated to
 
 
 class StoreError(KineticError):
@@ -84,6 +83,11 @@ _FILE_ERRORS = (
         "check that it is a file and that {dir} exists and is writable by this user",
     ),
 )
+
+
+def latest_schema_version() -> int:
+    """The version every opened file is migrated to."""
+    return MIGRATIONS[-1][0]
 
 
 def lost_file(path: Path) -> tuple[str, Path] | None:
@@ -181,10 +185,11 @@ class Database:
                 problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
                 if problems != ["ok"]:
                     raise StoreError(self._corrupt_message("; ".join(problems[:3])))
-                if version > SCHEMA_VERSION:
+                latest = latest_schema_version()
+                if version > latest:
                     raise StoreError(
                         f"{self.path} has schema version {version} but this kinetic-tui only knows up to "
-                        f"{SCHEMA_VERSION}; upgrade kinetic-tui (the file was left untouched)"
+                        f"{latest}; upgrade kinetic-tui (the file was left untouched)"
                     )
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
