@@ -11,12 +11,18 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kinetic_tui.core.errors import KineticError
+
 # The folder that holds core/, runner/ and infra/: the checkout root in a source tree, the installed
 # `kinetic_tui` package otherwise. The runner is shipped and started as a file found from here.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 RUNNER_FILE = PACKAGE_DIR / "runner" / "remote_runner.py"
 
 T = TypeVar("T")
+
+
+class HomeError(KineticError):
+    """KINETIC_HOME cannot be used as a home (a file, a directory this user cannot create or change)."""
 
 
 class _HomeScope:
@@ -60,9 +66,28 @@ def using_home(home: str | Path) -> Iterator[Path]:
         _scope.var.reset(token)
 
 
+@contextmanager
+def as_found(home: Path) -> Iterator[Path]:
+    """`using_home` for a caller that inspects the home without changing it (`doctor`): within the block a home
+    open to others is not tightened, so what is found is reported as it was."""
+    added = home not in _private_homes
+    _private_homes.add(home)
+    try:
+        with using_home(home) as path:
+            yield path
+    finally:
+        if added:
+            _private_homes.discard(home)
+
+
+def home_path() -> Path:
+    """Where the home is (`using_home`'s, else `KINETIC_HOME`, default `~/.kinetic`), without creating it."""
+    return _scope.var.get() or Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
+
+
 def kinetic_home() -> Path:
     """The home `using_home` set, else `KINETIC_HOME` (default `~/.kinetic`), owner-only (see `make_private`)."""
-    home = _scope.var.get() or Path(os.environ.get("KINETIC_HOME") or Path.home() / ".kinetic").expanduser()
+    home = home_path()
     if home not in _private_homes or not home.exists():
         make_private(home)
     return home
@@ -79,18 +104,27 @@ def make_private(home: Path) -> None:
     """Keep the home owner-only: it holds captured secret values, the job logs and results. A new home is
     made 0700; one that already exists open to group or others (one the user created first) is tightened to
     0700, once, with a one-line notice on stderr. Its existing contents are not walked: the home's own mode
-    hides them."""
-    if not home.exists():
-        home.mkdir(parents=True, mode=0o700)
-        home.chmod(0o700)  # mkdir's mode is filtered by the umask
-    else:
-        mode = stat.S_IMODE(home.stat().st_mode)
-        if mode & 0o077:
-            home.chmod(mode & 0o700)
-            print(
-                f"kinetic-tui: {home} was readable by others (mode {mode:04o}); tightened to {mode & 0o700:04o}",
-                file=sys.stderr,
-            )
+    hides them. A path that cannot be a home (a file, an unwritable place) is a HomeError naming it, with
+    nothing changed."""
+    try:
+        if not home.exists():
+            home.mkdir(parents=True, mode=0o700)
+            home.chmod(0o700)  # mkdir's mode is filtered by the umask
+        elif not home.is_dir():
+            raise HomeError(f"KINETIC_HOME {home} is not a directory; point KINETIC_HOME at a directory")
+        else:
+            mode = stat.S_IMODE(home.stat().st_mode)
+            if mode & 0o077:
+                home.chmod(mode & 0o700)
+                print(
+                    f"kinetic-tui: {home} was readable by others (mode {mode:04o}); tightened to {mode & 0o700:04o}",
+                    file=sys.stderr,
+                )
+    except OSError as exc:
+        raise HomeError(
+            f"KINETIC_HOME {home} cannot be used ({exc.strerror or exc}); point KINETIC_HOME at a directory this "
+            f"user can write"
+        ) from None
     _private_homes.add(home)
 
 

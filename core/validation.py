@@ -35,6 +35,11 @@ def require_job_id(value: object, field: str = "job id") -> str:
     return _require_id(field, value, _JOB_ID, JOB_ID_SHAPE)
 
 
+def is_job_id(value: object) -> bool:
+    """True for a string of the exact job id shape (a directory name under the home, say)."""
+    return isinstance(value, str) and bool(_JOB_ID.fullmatch(value))
+
+
 def require_group_id(value: object, field: str = "batch id") -> str:
     """A batch's group id, held to its shape for the same reason as a job id."""
     return _require_id(field, value, _GROUP_ID, GROUP_ID_SHAPE)

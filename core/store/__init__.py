@@ -23,8 +23,10 @@ __all__ = ["StepCache", "Store", "StoreError", "StoredRun", "StoredStudy"]
 class Store(Database):
     """state.db with a repository per platform mechanism, all sharing its connections and transactions."""
 
-    def __init__(self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        super().__init__(path, timeout=timeout)
+    def __init__(
+        self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT, rebuilding: bool = False
+    ) -> None:
+        super().__init__(path, timeout=timeout, rebuilding=rebuilding)
         self.training = TrainingRepo(self)
         self.tuning = TuningRepo(self)
         self.registry = RegistryRepo(self)

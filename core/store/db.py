@@ -85,16 +85,42 @@ _FILE_ERRORS = (
 )
 
 
+def latest_schema_version() -> int:
+    """The version every opened file is migrated to."""
+    return MIGRATIONS[-1][0]
+
+
+def lost_file(path: Path) -> tuple[str, Path] | None:
+    """("missing" or "empty (0 bytes)", the job data found) when `path` is a lost store beside job data."""
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError:
+        return None  # unreadable or not a file: SQLite reports it with the path
+    if size:
+        return None
+    found = job_data_in(path.parent)
+    if found is None:
+        return None
+    return ("missing" if size is None else "empty (0 bytes)"), found
+
+
 class Database:
     """Owns state.db: opens, checks and migrates it, and runs each action in one transaction."""
 
-    def __init__(self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT, rebuilding: bool = False
+    ) -> None:
+        """`rebuilding`: create the file even beside job data (a lost store), for the repair that rebuilds the
+        job rows from their files right after."""
         self.path = Path(path) if path is not None else state_db_path()
         self.timeout = timeout
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._refuse_lost_file()
+        if not rebuilding:
+            self._refuse_lost_file()
         self._open_checked()
 
     # -- connections -----------------------------------------------------------------------------
@@ -141,20 +167,13 @@ class Database:
         """A missing or empty file beside job data is a lost database, not a new workspace: opening it would
         start an empty one (SQLite creates the file) and every job, training and version would vanish while
         their directories stay on disk. Checked before SQLite touches anything."""
-        try:
-            size: int | None = self.path.stat().st_size
-        except FileNotFoundError:
-            size = None
-        except OSError:
-            return  # unreadable or not a file: SQLite reports it with the path
-        if size:
-            return
-        found = job_data_in(self.path.parent)
-        if found is not None:
-            state = "missing" if size is None else "empty (0 bytes)"
+        lost = lost_file(self.path)
+        if lost is not None:
+            state, found = lost
             raise StoreError(
-                f"{self.path} is {state} but this home holds job data ({found}); restore state.db from a "
-                f"backup, or move the home aside to start afresh (nothing was changed)"
+                f"{self.path} is {state} but this home holds job data ({found}); run `kinetic-tui doctor "
+                f"--repair` to create it and rebuild the job rows from their files, or restore state.db from a "
+                f"backup (nothing was changed)"
             )
 
     def _open_checked(self) -> None:
@@ -166,7 +185,7 @@ class Database:
                 problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
                 if problems != ["ok"]:
                     raise StoreError(self._corrupt_message("; ".join(problems[:3])))
-                latest = MIGRATIONS[-1][0]
+                latest = latest_schema_version()
                 if version > latest:
                     raise StoreError(
                         f"{self.path} has schema version {version} but this kinetic-tui only knows up to "
@@ -196,6 +215,14 @@ class Database:
 
     def schema_version(self) -> int:
         return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
+
+    def integrity_problems(self, limit: int = 3) -> list[str]:
+        """What SQLite's full integrity check finds (every page and index, unlike the quick check on open);
+        empty when the file is sound."""
+        with self._translated():
+            rows = self.connection.execute(f"PRAGMA integrity_check({int(limit)})").fetchall()
+        found = [str(row[0]) for row in rows]
+        return [] if found == ["ok"] else found
 
     # -- errors --------------------------------------------------------------------------------------
 

@@ -42,6 +42,48 @@ def insert_pending(
     )
 
 
+def insert_rebuilt(
+    conn: sqlite3.Connection,
+    handle: dict[str, Any],
+    launch: dict[str, Any],
+    outcome: tuple[str, str | None, str | None],
+    times: tuple[float | None, float | None],
+    hosts: list[dict[str, Any]] | None,
+) -> bool:
+    """A row rebuilt from a job's files after the store lost it: (status, phase, detail) and (started_at,
+    finished_at) come from its result files, `hosts` from its live processes. False when the job has a row
+    already (a submit that was writing it meanwhile wins)."""
+    status, phase, detail = outcome
+    started, finished = times
+    return bool(
+        conn.execute(
+            "INSERT INTO jobs (job_id, backend, pool, nodes, status, phase, detail, group_id, created_at, started_at, "
+            "finished_at, hosts, handle, launch) VALUES (?, 'local', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (job_id) DO NOTHING",
+            (
+                handle["job_id"],
+                handle.get("pool"),
+                handle.get("num_nodes") or 1,
+                status,
+                phase,
+                detail,
+                handle.get("group_id"),
+                handle.get("created_at") or 0.0,
+                started,
+                finished,
+                None if hosts is None else json.dumps(hosts),
+                json.dumps(handle),
+                json.dumps(launch),
+            ),
+        ).rowcount
+    )
+
+
+def known_ids(db: Database) -> set[str]:
+    """Every job id the store has a row for."""
+    return {job_id for (job_id,) in db.query("SELECT job_id FROM jobs")}
+
+
 def get(db: Database, job_id: str) -> tuple[Any, ...] | None:
     rows = db.query(f"SELECT {COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
     return rows[0] if rows else None
@@ -141,6 +183,11 @@ def request_cancel(db: Database, job_id: str, now: float) -> None:
 
 def insert_group(db: Database, group_id: str, max_concurrent: int | None, now: float) -> None:
     db.write("INSERT INTO job_groups VALUES (?, ?, ?)", (group_id, max_concurrent, now))
+
+
+def ensure_group(conn: sqlite3.Connection, group_id: str, now: float) -> None:
+    """The batch's row, unlimited, unless it has one (a rebuilt job of a batch the store lost)."""
+    conn.execute("INSERT OR IGNORE INTO job_groups VALUES (?, NULL, ?)", (group_id, now))
 
 
 def max_concurrent(conn: sqlite3.Connection, group_id: str) -> int | None:

@@ -3,8 +3,8 @@
 Commands that act on the platform go through the command language (`run_line`), the same single code path
 the console's `:` bar and `--script` use: every verb is a command generated from the verb table
 (`kinetic_tui.cli.verbs`). This module adds the workspace commands the language does not have (init,
-up/down, status, config, pool, accelerators, build-image, help); `profile` and `jobs` are their own
-modules. On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
+up/down, status, config, pool, accelerators, build-image, help); `profile`, `jobs` and `doctor` are their
+own modules. On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
 instead (`kinetic_tui.cli.gke`). Heavy imports (rich, textual, the core's backends) happen inside commands,
 so `kinetic-tui --help` costs little more than importing click.
 
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from kinetic_tui.cli.doctor import doctor
 from kinetic_tui.cli.jobs import jobs
-from kinetic_tui.cli.output import CliError, UsageLineError, emit, guard, json_flag, run_line
+from kinetic_tui.cli.output import CliError, GuardedGroup, UsageLineError, emit, guard, json_flag, run_line
 from kinetic_tui.cli.profile import profile
 from kinetic_tui.cli.verbs import VerbValue, add_verbs
 from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from kinetic_tui.core.profiles import ResolvedInfra
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GuardedGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--profile", help="profile to use (else KINETIC_PROFILE, else the current one)")
 @click.option(
     "--script",
@@ -332,6 +333,7 @@ def help_(verb: tuple[str, ...]) -> None:
     click.echo(guard(lambda: help_text(" ".join(verb) or None)))
 
 
+main.add_command(doctor)
 main.add_command(profile)
 main.add_command(jobs)
 add_verbs(main)

@@ -8,6 +8,7 @@ Heavy imports (rich, the script runner and with it the core's backends) happen i
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -42,6 +43,30 @@ def guard(action: Callable[[], T], error: type[CliError] = CliError) -> T:
         if click.get_current_context().find_root().params.get("debug"):
             raise
         raise error(str(exc)) from None
+
+
+class GuardedGroup(click.Group):
+    """The root command: a deliberate core error (a locked or unusable store, an unusable home) or a refusal
+    of the file system that no command turned into a message is one line and exit 1, never a traceback
+    (`--debug` keeps it)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from kinetic_tui.core.errors import KineticError
+
+        try:
+            return super().invoke(ctx)
+        except (KineticError, OSError) as exc:
+            if ctx.params.get("debug") or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+                raise
+            raise CliError(_described(exc)) from None
+
+
+def _described(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    from kinetic_tui.core.errors import one_line
+
+    return one_line(exc)
 
 
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool, title: str | None = None) -> None:
