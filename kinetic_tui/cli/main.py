@@ -3,8 +3,10 @@
 Commands that act on the platform go through the command language (`run_line`), the same single code path
 the console's `:` bar and `--script` use: every verb is a command generated from the verb table
 (`kinetic_tui.cli.verbs`). This module adds the workspace commands the language does not have (init,
-up/down, status, config, pool, accelerators, build-image, help); `profile` and `jobs` are their own
-modules. On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
+up/down, status, config, accelerators, build-image, help); `profile`, `pool` and `jobs` are their own
+modules. Kinetic's flags are all here too: `--project/--zone/--cluster` on the commands that act on a
+target, `-y/--yes`, `up`/`init` saving the target as a profile (`kinetic_tui.cli.options` says how the
+overrides resolve). On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
 instead (`kinetic_tui.cli.gke`). Heavy imports (rich, textual, the core's backends) happen inside commands,
 so `kinetic-tui --help` costs little more than importing click.
 
