@@ -12,6 +12,7 @@ Canonical forms (what `str(config)` prints, and what parses back to an equal con
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -366,6 +367,14 @@ def format_accelerator(config: AcceleratorConfig) -> str:
     """The canonical string; `parse_accelerator(format_accelerator(c)) == c` for every registry config."""
     category(config)
     return str(config)
+
+
+def generate_pool_name(config: AcceleratorConfig) -> str:
+    """A fresh node pool name for `config`: `gpu-{name}-{hex4}` or `tpu-{name}-{hex4}` as Kinetic names them
+    (`cpu-{hex4}` for a CPU pool, which Kinetic has no name for); the random suffix keeps names unique."""
+    suffix = uuid.uuid4().hex[:4]
+    kind = category(config)
+    return f"{kind}-{suffix}" if isinstance(config, CpuConfig) else f"{kind}-{config.name}-{suffix}"
 
 
 def is_multi_host(config: AcceleratorConfig) -> bool:

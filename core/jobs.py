@@ -196,14 +196,16 @@ class JobHandle:
     def cancel(self) -> JobStatus:
         return self.runs_on().cancel(self.job_id).status
 
-    def cleanup(self) -> None:
-        """Remove the job's inputs and working directories; keep result, handle, output and logs.
+    def cleanup(self, k8s: bool = True, gcs: bool = True) -> None:
+        """Remove the job's workload (`k8s`: its working directories, or its cluster resources) and its
+        uploaded inputs (`gcs`); keep result, handle, output and logs.
 
         Refused (ValidationError, nothing removed) while the job is pending or running: it still needs them."""
-        self.runs_on().cleanup(self.job_id)
-        storage = self.storage()
-        for name in (PAYLOAD, CONTEXT):
-            storage.delete_prefix(f"{self.job_id}/{name}")
+        self.runs_on().cleanup(self.job_id, workload=k8s, uploads=gcs)
+        if gcs:
+            storage = self.storage()
+            for name in (PAYLOAD, CONTEXT):
+                storage.delete_prefix(f"{self.job_id}/{name}")
 
 
 def _handle_from(where: str, record: dict[str, Any]) -> JobHandle:

@@ -251,8 +251,10 @@ def create_profile(
     namespace: str | None = None,
     *,
     make_current: bool = False,
+    replace: bool = False,
 ) -> Profile:
-    """Add a profile; unset zone/cluster/namespace fall back to the defaults at resolve time."""
+    """Add a profile (`replace`: overwrite one of that name); unset zone/cluster/namespace fall back to the
+    defaults at resolve time."""
     _check_name(name)
     _check_value("backend", backend)
     if project is None:
@@ -265,7 +267,7 @@ def create_profile(
             _check_value(field, value)
     with _locked():
         current, profiles = _load()
-        if name in profiles:
+        if name in profiles and not replace:
             raise ValidationError(f"profile {name!r} already exists; existing profiles: {_existing(profiles)}")
         _save(name if make_current else current, {**profiles, name: profile})
     return profile
@@ -339,6 +341,7 @@ def _env(variable: str) -> str | None:
 
 
 _chosen: str | None = None  # the command line's --profile, see choose_profile
+_chosen_fields: dict[str, str] = {}  # the command line's --project/--zone/--cluster/--namespace, see choose_infra
 
 
 def choose_profile(name: str | None) -> None:
@@ -347,6 +350,18 @@ def choose_profile(name: str | None) -> None:
     The command line calls it on every invocation, so None clears an earlier choice."""
     global _chosen
     _chosen = name
+
+
+def choose_infra(**fields: str | None) -> None:
+    """Make the given fields this process's explicit arguments (a command's `--project`, `--zone`, `--cluster`,
+    `--namespace`): they override the profile and KINETIC_* for that command only, in every resolution in
+    this process, and reach no job process's environment. None leaves a field to the usual order; every call
+    replaces the previous choice."""
+    unknown = sorted(set(fields) - set(INFRA_FIELDS))
+    if unknown:
+        raise ValidationError(f"unknown infra fields {', '.join(unknown)}; valid: {', '.join(INFRA_FIELDS)}")
+    _chosen_fields.clear()
+    _chosen_fields.update({field: value for field, value in fields.items() if value is not None})
 
 
 def _select(explicit: str | None, current: str | None) -> tuple[str | None, str | None]:
@@ -375,11 +390,13 @@ def resolve_infra(
     backend: str | None = None,
     profile: str | None = None,
 ) -> ResolvedInfra:
-    """Each field: explicit argument > non-empty KINETIC_* variable > active profile > default."""
+    """Each field: explicit argument (or the command's `choose_infra`) > non-empty KINETIC_* variable > active
+    profile > default."""
     current, profiles = _load()
     name, how = _select(profile, current)
     chosen = _lookup(name, profiles) if name is not None else None
-    explicit = {"backend": backend, "project": project, "zone": zone, "cluster": cluster, "namespace": namespace}
+    given = {"backend": backend, "project": project, "zone": zone, "cluster": cluster, "namespace": namespace}
+    explicit = {field: _chosen_fields.get(field) if value is None else value for field, value in given.items()}
     values: dict[str, str] = {}
     sources: dict[str, str] = {}
     for field in INFRA_FIELDS:  # backend first: the project default depends on it

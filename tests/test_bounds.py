@@ -40,6 +40,7 @@ NUMERIC_ARGUMENTS = [
     ("pool add", "--nodes", "pool add big --accelerator cpu --nodes {}"),
     ("logs", "--tail", "logs job-0000000a --tail {}"),
     ("wait", "--timeout", "wait job-0000000a --timeout {}"),
+    ("result", "--timeout", "result job-0000000a --timeout {}"),
     ("train", "--epochs", "train t --epochs {} --detach"),
     ("train", "--checkpoint-every", "train t --checkpoint-every {}"),
     ("train", "--interrupt-before-epoch", "train t --interrupt-before-epoch {}"),

@@ -74,7 +74,7 @@ FULL = [
     ("status job-1234abcd", {"job": "job-1234abcd"}, None),
     ("logs job-0000000a --tail 0 --follow", {"job": "job-0000000a", "tail": 0, "follow": True}, None),
     ("wait job-0000000a --timeout 2.5", {"job": "job-0000000a", "timeout": 2.5}, None),
-    ("result job-0000000a", {"job": "job-0000000a"}, None),
+    ("result job-0000000a --timeout 2.5", {"job": "job-0000000a", "timeout": 2.5}, None),
     ("cancel job-0000000a", {"job": "job-0000000a"}, None),
     (
         "train t1 --hp learning_rate=0.2 --hp optimizer=adam --hp layers=[1,2] --epochs 8 --checkpoint-every 2 "

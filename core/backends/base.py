@@ -231,7 +231,10 @@ class Backend(Protocol):
 
     def cancel(self, job_id: str) -> JobRecord: ...
 
-    def cleanup(self, job_id: str) -> None: ...
+    def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
+        """Remove a finished job's `workload` (its processes' working directories, or its cluster resources)
+        and its `uploads` under the jobs bucket; records a finished job is still asked about stay."""
+        ...
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -77,6 +77,7 @@ class Flag:
     required: bool = False
     repeatable: bool = False  # K=V pairs: each occurrence adds one key to a dict
     names: str = ""  # the kind of workspace object its value names, for completion
+    short: str = ""  # the CLI's one-letter alias (`-n`); the command language itself reads only `--name`
     key: str = field(init=False)  # its name in Command.args
 
     def __post_init__(self) -> None:

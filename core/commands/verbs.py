@@ -168,8 +168,8 @@ _TABLE = (
         "print a job's log",
         (_JOB,),
         (
-            _flag("--tail", integer(0, MAX_TAIL_LINES), "only the last N lines"),
-            _flag("--follow", None, "keep printing new lines until the job ends"),
+            _flag("--tail", integer(0, MAX_TAIL_LINES), "only the last N lines", short="-n"),
+            _flag("--follow", None, "keep printing new lines until the job ends", short="-f"),
         ),
         mutates=False,
         run=lambda c, a, w: c.jobs.logs(a["job"], a["tail"], a["follow"]),
@@ -186,8 +186,9 @@ _TABLE = (
         "result",
         "show a job's result or remote traceback",
         (_JOB,),
+        (_flag("--timeout", SECONDS, "first wait this long for the job to end (default: answer at once)"),),
         mutates=False,
-        run=lambda c, a, w: c.jobs.result(a["job"]),
+        run=lambda c, a, w: c.jobs.result(a["job"], a["timeout"]),
     ),
     Verb("cancel", "cancel a job", (_JOB,), run=lambda c, a, w: c.jobs.cancel(a["job"])),
     Verb(

@@ -138,11 +138,17 @@ class Jobs:
         while (batch := self.workspace.run(next, batches, None)) is not None:
             yield batch
 
-    async def result(self, job_id: str) -> JobResultSnapshot:
-        """The value of a finished job; a job whose function raised is a RemoteJobFailed."""
+    async def result(self, job_id: str, timeout: float | None = None) -> JobResultSnapshot:
+        """The value of a finished job; a job whose function raised is a RemoteJobFailed. With `timeout`,
+        first wait that long for the job to end (WaitTimeout leaves it running)."""
         require_job_id(job_id)
 
         def fetch() -> JobResultSnapshot:
+            if timeout is not None:
+                try:
+                    self.source.wait(job_id, timeout)
+                except TimeoutError as exc:
+                    raise WaitTimeout(str(exc)) from None
             row = self.source.refresh(job_id)
             if not row.status.finished:
                 raise ValidationError(f"job {job_id} is {row.status.value}; no result yet (wait {job_id})")

@@ -12,8 +12,8 @@ from typing import Any
 
 from kinetic_tui.core.store.db import Database
 
-_COLUMNS = "name, accelerator, spot, min_nodes, max_nodes"
-PoolRow = tuple[str, str, int, int, int]  # name, canonical accelerator, spot, min_nodes, max_nodes
+_COLUMNS = "name, accelerator, spot, min_nodes, max_nodes, reservation"
+PoolRow = tuple[str, str, int, int, int, str | None]  # name, accelerator, spot, min_nodes, max_nodes, reservation
 
 
 class GkePoolsRepo:
@@ -49,7 +49,7 @@ class GkePoolsRepo:
     def insert(self, conn: sqlite3.Connection, row: PoolRow) -> None:
         """sqlite3.IntegrityError when another process inserted the same pool first."""
         conn.execute(
-            f"INSERT INTO gke_pools (project, cluster, {_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO gke_pools (project, cluster, {_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (self.project, self.cluster, *row, time.time()),
         )
 

@@ -215,4 +215,11 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     ),
     # the one `kinetic_tui` namespace: stored references to the old top-level `core`/`infra`/`runner` modules
     (6, rewrite_module_paths),
+    (
+        7,
+        """
+        -- GKE node pools may consume a capacity reservation (`pool add --reservation`); NULL: none
+        ALTER TABLE gke_pools ADD COLUMN reservation TEXT;
+    """,
+    ),
 ]

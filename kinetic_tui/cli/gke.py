@@ -23,6 +23,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 STATUS_TIMEOUT = 15.0  # seconds for the whole cluster query of `status`
 STATUS_JOB_LIMIT = 20  # newest jobs whose status `status` reads (each costs a few API calls)
-POOL_COLUMNS = ("name", "accelerator", "spot", "min_nodes", "max_nodes", "exists")
+POOL_COLUMNS = ("name", "accelerator", "spot", "min_nodes", "max_nodes", "reservation", "exists")
 T = TypeVar("T")
 
 
@@ -129,6 +130,7 @@ def _pool_row(spec: NodePoolSpec, existing: Sequence[str] | None) -> dict[str, A
         "min_nodes": spec.min_nodes,
         "max_nodes": spec.max_nodes,
         "exists": None if existing is None else spec.name in existing,
+        "reservation": spec.reservation,
     }
 
 
@@ -137,22 +139,47 @@ def _pool_row(spec: NodePoolSpec, existing: Sequence[str] | None) -> dict[str, A
 
 def init(infra: ResolvedInfra) -> None:
     """Nothing in the cloud: say what `up` will create for this profile."""
-    config = infra_config(infra)
+    click.echo(
+        f"profile {infra.profile or '-'} uses GKE; nothing was created in the cloud. `kinetic-tui up` will "
+        f"apply {_plan(infra_config(infra))}"
+    )
+
+
+def _plan(config: InfraConfig) -> str:
+    """What applying `config` creates or keeps, in one sentence."""
     pools = ", ".join(
         f"{p.name} ({p.accelerator}, {p.min_nodes}-{p.max_nodes} nodes{', spot' if p.is_spot() else ''})"
         for p in config.node_pools
     )
-    click.echo(
-        f"profile {infra.profile or '-'} uses GKE; nothing was created in the cloud. `kinetic-tui up` will "
-        f"apply stack {config.stack} (state in {config.state_url}): cluster {config.cluster} in "
+    return (
+        f"stack {config.stack} (state in {config.state_url}): cluster {config.cluster} in "
         f"{config.zone} of project {config.project}, image repository {config.repository_url}, "
         f"buckets gs://{config.jobs_bucket} and gs://{config.builds_bucket}, node pools: system"
         + (f", {pools}" if pools else " only (add accelerators with `kinetic-tui pool add`)")
     )
 
 
-def up(infra: ResolvedInfra, yes: bool, as_json: bool) -> None:
+def up(
+    infra: ResolvedInfra, yes: bool, as_json: bool, first_pool: PoolPlan | None = None, preview: bool = False
+) -> None:
+    """Apply the stack; `first_pool` is recorded first when the cluster has no pool yet (Kinetic's
+    `up --accelerator`); `preview` prints the plan and changes nothing."""
+    from kinetic_tui.infra import InfraConfig, NodePoolSpec
+
     config = infra_config(infra)
+    if first_pool is not None and not config.node_pools:
+        plan = first_pool
+        if preview:
+            spec = NodePoolSpec(plan.name, plan.accelerator, min_nodes=plan.min_nodes, max_nodes=plan.max_nodes)
+            config = InfraConfig(config.project, config.zone, config.cluster, (spec,))
+        else:
+            guard(lambda: desired_pools(infra).add(plan.name, plan.accelerator, plan.max_nodes, plan.min_nodes))
+            config = infra_config(infra)
+    if preview:
+        _say(
+            as_json, {"preview": True, "stack": config.stack}, f"preview, nothing changed: would apply {_plan(config)}"
+        )
+        return
     if not yes:
         names = ", ".join(["system", *(p.name for p in config.node_pools)])
         click.confirm(
@@ -274,6 +301,13 @@ def status(infra: ResolvedInfra, as_json: bool) -> None:
         click.echo("jobs: " + (", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "none") + shown)
 
 
+def existing_specs(infra: ResolvedInfra) -> list[NodePoolSpec]:
+    """The desired pools the stack has created (`accelerators --live`)."""
+    config = infra_config(infra)
+    existing = _existing_pools(config) or []
+    return [spec for spec in config.node_pools if spec.name in existing]
+
+
 def _existing_pools(config: InfraConfig) -> list[str] | None:
     """The node pools the stack last created, or None when there is no stack."""
     from kinetic_tui.infra.state import load_state
@@ -317,24 +351,56 @@ def _say(as_json: bool, document: Mapping[str, Any], text: str) -> None:
     click.echo(json.dumps(document, indent=2, default=str) if as_json else text)
 
 
-def pool_add(
-    infra: ResolvedInfra,
-    name: str,
-    accelerator: str,
-    nodes: int,
-    min_nodes: int,
-    spot: bool,
-    apply: bool,
-    as_json: bool,
-) -> None:
+@dataclass(frozen=True)
+class PoolPlan:
+    """A node pool `pool add` is asked for."""
+
+    name: str
+    accelerator: str
+    max_nodes: int
+    min_nodes: int = 0
+    spot: bool = False
+    reservation: str | None = None
+
+
+def pool_add(infra: ResolvedInfra, plan: PoolPlan, apply: bool, preview: bool, as_json: bool) -> None:
+    """Record the pool and apply the stack; with `preview`, print the stack's pools after the add instead."""
     from kinetic_tui.core.errors import KineticError
     from kinetic_tui.infra import NodePoolSpec
 
     try:  # validate before the (slow) stack preflight: bad input is answered at once
-        NodePoolSpec(name, accelerator, min_nodes=min_nodes, max_nodes=nodes, spot=spot)
+        spec = NodePoolSpec(
+            plan.name,
+            plan.accelerator,
+            min_nodes=plan.min_nodes,
+            max_nodes=plan.max_nodes,
+            spot=plan.spot,
+            reservation=plan.reservation,
+        )
     except KineticError as exc:
         raise CliError(str(exc)) from None
-    _change_pools(infra, lambda pools: pools.add(name, accelerator, nodes, min_nodes, spot), "added", apply, as_json)
+    if preview:
+        config = infra_config(infra)
+        names = [p.name for p in config.node_pools]
+        if spec.name in names:
+            raise CliError(f"node pool {spec.name!r} already exists in cluster {config.cluster!r}")
+        _say(
+            as_json,
+            {"preview": True, "pool": _pool_row(spec, None), "pools_after": [*names, spec.name]},
+            f"preview, nothing changed: would add node pool {spec.name} ({spec.accelerator}, "
+            f"{spec.min_nodes}-{spec.max_nodes} nodes) to stack {config.stack}; pools after: "
+            + ", ".join(["system", *names, spec.name]),
+        )
+        return
+    _change_pools(
+        infra,
+        lambda pools: pools.add(
+            plan.name, plan.accelerator, plan.max_nodes, plan.min_nodes, plan.spot, plan.reservation
+        ),
+        "added",
+        apply,
+        as_json,
+    )
 
 
 def pool_remove(infra: ResolvedInfra, name: str, apply: bool, as_json: bool) -> None:

@@ -3,8 +3,10 @@
 Commands that act on the platform go through the command language (`run_line`), the same single code path
 the console's `:` bar and `--script` use: every verb is a command generated from the verb table
 (`kinetic_tui.cli.verbs`). This module adds the workspace commands the language does not have (init,
-up/down, status, config, pool, accelerators, build-image, help); `profile`, `jobs` and `doctor` are their
-own modules. On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
+up/down, status, config, accelerators, build-image, help); `profile`, `pool`, `jobs` and `doctor` are their
+own modules. Kinetic's flags are all here too: `--project/--zone/--cluster` on the commands that act on a
+target, `-y/--yes`, `up`/`init` saving the target as a profile (`kinetic_tui.cli.options` says how the
+overrides resolve). On a gke profile, init, up, down, status, pool and build-image drive the cluster's infrastructure
 instead (`kinetic_tui.cli.gke`). Heavy imports (rich, textual, the core's backends) happen inside commands,
 so `kinetic-tui --help` costs little more than importing click.
 
@@ -16,19 +18,21 @@ from __future__ import annotations
 import json
 import shlex
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from kinetic_tui.cli.doctor import doctor
 from kinetic_tui.cli.jobs import jobs
+from kinetic_tui.cli.options import INFRA_META, NEVER_ASKS, infra_options, note_local_overrides, yes_option
 from kinetic_tui.cli.output import CliError, GuardedGroup, UsageLineError, emit, guard, json_flag, run_line
+from kinetic_tui.cli.pool import gke_profile, pool
 from kinetic_tui.cli.profile import profile
 from kinetic_tui.cli.verbs import VerbValue, add_verbs
 from kinetic_tui.core.commands.verbs import FAMILIES, FIRST_WORDS, VERBS
 
 if TYPE_CHECKING:
-    from kinetic_tui.core.profiles import ResolvedInfra
+    from kinetic_tui.core.accelerators import AcceleratorConfig
 
 
 @click.group(cls=GuardedGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,9 +70,10 @@ def main(
     from kinetic_tui.core.paths import private_umask
 
     private_umask()  # this process is ours: everything it writes under the home is owner-only
-    from kinetic_tui.core.profiles import choose_profile
+    from kinetic_tui.core.profiles import choose_infra, choose_profile
 
     choose_profile(profile or None)  # one place decides, for every resolution in this process
+    choose_infra()  # a command's --project/--zone/--cluster set it again; an earlier command's must not linger
     if ctx.invoked_subcommand is not None:
         return
     if script is not None:
@@ -88,10 +93,35 @@ def main(
 # -- workspace -------------------------------------------------------------------------------------------
 
 
+def _save_target(name: str | None, backend: str) -> None:
+    """Save the resolved target (the command's overrides applied) as profile NAME, default the cluster's
+    name, overwriting one of that name, and make it current, as Kinetic's `init` and `up` do."""
+    from kinetic_tui.core.profiles import create_profile, resolve_infra
+
+    infra = guard(lambda: resolve_infra(backend=backend))
+    chosen = name or infra.cluster
+    guard(
+        lambda: create_profile(
+            chosen, backend, infra.project, infra.zone, infra.cluster, infra.namespace, make_current=True, replace=True
+        )
+    )
+    click.echo(f"profile {chosen} saved and in use ({backend}: project {infra.project}, cluster {infra.cluster})")
+
+
+def _overrides_given() -> bool:
+    return bool(click.get_current_context().meta.get(INFRA_META))
+
+
 @main.command()
-def init() -> None:
-    """Create the workspace (KINETIC_HOME) with the `local` profile and the local cluster; on a gke profile,
-    also say what `up` will create (nothing is created in the cloud)."""
+@infra_options(namespace=True)
+@click.option(
+    "--profile-name", help="save the target as this gke profile and use it (default with --project: the cluster's name)"
+)
+@NEVER_ASKS
+def init(profile_name: str | None) -> None:
+    """Create the workspace (KINETIC_HOME) with the `local` profile and the local cluster; with --project or
+    --profile-name, also save that GKE target as a profile and use it; on a gke profile, say what `up` will
+    create (nothing is created in the cloud)."""
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.paths import kinetic_home
     from kinetic_tui.core.profiles import ensure_profiles_file
@@ -99,55 +129,118 @@ def init() -> None:
     guard(ensure_profiles_file)
     guard(local_backend)
     click.echo(f"workspace ready at {kinetic_home()}")
-    infra = _gke_profile()
+    if profile_name is not None or "project" in click.get_current_context().meta.get(INFRA_META, {}):
+        _save_target(profile_name, "gke")
+    infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
 
         cli_gke.init(infra)
-
-
-def _gke_profile() -> ResolvedInfra | None:
-    """The resolved infra when the active profile's backend has a cloud stack (GKE), else None (the local
-    cluster)."""
-    from kinetic_tui.core.backends.registry import profile_has_stack
-    from kinetic_tui.core.profiles import resolve_infra
-
-    infra = guard(resolve_infra)
-    return infra if profile_has_stack(infra) else None
-
-
-def _local_flags_only(**flags: Any) -> None:
-    """Options that only mean something on a gke profile are refused on a local one, not ignored."""
-    given = [name for name, value in flags.items() if value]
-    if given:
-        raise click.UsageError(f"{', '.join(given)} only apply to a gke profile (the local cluster has no stack)")
+    else:
+        note_local_overrides()
 
 
 @main.command()
-@click.option("--yes", is_flag=True, help="gke: apply the stack without asking")
+@infra_options(namespace=True)
+@click.option("--accelerator", help="when the cluster has no pool of it yet, add one (named as Kinetic names pools)")
+@click.option(
+    "--min-nodes", type=click.IntRange(0), default=0, help="that pool's autoscaling minimum (gke; local: no effect)"
+)
+@click.option(
+    "--profile-name",
+    help="save the target as this profile and use it (gke default with --project/--zone/--cluster: the cluster's name)",
+)
+@click.option(
+    "--force-destroy/--no-force-destroy",
+    default=None,
+    help="buckets are always created so that `down` empties them; --no-force-destroy is refused",
+)
+@yes_option("gke: apply the stack without asking")
+@click.option("--preview", is_flag=True, help="print the plan and change nothing")
 @json_flag
-def up(yes: bool, as_json: bool) -> None:
+def up(
+    accelerator: str | None,
+    min_nodes: int,
+    profile_name: str | None,
+    force_destroy: bool | None,
+    yes: bool,
+    preview: bool,
+    as_json: bool,
+) -> None:
     """Bring the cluster up (local: the state database and the default pool; gke: apply the Pulumi stack)."""
-    infra = _gke_profile()
+    from kinetic_tui.cli.pool import default_nodes
+
+    if force_destroy is False:
+        raise click.UsageError("--no-force-destroy: the buckets here are always emptied by `down`; it is not supported")
+    config = _accelerator(accelerator)
+    infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
+        from kinetic_tui.core.accelerators import generate_pool_name
 
-        cli_gke.up(infra, yes, as_json)
+        first = None
+        if config is not None and accelerator is not None:
+            size = default_nodes(config, min_nodes, gke=True)
+            first = cli_gke.PoolPlan(generate_pool_name(config), accelerator, size, min_nodes)
+        cli_gke.up(infra, yes, as_json, first_pool=first, preview=preview)
+        if not preview and (profile_name is not None or _overrides_given()):
+            _save_target(profile_name, infra.backend)
         return
+    note_local_overrides()
+    if config is not None and accelerator is not None:
+        _local_first_pool(config, accelerator, min_nodes, preview, as_json)
+    if preview:
+        click.echo("preview, nothing changed: the local cluster needs no stack", err=as_json)
+        return
+    if profile_name is not None:
+        _save_target(profile_name, "local")
     run_line("pools", as_json)
 
 
+def _accelerator(text: str | None) -> AcceleratorConfig | None:
+    """`--accelerator`, parsed: a bad one is a usage error naming the valid choices."""
+    from kinetic_tui.core.accelerators import parse_accelerator
+    from kinetic_tui.core.errors import ValidationError
+
+    if text is None:
+        return None
+    try:
+        return parse_accelerator(text)
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--accelerator") from None
+
+
+def _local_first_pool(
+    config: AcceleratorConfig, accelerator: str, min_nodes: int, preview: bool, as_json: bool
+) -> None:
+    """`up --accelerator` locally: a pool of it unless one exists (the local `pool add` line)."""
+    from kinetic_tui.cli.pool import default_nodes
+    from kinetic_tui.core.accelerators import generate_pool_name, parse_accelerator
+    from kinetic_tui.core.backends.local.workspace import local_backend
+
+    if any(parse_accelerator(row.accelerator) == config for row in guard(local_backend).pools()):
+        return
+    size = default_nodes(config, min_nodes, gke=False)
+    line = shlex.join(["pool", "add", generate_pool_name(config), "--accelerator", accelerator, "--nodes", str(size)])
+    if preview:
+        click.echo(f"preview: would run `{line}`", err=as_json)
+        return
+    run_line(line, as_json)
+
+
 @main.command()
-@click.option("--yes", is_flag=True, help="do not ask (local: cancel active jobs; gke: destroy the stack)")
+@infra_options()
+@yes_option("do not ask (local: cancel active jobs; gke: destroy the stack)")
 def down(yes: bool) -> None:
     """Take the cluster down (local: stop the supervisor, cancel active jobs, stop the fork server; gke:
     destroy the Pulumi stack)."""
-    infra = _gke_profile()
+    infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
 
         cli_gke.down(infra, yes)
         return
+    note_local_overrides()
     from kinetic_tui.core.backends.local import launcher
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.job_status import JobStatus
@@ -169,6 +262,7 @@ def down(yes: bool) -> None:
 
 @main.command()
 @click.argument("job", required=False, type=VerbValue(VERBS["status"].positionals[0]))
+@infra_options()
 @json_flag
 def status(job: str | None, as_json: bool) -> None:
     """Cluster status; with JOB, that job's status."""
@@ -186,6 +280,7 @@ def status(job: str | None, as_json: bool) -> None:
 
         cli_gke.status(infra, as_json)
         return
+    note_local_overrides()
     backend = guard(local_backend)
     backend.reconcile()
     counts = jobs_repo.status_counts(backend.store)
@@ -205,9 +300,12 @@ def status(job: str | None, as_json: bool) -> None:
     run_line("pools")
 
 
-@main.group()
-def config() -> None:
-    """Resolved configuration."""
+@main.group(invoke_without_command=True)
+@click.pass_context
+def config(ctx: click.Context) -> None:
+    """Resolved configuration (alone: `config show`)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(config_show, as_json=False)
 
 
 @config.command("show")
@@ -221,100 +319,96 @@ def config_show(as_json: bool) -> None:
 
 
 @main.command()
+@infra_options()
+@click.option("--live", is_flag=True, help="mark the accelerators the cluster has a pool of (provisioned)")
 @json_flag
-def accelerators(as_json: bool) -> None:
+def accelerators(live: bool, as_json: bool) -> None:
     """Every accelerator shape the parser knows (GPU counts, TPU topologies)."""
     from kinetic_tui.core.accelerators import list_accelerators
 
-    emit(list_accelerators(), ("accelerator", "category", "count", "topology", "machine_type", "num_nodes"), as_json)
+    rows = list_accelerators()
+    columns = ["accelerator", "category", "count", "topology", "machine_type", "num_nodes"]
+    if live:
+        provisioned = _provisioned()
+        rows = [{**row, "provisioned": row["accelerator"] in provisioned} for row in rows]
+        columns.append("provisioned")
+    emit(rows, columns, as_json)
 
 
-# -- pools and jobs: the command language ------------------------------------------------------------------
+def _provisioned() -> set[str]:
+    """The canonical (non-spot) accelerators the cluster has a pool of: local pools, or the gke stack's."""
+    import dataclasses
 
+    from kinetic_tui.core.accelerators import parse_accelerator
 
-@main.group()
-def pool() -> None:
-    """Accelerator pools (local: emulated on this machine's CPU; gke: the cluster's node pools)."""
-
-
-@pool.command("list")
-@json_flag
-def pool_list(as_json: bool) -> None:
-    """List pools (local: nodes in use and queued jobs; gke: desired pools and which the stack has)."""
-    infra = _gke_profile()
+    infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
 
-        cli_gke.pool_list(infra, as_json)
-        return
-    run_line("pools", as_json)
+        texts = [spec.accelerator for spec in cli_gke.existing_specs(infra)]
+    else:
+        from kinetic_tui.core.backends.local.workspace import local_backend
 
-
-_NO_APPLY = click.option("--no-apply", is_flag=True, help="gke: only record the desired pools; `up` applies them")
-
-
-@pool.command("add")
-@click.argument("name")
-@click.option("--accelerator", required=True, help="e.g. cpu, l4x2, v5litepod-2x2 (see `accelerators`)")
-@click.option("--nodes", type=int, required=True, help="local: nodes; gke: the autoscaling maximum")
-@click.option("--spot", is_flag=True)
-@click.option("--min", "min_nodes", type=int, help="gke: the autoscaling minimum (default 0)")
-@_NO_APPLY
-@json_flag
-def pool_add(
-    name: str, accelerator: str, nodes: int, spot: bool, min_nodes: int | None, no_apply: bool, as_json: bool
-) -> None:
-    """Add a pool of NODES nodes (gke: record it and apply the stack)."""
-    infra = _gke_profile()
-    if infra is not None:
-        from kinetic_tui.cli import gke as cli_gke
-
-        cli_gke.pool_add(infra, name, accelerator, nodes, min_nodes or 0, spot, not no_apply, as_json)
-        return
-    _local_flags_only(**{"--min": min_nodes is not None, "--no-apply": no_apply})
-    run_line(
-        shlex.join(["pool", "add", name, "--accelerator", accelerator, "--nodes", str(nodes)])
-        + (" --spot" if spot else ""),
-        as_json,
-    )
-
-
-@pool.command("remove")
-@click.argument("name", type=VerbValue(VERBS["pool remove"].positionals[0]))
-@click.option("--yes", is_flag=True, help="do not ask for confirmation")
-@_NO_APPLY
-@json_flag
-def pool_remove(name: str, yes: bool, no_apply: bool, as_json: bool) -> None:
-    """Remove a pool (local: refused while it has active jobs; gke: forget it and apply the stack)."""
-    infra = _gke_profile()
-    if infra is None:
-        _local_flags_only(**{"--no-apply": no_apply})
-    if not yes:
-        click.confirm(f"remove pool {name}?", abort=True)
-    if infra is not None:
-        from kinetic_tui.cli import gke as cli_gke
-
-        cli_gke.pool_remove(infra, name, not no_apply, as_json)
-        return
-    run_line(shlex.join(["pool", "remove", name]), as_json)
+        note_local_overrides()
+        texts = [row.accelerator for row in guard(local_backend).pools()]
+    return {str(dataclasses.replace(parse_accelerator(text), spot=False)) for text in texts}
 
 
 @main.command("build-image")
+@infra_options()
 @click.option(
     "--requirements",
     type=click.Path(exists=True, dir_okay=False),
     help="requirements file baked into the image (default: ./requirements.txt if present)",
 )
 @click.option("--accelerator", default="cpu", show_default=True, help="selects the image category")
+@click.option(
+    "--category",
+    multiple=True,
+    type=click.Choice(["cpu", "gpu", "tpu"]),
+    help="Kinetic's: build the image of each category given (repeatable; overrides --accelerator)",
+)
+@click.option("--repo", help="Kinetic's; refused here: images live in the cluster's own repository")
+@click.option("--tag", help="Kinetic's; refused here: tags are the digest of the image's inputs")
+@click.option(
+    "--dockerfile", type=click.Path(exists=True, dir_okay=False), help="Kinetic's; refused here: the template is fixed"
+)
+@click.option("--update-credentials", is_flag=True, help="Kinetic's Docker Hub login; refused here (no Docker Hub)")
+@NEVER_ASKS
 @json_flag
-def build_image(requirements: str | None, accelerator: str, as_json: bool) -> None:
+def build_image(
+    requirements: str | None,
+    accelerator: str,
+    category: tuple[str, ...],
+    repo: str | None,
+    tag: str | None,
+    dockerfile: str | None,
+    update_credentials: bool,
+    as_json: bool,
+) -> None:
     """Build the bundled job image with Cloud Build unless its tag exists (GKE profiles only)."""
-    infra = _gke_profile()
+    refused = [
+        flag
+        for flag, given in (
+            ("--repo", repo),
+            ("--tag", tag),
+            ("--dockerfile", dockerfile),
+            ("--update-credentials", update_credentials),
+        )
+        if given
+    ]
+    if refused:
+        raise click.UsageError(
+            f"{', '.join(refused)}: not supported; images are built into the cluster's Artifact Registry "
+            f"repository, tagged by the digest of their inputs (use --requirements and --category)"
+        )
+    infra = gke_profile()
     if infra is None:
         raise CliError("build-image is for GKE profiles: the local backend runs jobs without images")
     from kinetic_tui.cli import gke as cli_gke
 
-    cli_gke.build_image(infra, requirements, accelerator, as_json)
+    for chosen in category or (accelerator,):
+        cli_gke.build_image(infra, requirements, chosen, as_json)
 
 
 def _verb_words(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -336,4 +430,5 @@ def help_(verb: tuple[str, ...]) -> None:
 main.add_command(doctor)
 main.add_command(profile)
 main.add_command(jobs)
+main.add_command(pool)
 add_verbs(main)

@@ -31,26 +31,33 @@ def _profile_names(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
 
 @profile.command("create")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--backend", type=click.Choice(["local", "gke"]), default="local", show_default=True)
 @click.option("--project")
 @click.option("--zone")
 @click.option("--cluster")
 @click.option("--namespace")
 @click.option("--use", "make_current", is_flag=True, help="make it the current profile")
+@click.option("--force", is_flag=True, help="overwrite an existing profile of that name")
 def profile_create(
-    name: str,
+    name: str | None,
     backend: str,
     project: str | None,
     zone: str | None,
     cluster: str | None,
     namespace: str | None,
     make_current: bool,
+    force: bool,
 ) -> None:
-    """Create a profile."""
+    """Create a profile (NAME is asked for when not given)."""
     from kinetic_tui.core.profiles import create_profile
 
-    created = guard(lambda: create_profile(name, backend, project, zone, cluster, namespace, make_current=make_current))
+    chosen = name if name is not None else click.prompt("Profile name", type=str)
+    created = guard(
+        lambda: create_profile(
+            chosen, backend, project, zone, cluster, namespace, make_current=make_current, replace=force
+        )
+    )
     click.echo(f"profile {created.name} created" + (" and in use" if make_current else ""))
 
 
@@ -96,6 +103,7 @@ def profile_show(name: str | None, as_json: bool) -> None:
 
 @profile.command("rm")
 @click.argument("name", shell_complete=_profile_names)
+@click.option("--yes", "-y", is_flag=True, expose_value=False, help="accepted as Kinetic's; rm never asks here")
 def profile_rm(name: str) -> None:
     """Remove a profile (not the current one)."""
     from kinetic_tui.core.profiles import remove_profile

@@ -13,11 +13,13 @@ not parse exits 2 with the parser's one-line error). Click's own parse serves `-
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 from click.shell_completion import CompletionItem
 
+from kinetic_tui.cli.options import cli_words, note_local_overrides
 from kinetic_tui.cli.output import JSON_HELP, run_line
 from kinetic_tui.core.commands.grammar import Flag, Positional, Verb
 from kinetic_tui.core.commands.help import flag_notes
@@ -63,14 +65,16 @@ class VerbValue(_TextParamType):
 
 
 class VerbCommand(click.Command):
-    """The click face of one verb (see the module docstring for who judges its arguments)."""
+    """The click face of one verb (see the module docstring for who judges its arguments). `extra` are the
+    CLI's own options (`--project`, ...): click applies them, and they are removed from the words."""
 
-    def __init__(self, verb: Verb, name: str | None = None) -> None:
+    def __init__(self, verb: Verb, name: str | None = None, extra: Sequence[click.Parameter] = ()) -> None:
         self.verb = verb
+        self.extra = tuple(extra)
         super().__init__(
             name or verb.name.split()[-1],
             callback=self._run,
-            params=_params(verb),
+            params=[*_params(verb), *self.extra],
             help=_help(verb),
             short_help=verb.help,
             no_args_is_help=False,
@@ -82,11 +86,18 @@ class VerbCommand(click.Command):
             return super().parse_args(ctx, args)
         try:
             return super().parse_args(ctx, args)
-        except click.UsageError:
+        except click.BadParameter as exc:
+            if exc.param in self.extra:  # the CLI's own option: the command language never sees it
+                raise
             return []  # the parser explains the problem when the words run
+        except click.UsageError:
+            return []
 
     def _run(self, **_parsed: Any) -> None:
-        words, as_json = split_json_flag(click.get_current_context().meta[_WORDS])
+        typed = click.get_current_context().meta[_WORDS]
+        if self.extra:
+            note_local_overrides()
+        words, as_json = split_json_flag(cli_words(typed, self.verb.flags, self.extra))
         run_line(shlex.join([*self.verb.name.split(), *words]), as_json)
 
 
@@ -106,12 +117,13 @@ def _params(verb: Verb) -> list[click.Parameter]:
         for pos in verb.positionals
     ]
     for flag in verb.flag_table.values():
+        names = [flag.name, flag.short] if flag.short else [flag.name]
         if flag.type is None:
-            params.append(click.Option([flag.name], is_flag=True, help=flag.help))
+            params.append(click.Option(names, is_flag=True, help=flag.help))
         else:
             params.append(
                 click.Option(
-                    [flag.name],
+                    names,
                     type=VerbValue(flag),
                     metavar=flag.metavar,
                     multiple=flag.repeatable,

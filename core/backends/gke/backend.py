@@ -298,14 +298,16 @@ class GkeBackend:
             return state
         return self._settle(job_id, JobStatus.CANCELLED, None, "cancelled", propagation="Foreground")
 
-    def cleanup(self, job_id: str) -> None:
-        """Delete the workload and the job's prefix in the bucket, keeping the records a finished job is still
-        asked about (handle, result summaries, outcome, outputs). Refused while the job may still run."""
+    def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
+        """Delete the `workload` and the job's prefix in the bucket (`uploads`), keeping the records a finished
+        job is still asked about (handle, result summaries, outcome, outputs). Refused while the job may
+        still run."""
         state = self.refresh(job_id)
         if not state.status.finished:
             raise ValidationError(f"job {job_id} is {state.status.value}; cancel it or wait before cleanup")
-        self._delete(job_id, "Background")
-        for key in self.storage.list(f"{job_id}/"):
+        if workload:
+            self._delete(job_id, "Background")
+        for key in self.storage.list(f"{job_id}/") if uploads else ():
             if not key[len(job_id) + 1 :].startswith(KEEP_ON_CLEANUP):
                 self.storage.delete_prefix(key)
 

@@ -171,8 +171,8 @@ class GkeCluster:
         state = self._remember(self._backend(job_id).cancel(job_id))
         return self._record(job_id, state, self.desired.list())
 
-    def cleanup(self, job_id: str) -> None:
-        self._backend(job_id).cleanup(job_id)
+    def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
+        self._backend(job_id).cleanup(job_id, workload, uploads)
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ Decisions the spec leaves open:
   node selector tells them apart), two on-demand `l4x1` pools may not (a job could not pick one).
 - Accelerators are stored canonically (`format_accelerator`) with spot as its own column, so `v5e-2x2`
   and `v5litepod-2x2`, or `l4:spot` and `l4 --spot`, are the same pool.
-- Reservations are not recorded: the CLI has no flag for them yet.
+- A pool's capacity reservation is recorded with it (`--reservation`); spot pools cannot have one.
 """
 
 from __future__ import annotations
@@ -41,21 +41,32 @@ class GkePools:
         """The desired pools, by name (the order the Pulumi program declares them in)."""
         return tuple(_spec(*row) for row in self._rows.all())
 
-    def add(self, name: str, accelerator: str, max_nodes: int, min_nodes: int = 0, spot: bool = False) -> NodePoolSpec:
+    def add(
+        self,
+        name: str,
+        accelerator: str,
+        max_nodes: int,
+        min_nodes: int = 0,
+        spot: bool = False,
+        reservation: str | None = None,
+    ) -> NodePoolSpec:
         """Record a pool after NodePoolSpec validated it; a taken name or accelerator changes nothing."""
         from kinetic_tui.infra import NodePoolSpec
 
-        spec = NodePoolSpec(name, accelerator, min_nodes=min_nodes, max_nodes=max_nodes, spot=spot)
+        spec = NodePoolSpec(
+            name, accelerator, min_nodes=min_nodes, max_nodes=max_nodes, spot=spot, reservation=reservation
+        )
         canonical = _canonical(spec)
         with self._db.transaction() as conn:
             clash = self._rows.clash(conn, name, canonical, spec.is_spot())
             if clash is not None:
                 raise ValidationError(self._clash_message(spec, *clash))
             try:
-                self._rows.insert(conn, (name, canonical, int(spec.is_spot()), spec.min_nodes, spec.max_nodes))
+                row = (name, canonical, int(spec.is_spot()), spec.min_nodes, spec.max_nodes, spec.reservation)
+                self._rows.insert(conn, row)
             except sqlite3.IntegrityError:  # another process added the same pool since the check
                 raise ValidationError(f"pool {name!r} was just added by another process") from None
-        return _spec(name, canonical, spec.is_spot(), spec.min_nodes, spec.max_nodes)
+        return _spec(*row)
 
     def get(self, name: str) -> NodePoolSpec:
         """One pool; an unknown name is a NotFoundError listing the pools there are."""
@@ -89,7 +100,11 @@ def _canonical(spec: NodePoolSpec) -> str:
     return format_accelerator(dataclasses.replace(spec.config, spot=False))
 
 
-def _spec(name: str, accelerator: str, spot: int | bool, min_nodes: int, max_nodes: int) -> NodePoolSpec:
+def _spec(
+    name: str, accelerator: str, spot: int | bool, min_nodes: int, max_nodes: int, reservation: str | None = None
+) -> NodePoolSpec:
     from kinetic_tui.infra import NodePoolSpec
 
-    return NodePoolSpec(name, accelerator, min_nodes=min_nodes, max_nodes=max_nodes, spot=bool(spot))
+    return NodePoolSpec(
+        name, accelerator, min_nodes=min_nodes, max_nodes=max_nodes, spot=bool(spot), reservation=reservation
+    )

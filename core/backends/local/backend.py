@@ -348,12 +348,13 @@ class LocalBackend:
         if rest:
             yield rest
 
-    def cleanup(self, job_id: str) -> None:
-        """Remove the job's working directories (logs and result stay; a lane removes its own)."""
+    def cleanup(self, job_id: str, workload: bool = True) -> None:
+        """Remove the job's working directories (logs and result stay; a lane removes its own); refused
+        while the job runs even when `workload` is False, as the caller removes its inputs next."""
         row = self.refresh(job_id)
         if not row.status.finished:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
-        if not row.in_lane:
+        if workload and not row.in_lane:
             discard(row.job_dir / "work")
 
     def log_reader(self, job_id: str) -> LogReader:

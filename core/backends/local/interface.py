@@ -99,8 +99,8 @@ class LocalInterface:
     def cancel(self, job_id: str) -> JobRow:
         return self.backend.cancel(job_id)
 
-    def cleanup(self, job_id: str) -> None:
-        self.backend.cleanup(job_id)
+    def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
+        self.backend.cleanup(job_id, workload)  # the uploads are the handle's: the storage is the caller's
 
     # -- listings and pools ---------------------------------------------------------------------------------
 
