@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kinetic_tui.core.backends.local.forkserver import LOCK_NAME, read_proc_stat
+from kinetic_tui.core.backends.local.forkserver import LOCK_NAME, ProcStat, read_proc_stat
 from kinetic_tui.core.supervisor import process as supervisor
 
 KINDS = ("forkserver", "supervisor", "lane", "job", "client")
@@ -32,12 +32,20 @@ class Target:
     jobs: tuple[str, ...] = field(default=())  # the job ids it runs (a job runner) or holds (a lane)
 
     def same_process(self) -> bool:
-        stat = read_proc_stat(self.pid)
+        stat = _stat(self.pid)
         return stat is not None and stat.start_time == self.start_time and stat.state not in ("Z", "X")
 
 
+def _stat(pid: int) -> ProcStat | None:
+    """The kernel's view of `pid`; None when it is gone, also when it vanishes while being read."""
+    try:
+        return read_proc_stat(pid)
+    except (ValueError, IndexError):
+        return None
+
+
 def _target(kind: str, pid: int, jobs: tuple[str, ...] = ()) -> Target | None:
-    stat = read_proc_stat(pid)
+    stat = _stat(pid)
     if stat is None or stat.state in ("Z", "X"):
         return None
     return Target(kind, pid, stat.start_time, jobs)
@@ -137,7 +145,7 @@ def ours(home: Path) -> list[int]:
             environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        stat = read_proc_stat(int(entry))
+        stat = _stat(int(entry))
         if marker in environ and stat is not None and stat.state not in ("Z", "X"):
             found.append(int(entry))
     return found

@@ -62,8 +62,16 @@ KNOWN = (
         "dropped a spawn request",
     ),
     Known(
-        "supervisor trial step",
-        "a trial the supervisor submits cannot import the study's --step module (it is not the client's cwd)",
+        "killed trial submitter",
+        "the supervisor killed while it submits a study's trial leaves the trial Failed 'never submitted' after "
+        "60 s, so the study never completes its budget",
+        ("training",),
+        "was never submitted",
+    ),
+    Known(
+        "step not shipped",
+        "an attempt of a --step training submitted by `resume` (even from the project directory) or by the "
+        "supervisor (a study's next trial) ships without the step's project: ModuleNotFoundError",
         ("training",),
         "ModuleNotFoundError",
     ),
@@ -286,11 +294,15 @@ def check_results(world: World, acks: list[dict[str, Any]], verdict: Verdict) ->
 
 def check_training(world: World, training: str, study: str, verdict: Verdict) -> None:
     names = [training] + [t["training"] for t in world.study.get("trials", [])]
+    failed = False
     for name in names:
         snapshot = world.trainings.get(name)
         if snapshot is None or snapshot["status"] != "Completed":
             what = snapshot and (snapshot["status"], snapshot["error"])
             verdict.add("training", f"training {name} did not complete: {what}")
+            failed = True
+    if failed:
+        return  # the study cannot complete; the trials' own failures say why
     if world.study.get("status") != "Completed" or len(world.study.get("trials", [])) != world.study.get("budget"):
         verdict.add("training", f"study {study} did not complete its budget: {world.study}")
 

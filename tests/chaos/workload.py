@@ -162,7 +162,7 @@ class Size:
     max_seconds: float  # the fault phase ends when the clients are done or after this long
     client_kills: int  # at most this many clients are SIGKILLed (the others are only stopped)
     settle_seconds: float  # how long the home may take to come to rest once the faults end
-    training_epochs: int = 6
+    training_epochs: int = 12
     study_trials: int = 3
 
     @property
@@ -178,7 +178,7 @@ QUICK = Size(
     6, 12, 4, 5, 4, 40, 0.5, fault_every=0.35, min_faults=30, max_seconds=30, client_kills=2, settle_seconds=30
 )
 SOAK = Size(
-    60, 25, 30, 10, 50, 76, 0.5, fault_every=0.25, min_faults=500, max_seconds=1800, client_kills=10, settle_seconds=120
+    30, 25, 10, 10, 40, 110, 1.0, fault_every=0.25, min_faults=500, max_seconds=1800, client_kills=8, settle_seconds=120
 )
 
 
@@ -199,7 +199,7 @@ def client_specs(rng: random.Random, size: Size, project: Project) -> list[dict[
     clients, and map clients (lanes; retries=1; half wait, half leave so nobody drives their retries)."""
     specs: list[dict[str, Any]] = []
     for c in range(size.async_clients):
-        jobs = _jobs(rng, f"a{c}", size.async_jobs, 0.15)
+        jobs = _jobs(rng, f"a{c}", size.async_jobs, 0.25)
         specs.append({"name": f"async-{c}", "actions": [{"op": "async", "jobs": jobs, "wait": c % 2 == 0}]})
     for c in range(size.blocking_clients):
         jobs = _jobs(rng, f"b{c}", size.blocking_jobs, 0.2)
