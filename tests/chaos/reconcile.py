@@ -273,7 +273,15 @@ def _tail(job_id: str) -> list[str]:
 
 
 def check_results(world: World, acks: list[dict[str, Any]], verdict: Verdict) -> None:
-    """Every SUCCEEDED acknowledged single job gives back its value through a handle, from this process."""
+    """Every SUCCEEDED acknowledged job gives back its value through a handle or its batch, from this process."""
+    for group in world.attempts:
+        batch = kinetic.attach_batch(group)
+        values = batch.results(return_exceptions=True, timeout=10)
+        for handle, value in zip(batch.handles(), values):
+            if world.jobs.get(handle.job_id, {}).get("status") == "SUCCEEDED" and (
+                not isinstance(value, dict) or value.get("job") != handle.job_id
+            ):
+                verdict.add("wrong-value", f"{handle.job_id} of {group} is SUCCEEDED but its batch gave {value!r}")
     singles = {a["job"] for a in acks if a["op"] == "async"}
     for job_id in sorted(singles):
         row = world.jobs.get(job_id)
