@@ -51,7 +51,7 @@ KNOWN = (
         "killed launcher",
         "a job claimed by a process killed before it recorded the job's processes holds its node for 60 s, then "
         "is FAILED 'claimed but its processes never started', even when it ran and succeeded",
-        ("succeeded-recorded-failed", "unexplained", "stuck"),
+        ("succeeded-recorded-failed", "unexplained", "stuck", "training"),
         "claimed but its processes never started",
     ),
     Known(
@@ -67,6 +67,13 @@ KNOWN = (
         "60 s, so the study never completes its budget",
         ("training",),
         "was never submitted",
+    ),
+    Known(
+        "launch failure fails a training",
+        "a training attempt whose launch failed because the fork server died mid-spawn makes the training Failed "
+        "for good (not Stopped and resumable), so its study never completes",
+        ("training",),
+        "in phase launch without reporting completion",
     ),
     Known(
         "step not shipped",

@@ -12,9 +12,12 @@ attempts), clients. Ground truth: the marker files the job functions write per e
 The expectation per fault kind:
 - fork server, SIGKILL or SIGSTOP: the jobs it forked go on and end in the state their markers say (a job
   that returned is SUCCEEDED and its result readable); a job being forked at that instant may fail in
-  phase `launch` without having run; the next launch starts a new server.
+  phase `launch` without having run (a training attempt so failed leaves its training resumable); the next
+  launch starts a new server.
 - supervisor, SIGKILL or SIGSTOP: nothing is lost; the queue moves again once anything brings a supervisor
-  back (a client, the CLI); no job stays PENDING; the study keeps submitting its trials.
+  back (a client, the CLI); no job stays PENDING; the study keeps submitting its trials. A job it (or a
+  client) had claimed but not yet launched when killed goes back to the queue, or, if it ran, settles
+  from its own result.
 - job runner, SIGKILL: that job is FAILED (phase `lost`; a training attempt makes its training Stopped,
   and `resume` continues from the last checkpoint), unless it had already recorded its result, then it is
   SUCCEEDED. SIGSTOP: the job only takes longer and ends as its marker says.
@@ -23,10 +26,14 @@ The expectation per fault kind:
 - client, SIGKILL: what it was acknowledged (a handle, a batch) still runs to the end, exactly once; a
   killed map client's failed inputs are retried by the next watcher (here the reconcile step). SIGSTOP: the
   client resumes and gets its values.
+- every training and every trial of the study completes, after `resume` where a fault stopped it.
 What must never happen, whatever the faults: a job whose marker says it returned recorded FAILED or lost;
 an acknowledged job missing; a job left PENDING or RUNNING; a job id run twice, or an input run under two
 ids that are not recorded attempts of it; a damaged store (`PRAGMA integrity_check`); `kinetic-tui doctor`
 (once it exists) reporting a problem; a process of the home left running after `down`.
+
+Defects this test found are recognised by their violations (`reconcile.KNOWN`): a run whose violations
+are all reported defects is an expected failure naming them; any other violation fails the test.
 
 The quick run is part of the suite; `KINETIC_SOAK=1` runs the soak (>= 5,000 jobs, >= 500 faults).
 `KINETIC_CHAOS_SEED=N` replays a seed (the seed drives the workload and every choice of the injector;
@@ -171,7 +178,7 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     print(json.dumps(report, indent=1))
     (base / "report.json").write_text(json.dumps({**report, "faults_log": injector.faults}, indent=1))
     assert not injector.errors, f"the injector failed: {injector.errors[:5]}"
-    assert len(world.jobs) >= size.planned_jobs * 0.6, f"too few jobs ran: {len(world.jobs)}"
+    assert len(world.jobs) >= size.min_jobs, f"too few jobs ran: {len(world.jobs)}"
     assert len(injector.faults) >= size.min_faults, report
     assert injector.kinds_hit() == set(processes.KINDS), report
     known = verdict.known()
@@ -192,11 +199,9 @@ def chaos_home(kinetic_home: Path) -> Iterator[Path]:
 
 
 def test_chaos_quick(tmp_path: Path, chaos_home: Path) -> None:
-    report = run_chaos(tmp_path, chaos_home, workload.QUICK, _seed())
-    assert report["jobs"] >= 200
+    run_chaos(tmp_path, chaos_home, workload.QUICK, _seed())
 
 
 @pytest.mark.skipif(not SOAK, reason="the soak runs by hand: KINETIC_SOAK=1")
 def test_chaos_soak(tmp_path: Path, chaos_home: Path) -> None:
-    report = run_chaos(tmp_path, chaos_home, workload.SOAK, _seed())
-    assert report["jobs"] >= 5000 and report["faults"] >= 500
+    run_chaos(tmp_path, chaos_home, workload.SOAK, _seed())

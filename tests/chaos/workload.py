@@ -162,23 +162,28 @@ class Size:
     max_seconds: float  # the fault phase ends when the clients are done or after this long
     client_kills: int  # at most this many clients are SIGKILLed (the others are only stopped)
     settle_seconds: float  # how long the home may take to come to rest once the faults end
+    min_jobs: int = 200  # the run must reach this many jobs (a killed client submits no more)
     training_epochs: int = 12
     study_trials: int = 3
 
-    @property
-    def planned_jobs(self) -> int:
-        return (
-            self.async_clients * self.async_jobs
-            + self.blocking_clients * self.blocking_jobs
-            + self.map_clients * self.map_inputs
-        )
-
 
 QUICK = Size(
-    6, 12, 4, 5, 4, 40, 0.5, fault_every=0.35, min_faults=30, max_seconds=30, client_kills=2, settle_seconds=30
+    6, 14, 4, 5, 4, 50, 0.5, fault_every=0.35, min_faults=30, max_seconds=30, client_kills=2, settle_seconds=30
 )
 SOAK = Size(
-    30, 25, 10, 10, 40, 110, 1.0, fault_every=0.25, min_faults=500, max_seconds=1800, client_kills=8, settle_seconds=120
+    30,
+    25,
+    10,
+    10,
+    40,
+    110,
+    1.0,
+    fault_every=0.25,
+    min_faults=500,
+    max_seconds=1800,
+    client_kills=8,
+    settle_seconds=120,
+    min_jobs=5000,
 )
 
 
