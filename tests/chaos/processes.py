@@ -1,0 +1,151 @@
+"""Finding every kind of process of one home, reliably, from what the product itself records.
+
+- the fork server: the holder of its lock `run/forkserver.lock` in the kernel's lock table, whose cmdline is
+  `forkserver.py serve {home}/run ...`;
+- the supervisor: the pid in its lease, read only while the lease is held (`supervisor.running`);
+- job runners: the hosts the store records on RUNNING job rows;
+- lane runners: the hosts the store records on open lanes;
+- clients: the processes the test started (it knows their pids).
+Every process found is named by (pid, kernel start time), so a signal never reaches a reused pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kinetic_tui.core.backends.local.forkserver import LOCK_NAME, ProcStat, read_proc_stat
+from kinetic_tui.core.supervisor import process as supervisor
+
+KINDS = ("forkserver", "supervisor", "lane", "job", "client")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    pid: int
+    start_time: int
+    jobs: tuple[str, ...] = field(default=())  # the job ids it runs (a job runner) or holds (a lane)
+
+    def same_process(self) -> bool:
+        stat = _stat(self.pid)
+        return stat is not None and stat.start_time == self.start_time and stat.state not in ("Z", "X")
+
+
+def _stat(pid: int) -> ProcStat | None:
+    """The kernel's view of `pid`; None when it is gone, also when it vanishes while being read."""
+    try:
+        return read_proc_stat(pid)
+    except (ValueError, IndexError):
+        return None
+
+
+def _target(kind: str, pid: int, jobs: tuple[str, ...] = ()) -> Target | None:
+    stat = _stat(pid)
+    if stat is None or stat.state in ("Z", "X"):
+        return None
+    return Target(kind, pid, stat.start_time, jobs)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _lock_holders(path: Path) -> set[int]:
+    """The pids holding a flock on `path`, from the kernel's lock table (/proc/locks)."""
+    try:
+        inode = path.stat().st_ino
+        table = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return set()
+    holders = set()
+    for line in table:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            holders.add(int(fields[4]))
+    return holders
+
+
+def forkservers(home: Path) -> list[int]:
+    """The server holding the home's fork server lock, if its cmdline says it is one (a forked job keeps the
+    template's cmdline, so the cmdline alone cannot tell a server from an orphaned job)."""
+    run_dir = str(home / "run")
+    found = []
+    for pid in sorted(_lock_holders(home / "run" / LOCK_NAME)):
+        cmdline = _cmdline(pid)
+        if len(cmdline) > 3 and cmdline[1].endswith("forkserver.py") and cmdline[2:4] == ["serve", run_dir]:
+            found.append(pid)
+    return found
+
+
+def _store_rows(home: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
+    """(job_id, hosts) of RUNNING jobs and (lane_id, hosts, job ids) of open lanes, read-only."""
+    path = home / "state.db"
+    if not path.exists():
+        return [], []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+    try:
+        jobs = conn.execute(
+            "SELECT job_id, hosts FROM jobs WHERE status = 'RUNNING' AND hosts IS NOT NULL AND lane IS NULL"
+        ).fetchall()
+        lanes = conn.execute("SELECT lane_id, hosts FROM lanes WHERE ended_at IS NULL AND hosts IS NOT NULL").fetchall()
+        held = conn.execute("SELECT lane, job_id FROM jobs WHERE lane IS NOT NULL").fetchall()
+    except sqlite3.OperationalError:  # the schema is still being created
+        return [], []
+    finally:
+        conn.close()
+    by_lane: dict[str, list[str]] = {}
+    for lane, job_id in held:
+        by_lane.setdefault(lane, []).append(job_id)
+    return jobs, [(lane_id, hosts, by_lane.get(lane_id, [])) for lane_id, hosts in lanes]
+
+
+def discover(home: Path, clients: list[int]) -> dict[str, list[Target]]:
+    """The live processes of each kind right now."""
+    found: dict[str, list[Target]] = {kind: [] for kind in KINDS}
+
+    def add(kind: str, pid: int, jobs: tuple[str, ...] = ()) -> None:
+        target = _target(kind, pid, jobs)
+        if target is not None:
+            found[kind].append(target)
+
+    for pid in forkservers(home):
+        add("forkserver", pid)
+    holder = supervisor.running(home)
+    if holder:
+        add("supervisor", holder)
+    with contextlib.suppress(sqlite3.Error):
+        jobs, lanes = _store_rows(home)
+        for job_id, hosts in jobs:
+            for host in json.loads(hosts):
+                add("job", host["pid"], (job_id,))
+        for _lane_id, hosts, held in lanes:
+            for host in json.loads(hosts):
+                add("lane", host["pid"], tuple(held))
+    for pid in clients:
+        add("client", pid)
+    return found
+
+
+def ours(home: Path) -> list[int]:
+    """Every live process whose environment names this home (what must be gone after the test)."""
+    marker = f"KINETIC_HOME={home}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        stat = _stat(int(entry))
+        if marker in environ and stat is not None and stat.state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
