@@ -357,7 +357,7 @@ def fused_path(ref: dict[str, Any]) -> str | None:
     not fused or its mount is absent (a job run where no CSI driver mounted it): then it is copied."""
     if not ref.get("fuse"):
         return None
-    uri = ref["uri"]
+    uri: str = ref["uri"]
     if not uri.startswith("gs://"):
         return uri.rstrip("/") or uri
     mount = ref.get("mount_path")
@@ -367,13 +367,16 @@ def fused_path(ref: dict[str, Any]) -> str | None:
     return mount if ref.get("is_dir") else os.path.join(mount, _ref_name(ref))
 
 
+_HF_OPTIONS = ("split", "config_name", "revision")
+
+
 def _hf_source(uri: str) -> tuple[str, dict[str, str | None]]:
     """`hf://OWNER/NAME?split=&config_name=&revision=` -> (repo id, those options)."""
     import urllib.parse
 
     parsed = urllib.parse.urlparse(uri)
     query = urllib.parse.parse_qs(parsed.query)
-    options = {key: (query.get(key) or [None])[0] for key in ("split", "config_name", "revision")}
+    options: dict[str, str | None] = {key: query[key][0] if query.get(key) else None for key in _HF_OPTIONS}
     return (parsed.netloc + parsed.path).strip("/"), options
 
 
