@@ -268,3 +268,8 @@ def _has_datasets() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_volume_under_the_fused_arguments_mount_root_is_refused(data_jobs: ModuleType, dataset: Path) -> None:
+    with pytest.raises(ValueError, match=r"'/kinetic/data/x' is under /kinetic/data, where fused Data arguments"):
+        kinetic.run(volumes={"/kinetic/data/x": Data(dataset)})(data_jobs.describe)
