@@ -7,12 +7,16 @@ accelerators GKE offers, with their machine types, counts and topologies.
 
 Canonical forms (what `str(config)` prints, and what parses back to an equal config):
 `cpu`, `l4x2`, `v5litepod-2x4`, each with an optional `:spot` suffix.
+
+Kinetic's strings parse to the shapes Kinetic gives them, with two exceptions kept on purpose: `cpu:spot`
+stays a spot CPU (Kinetic drops the flag), and a bare count no GPU offers (`32`) is refused with a pointer
+to `tpu:32` instead of silently becoming a multi-host TPU slice.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
+import secrets
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -297,6 +301,17 @@ def _parse_gpu(body: str, spot: bool) -> GpuConfig:
     return _gpu_sized(*split, spot)
 
 
+def _bare_count(text: str, spot: bool) -> GpuConfig:
+    """A bare `N` means N GPUs; a count only TPU slices offer names its `tpu:N` form rather than guessing."""
+    try:
+        return _gpu_by_count(text, spot)
+    except ValidationError as exc:
+        count = _as_count(text)
+        if count is not None and any(count in model.slices for model in _TPUS.values()):
+            raise ValidationError(f"{exc}; for a TPU slice of {count} chips write tpu:{count}") from None
+        raise
+
+
 def _parse_tpu(spec: str, body: str, spot: bool) -> TpuConfig:
     if _DIGITS.fullmatch(body):
         return _tpu_by_chips(body, spot)
@@ -307,8 +322,8 @@ def _parse_tpu(spec: str, body: str, spot: bool) -> TpuConfig:
 
 
 def _parse_spec(spec: str, spot: bool) -> AcceleratorConfig:
-    if spec == "cpu":
-        return CpuConfig(spot)
+    if spec == "cpu" or (spec.startswith("cpu:") and _DIGITS.fullmatch(spec[4:])):
+        return CpuConfig(spot)  # `cpu:N`: a CPU job; the node's cores are the pool's business, not the job's
     if spec == "gpu":
         return _gpu("l4", 1, spot)
     if spec == "tpu":
@@ -320,7 +335,7 @@ def _parse_spec(spec: str, spot: bool) -> AcceleratorConfig:
     if prefixed:
         return _parse_gpu(body, spot) if kind == "gpu" else _parse_tpu(spec, body, spot)
     if _DIGITS.fullmatch(spec):
-        return _gpu_by_count(spec, spot)
+        return _bare_count(spec, spot)
     split_gpu = _split_gpu(spec)
     if split_gpu is not None:
         return _gpu_sized(*split_gpu, spot)
@@ -332,16 +347,19 @@ def _parse_spec(spec: str, spot: bool) -> AcceleratorConfig:
     )
 
 
-def parse_accelerator(text: str) -> AcceleratorConfig:
-    """Parse an `accelerator=` string (case-insensitive, surrounding whitespace ignored).
+def parse_accelerator(text: str, spot: bool = False) -> AcceleratorConfig:
+    """Parse an `accelerator=` string (case-insensitive, surrounding whitespace ignored); `spot=True` asks
+    for preemptible capacity as a `:spot` suffix does.
 
     Raises `ValidationError` (a `ValueError`) naming the valid choices for whatever name it got.
     """
     if not isinstance(text, str):
         raise ValidationError(f"accelerator must be a string such as 'cpu', 'l4x2' or 'v5e-2x2', not {text!r}")
+    if not isinstance(spot, bool):
+        raise ValidationError(f"spot must be True or False, not {spot!r}")
     spec = text.strip().lower()
-    spot = spec.endswith(_SPOT)
-    if spot:
+    if spec.endswith(_SPOT):
+        spot = True
         spec = spec[: -len(_SPOT)]
     try:
         return _parse_spec(spec, spot)
@@ -363,18 +381,24 @@ def category(config: AcceleratorConfig) -> str:
         raise TypeError(f"not an accelerator config: {config!r}") from None
 
 
+def get_category(text: str) -> str:
+    """`"cpu"`, `"gpu"` or `"tpu"` for an accelerator string (a bad string raises as `parse_accelerator` does)."""
+    return category(parse_accelerator(text))
+
+
+def generate_pool_name(config: AcceleratorConfig) -> str:
+    """A fresh GKE node pool name for an accelerator: `gpu-NAME-XXXX` or `tpu-NAME-XXXX`, XXXX random hex.
+
+    CPU work runs on the cluster's default pool, so a CPU config has no pool name (a `TypeError`)."""
+    if isinstance(config, (GpuConfig, TpuConfig)):
+        return f"{category(config)}-{config.name}-{secrets.token_hex(2)}"
+    raise TypeError(f"a node pool name needs a GPU or TPU config, not {config!r}")
+
+
 def format_accelerator(config: AcceleratorConfig) -> str:
     """The canonical string; `parse_accelerator(format_accelerator(c)) == c` for every registry config."""
     category(config)
     return str(config)
-
-
-def generate_pool_name(config: AcceleratorConfig) -> str:
-    """A fresh node pool name for `config`: `gpu-{name}-{hex4}` or `tpu-{name}-{hex4}` as Kinetic names them
-    (`cpu-{hex4}` for a CPU pool, which Kinetic has no name for); the random suffix keeps names unique."""
-    suffix = uuid.uuid4().hex[:4]
-    kind = category(config)
-    return f"{kind}-{suffix}" if isinstance(config, CpuConfig) else f"{kind}-{config.name}-{suffix}"
 
 
 def is_multi_host(config: AcceleratorConfig) -> bool:

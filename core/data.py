@@ -1,7 +1,8 @@
-"""`Data`: local or `gs://` inputs that travel to the job by reference, not inside the pickle.
+"""`Data`: local, `gs://` or `hf://` inputs that travel to the job by reference, not inside the pickle.
 
 Local data is content-hashed and uploaded once to `data-cache/{hash}/` in the jobs bucket; the marker
 `data-markers/{hash}` is written last, so a later job with the same content pays one `exists()` call.
+Each Data logs Kinetic's lines: "Data cache hit (hash=...)" or "Uploading data (hash=...)".
 
 Content hash (hex SHA-256), defined precisely so any client computes the same key:
 - each file contributes `sha256(relpath + b"\\0" + bytes).hexdigest()`, where `relpath` is the POSIX path
@@ -11,6 +12,11 @@ Content hash (hex SHA-256), defined precisely so any client computes the same ke
 Directories are walked without following symlinked sub-directories (no cycles); symlinked files are read
 through; entries that are not regular files (broken links, sockets) are skipped. Empty directories
 contribute nothing.
+
+`fuse=True` reads the data where it is stored instead of copying it into the job: on GKE the bucket is
+mounted read-only through the GCS FUSE CSI driver at the ref's `mount_path`; on the local backend the job
+is handed the path of the cached content itself. `hf://OWNER/NAME[?split=&config_name=&revision=]` names
+a Hugging Face dataset, fetched on the job's side (never on the client), so it cannot be fused.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import os
+import posixpath
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import PathNotFoundError, ValidationError
 
 if TYPE_CHECKING:
     from kinetic_tui.core.storage.base import Uploads
@@ -31,36 +39,73 @@ if TYPE_CHECKING:
 DATA_REF_KEY = "__kinetic_data_ref__"
 CACHE_PREFIX = "data-cache"
 MARKER_PREFIX = "data-markers"
+FUSE_MOUNT_ROOT = "/kinetic/data"  # where a GKE pod mounts fused Data passed as an argument
 _CHUNK = 1 << 20
+_REMOTE_SCHEMES = ("gs://", "hf://")
+log = logging.getLogger(__name__)
 
 
 class Data:
-    """A file or directory the job needs, shipped through the bucket's content-addressed cache."""
+    """A file or directory the job needs, shipped through the bucket's content-addressed cache.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    `path`: a local file or directory, `gs://BUCKET/OBJECT` (a trailing `/` names a prefix) or
+    `hf://DATASET`. `fuse`: read in place, read-only, instead of copying into the job. `hf_trust_remote_code`:
+    let a Hugging Face dataset run its own loading code in the job.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fuse: bool = False, hf_trust_remote_code: bool = False) -> None:
         text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
         if not isinstance(text, str) or not text:
             raise ValidationError(f"Data path must be a non-empty str or os.PathLike, got {path!r}")
-        if text.startswith("gs://"):
-            if len(text.rstrip("/")) <= len("gs://"):
-                raise ValidationError(f"Data path {text!r} names no bucket: use gs://BUCKET/OBJECT")
-            self.uri: str | None = text
-            self.local_path: Path | None = None
-            self.is_dir = text.endswith("/")
-            self.name = text.rstrip("/").rsplit("/", 1)[-1]
+        for name, flag in (("fuse", fuse), ("hf_trust_remote_code", hf_trust_remote_code)):
+            if not isinstance(flag, bool):
+                raise ValidationError(f"Data {name} must be True or False, got {flag!r}")
+        self.fuse, self.hf_trust_remote_code = fuse, hf_trust_remote_code
+        self.local_path: Path | None = None
+        if text.startswith(_REMOTE_SCHEMES):
+            self._remote(text)
             return
-        local = Path(text).expanduser().resolve()
+        self.uri: str | None = None
+        self._path = os.path.abspath(os.path.expanduser(text))
+        local = Path(self._path).resolve()
         if not local.exists():
-            raise ValidationError(
-                f"Data path {text!r} does not exist (expected a local file, a directory or a gs:// URI)"
+            raise PathNotFoundError(
+                f"Data path {text!r} does not exist (resolved to {self._path}); expected a local file, "
+                f"a directory, a gs:// URI or an hf:// dataset"
             )
-        self.uri = None
         self.local_path = local
         self.is_dir = local.is_dir()
         self.name = local.name
 
+    def _remote(self, text: str) -> None:
+        scheme, rest = text[:5], text[5:].split("?", 1)[0].strip("/")
+        if not rest:
+            example = "gs://BUCKET/OBJECT" if scheme == "gs://" else "hf://OWNER/DATASET?split=train"
+            raise ValidationError(f"Data path {text!r} names nothing after {scheme}: use {example}")
+        if scheme == "hf://" and self.fuse:
+            raise ValidationError(
+                f"Data {text!r}: fuse=True is for local and gs:// data; an hf:// dataset is always downloaded"
+            )
+        self.uri = text
+        self._path = text
+        self.is_dir = scheme == "hf://" or text.endswith("/")
+        self.name = rest.rsplit("/", 1)[-1]
+
+    @property
+    def path(self) -> str:
+        """The absolute local path, or the URI as given."""
+        return self._path
+
+    @property
+    def is_gcs(self) -> bool:
+        return self._path.startswith("gs://")
+
+    @property
+    def is_hf(self) -> bool:
+        return self._path.startswith("hf://")
+
     def __repr__(self) -> str:
-        return f"Data({self.uri or str(self.local_path)!r})"
+        return f"Data({self._path!r}{', fuse=True' if self.fuse else ''})"
 
     def files(self) -> list[tuple[str, Path]]:
         """(relpath, path) of every regular file, sorted; a single file is listed under its basename."""
@@ -79,26 +124,57 @@ class Data:
         prefix = b"dir:" if self.is_dir else b"file:"
         return hashlib.sha256(prefix + "\n".join(digests).encode()).hexdigest()
 
-    def to_ref(self, storage: Uploads) -> dict[str, Any]:
-        """Upload if the bucket lacks this content, then return the data-ref dict the runner resolves."""
+    def to_ref(self, storage: Uploads, mount_path: str | None = None) -> dict[str, Any]:
+        """Upload if the bucket lacks this content, then return the data-ref dict the runner resolves.
+
+        `mount_path` is where a fused volume appears; fused arguments get one under FUSE_MOUNT_ROOT."""
         if self.uri is not None:
-            return _ref(self.uri, self.is_dir, self.name)
+            return self._ref(self.uri, mount_path)
         files = self.files()
         digest = self._hash(files)
         prefix = f"{CACHE_PREFIX}/{digest}"
         marker = f"{MARKER_PREFIX}/{digest}"
-        if not storage.exists(marker):
+        if storage.exists(marker):
+            log.info("Data cache hit (hash=%s...): %s", digest[:12], storage.uri(f"{prefix}/"))
+        else:
+            log.info("Uploading data (hash=%s...) to %s", digest[:12], storage.uri(f"{prefix}/"))
             for rel, path in files:
                 storage.put_file(f"{prefix}/{rel}", path)
             summary = {"name": self.name, "is_dir": self.is_dir, "files": len(files)}
             storage.put_bytes(marker, json.dumps(summary).encode())
-        if self.is_dir:
-            return _ref(storage.uri(f"{prefix}/"), True, self.name)
-        return _ref(storage.uri(f"{prefix}/{self.name}"), False, self.name)
+        uri = storage.uri(f"{prefix}/") if self.is_dir else storage.uri(f"{prefix}/{self.name}")
+        return self._ref(uri, mount_path)
+
+    def _ref(self, uri: str, mount_path: str | None) -> dict[str, Any]:
+        ref: dict[str, Any] = {DATA_REF_KEY: 1, "uri": uri, "is_dir": self.is_dir, "name": self.name}
+        if self.fuse:
+            digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
+            ref.update(fuse=True, mount_path=mount_path or f"{FUSE_MOUNT_ROOT}/{digest}")
+        if self.hf_trust_remote_code:
+            ref["hf_trust_remote_code"] = True
+        return ref
 
 
-def _ref(uri: str, is_dir: bool, name: str) -> dict[str, Any]:
-    return {DATA_REF_KEY: 1, "uri": uri, "is_dir": is_dir, "name": name}
+def fuse_mounts(refs: Any) -> list[tuple[str, str]]:
+    """(gs:// directory to mount, mount path) for every fused `gs://` ref in `refs` (any nesting of
+    lists, tuples and dict values), in first-seen order. A single object mounts the directory holding it."""
+    found: dict[str, str] = {}
+    stack, seen = [refs], set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict) and value.get(DATA_REF_KEY) == 1:
+            uri = value["uri"]
+            if value.get("fuse") and uri.startswith("gs://"):
+                directory = uri if value["is_dir"] else posixpath.dirname(uri) + "/"
+                found.setdefault(value["mount_path"], directory)
+        elif isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(reversed(value))
+    return [(directory, mount) for mount, directory in found.items()]
 
 
 def _walk_files(root: Path) -> Iterator[tuple[str, Path]]:

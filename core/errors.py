@@ -15,6 +15,11 @@ class ValidationError(KineticError, ValueError):
     """An argument is malformed; the message names the field and the allowed values."""
 
 
+class PathNotFoundError(KineticError, FileNotFoundError, ValueError):
+    """A local path the user named does not exist: a `FileNotFoundError` as in Kinetic, and still a
+    `ValueError` like every other bad argument."""
+
+
 class NotFoundError(KineticError, LookupError):
     """An id, name, group or version does not exist; the message names what does."""
 

@@ -342,11 +342,80 @@ def _ref_name(ref: dict[str, Any]) -> str:
 
 
 def materialize(ref: dict[str, Any], dest: Path) -> None:
-    """Download (gs://) or copy (local path) one data ref to `dest`."""
-    if ref.get("is_dir"):
+    """Download (gs://, hf://) or copy (local path) one data ref to `dest`."""
+    if ref["uri"].startswith("hf://"):
+        fetch_hf(ref, dest)
+    elif ref.get("is_dir"):
         fetch_tree(ref["uri"], dest)
     else:
         fetch(ref["uri"], dest)
+
+
+def fused_path(ref: dict[str, Any]) -> str | None:
+    """Where a fused ref is read in place: a local URI is the cached content itself, a gs:// one is the
+    pod's read-only GCS FUSE mount (the mounted directory, or the object inside it). None when the ref is
+    not fused or its mount is absent (a job run where no CSI driver mounted it): then it is copied."""
+    if not ref.get("fuse"):
+        return None
+    uri: str = ref["uri"]
+    if not uri.startswith("gs://"):
+        return uri.rstrip("/") or uri
+    mount = ref.get("mount_path")
+    if not (isinstance(mount, str) and os.path.isdir(mount)):
+        log(f"data: {uri} is fused but {mount!r} is not mounted here; copying it instead")
+        return None
+    return mount if ref.get("is_dir") else os.path.join(mount, _ref_name(ref))
+
+
+_HF_OPTIONS = ("split", "config_name", "revision")
+
+
+def _hf_source(uri: str) -> tuple[str, dict[str, str | None]]:
+    """`hf://OWNER/NAME?split=&config_name=&revision=` -> (repo id, those options)."""
+    import urllib.parse
+
+    parsed = urllib.parse.urlparse(uri)
+    query = urllib.parse.parse_qs(parsed.query)
+    options: dict[str, str | None] = {key: query[key][0] if query.get(key) else None for key in _HF_OPTIONS}
+    return (parsed.netloc + parsed.path).strip("/"), options
+
+
+def fetch_hf(ref: dict[str, Any], dest: Path) -> None:
+    """A Hugging Face dataset, fetched with huggingface_hub from HF_ENDPOINT (the Hub by default).
+
+    With `datasets` installed the job gets what `datasets.load_dataset(...).save_to_disk` writes, for
+    `datasets.load_from_disk` (the split and config of the URI applied); without it, the repo's files."""
+    import shutil
+    import tempfile
+
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise RuntimeError(
+            "hf:// data needs the huggingface_hub package in the job's environment: add huggingface_hub "
+            "to the job's requirements"
+        ) from None
+    repo_id, options = _hf_source(ref["uri"])
+    trust = bool(ref.get("hf_trust_remote_code"))
+    if trust:
+        log(f"data: hf_trust_remote_code=True lets {repo_id!r} run its own code in this job")
+    with tempfile.TemporaryDirectory(prefix="kinetic-hf-") as tmp:
+        snapshot = Path(tmp, "snapshot")
+        snapshot_download(
+            repo_id, repo_type="dataset", revision=options["revision"], local_dir=snapshot, cache_dir=Path(tmp, "hub")
+        )
+        shutil.rmtree(snapshot / ".cache", ignore_errors=True)  # huggingface_hub's bookkeeping, not data
+        try:
+            import datasets
+        except ImportError:
+            log(f"data: {repo_id} fetched as its repository's files (install datasets for load_from_disk)")
+            shutil.move(snapshot, dest)
+            return
+        extra = {"trust_remote_code": True} if trust else {}
+        loaded = datasets.load_dataset(
+            str(snapshot), name=options["config_name"], split=options["split"], cache_dir=str(Path(tmp, "ds")), **extra
+        )
+        loaded.save_to_disk(str(dest))
 
 
 class DataResolver:
@@ -357,6 +426,9 @@ class DataResolver:
         self.fetched: dict[str, str] = {}
 
     def local_path(self, ref: dict[str, Any]) -> str:
+        in_place = fused_path(ref)
+        if in_place is not None:
+            return in_place
         uri = ref["uri"]
         if uri not in self.fetched:
             dest = self.data_dir / hashlib.sha256(uri.encode()).hexdigest()[:16] / _ref_name(ref)
@@ -379,11 +451,18 @@ class DataResolver:
 
 
 def mount_volumes(volumes: dict[str, Any]) -> None:
-    """A volume's data appears at its absolute path; the launcher made that path usable for the job."""
+    """A volume's data appears at its absolute path; the launcher made that path usable for the job.
+
+    A fused volume is not copied: a pod's CSI driver already mounted it there, and on this machine the
+    path becomes a link to the cached content."""
     for path, ref in volumes.items():
         if not (isinstance(path, str) and os.path.isabs(path) and _is_ref(ref)):
             raise ValueError(f"volume {path!r} must map an absolute path to a data ref")
-        materialize(ref, Path(path))
+        in_place = fused_path(ref)
+        if in_place is None:
+            materialize(ref, Path(path))
+        elif not ref["uri"].startswith("gs://"):
+            os.symlink(in_place, path, target_is_directory=bool(ref.get("is_dir")))
 
 
 # --- result ----------------------------------------------------------------------------------------

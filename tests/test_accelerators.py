@@ -189,7 +189,6 @@ def test_spot_is_kept_and_category():
         ("l4x99999999999999999999", ["l4 offers 1, 2, 4, 8 GPUs"]),
         ("gpu:3", ["no GPU shape has 3 GPUs", "1, 2, 4, 8, 16"]),
         ("0", ["no GPU shape has 0 GPUs", "1, 2, 4, 8, 16"]),
-        ("32", ["no GPU shape has 32 GPUs"]),
         ("tpu:2", ["no TPU shape has 2 chips", "1, 4, 8, 16"]),
         ("tpu:0", ["no TPU shape has 0 chips"]),
         ("v4-3", ["v4 offers 4, 8, 16, 32", "not 3"]),
@@ -219,7 +218,8 @@ def test_spot_is_kept_and_category():
         ("l4:spot:spot", ["unexpected ':'", ":spot"]),
         ("spot:l4", ["unexpected ':'"]),
         ("gpu::l4", ["unexpected ':'"]),
-        ("cpu:2", ["unexpected ':'"]),
+        ("cpu:two", ["unexpected ':'"]),  # `cpu:N` is a CPU job; anything else after `cpu:` is not
+        ("32", ["no GPU shape has 32 GPUs", "for a TPU slice of 32 chips write tpu:32"]),
         (":spot", ["unknown accelerator name"]),
         ("cpux2", ["unknown accelerator name"]),
         ("gpu_l4", ["unknown accelerator name"]),

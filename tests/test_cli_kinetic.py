@@ -244,6 +244,9 @@ def test_profile_create_force_and_optional_name_and_rm_yes(kinetic_home: Path) -
     prompted = cli("profile", "create", input="asked\n")
     assert prompted.exit_code == 0 and show_profile("asked").name == "asked"
     assert cli("profile", "rm", "asked", "-y").exit_code == 0
+    current = cli("profile", "rm", "dev", "--yes")  # the first profile became current, as Kinetic makes it
+    assert current.exit_code == 1 and "is the current profile" in current.output
+    assert cli("profile", "unset").exit_code == 0
     assert cli("profile", "rm", "dev", "--yes").exit_code == 0
 
 

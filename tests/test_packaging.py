@@ -410,3 +410,37 @@ def test_module_root_finds_a_step_module_on_sys_path_without_importing_it(tmp_pa
     assert "core.steps" not in sys.modules
     assert module_root("no_such_module_anywhere.steps") is None
     assert module_root("json") is None  # the standard library travels with the job's interpreter
+
+
+# Every name Kinetic's wildcard blocklist holds (kinetic/core/core.py, _WILDCARD_ENV_BLOCKLIST).
+KINETIC_WILDCARD_BLOCKLIST = (
+    "PATH",
+    "HOME",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "SHELL",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "HOSTNAME",
+    "USER",
+    "LOGNAME",
+    "SSH_AUTH_SOCK",
+    "KUBERNETES_SERVICE_HOST",
+    "KERAS_BACKEND",
+)
+
+
+def test_a_wildcard_skips_every_name_kinetic_skips_and_an_exact_name_still_captures(monkeypatch) -> None:
+    for name in KINETIC_WILDCARD_BLOCKLIST:
+        monkeypatch.setenv(name, f"client-{name}")
+    monkeypatch.setenv("KERAS_HOME", "/keras")
+    captured = capture_env(["*"])[0]
+    assert not set(KINETIC_WILDCARD_BLOCKLIST) & set(captured)
+    assert capture_env(["KERAS_*"])[0] == {"KERAS_HOME": "/keras"}
+    exact = capture_env(list(KINETIC_WILDCARD_BLOCKLIST))[0]
+    assert exact == {name: f"client-{name}" for name in KINETIC_WILDCARD_BLOCKLIST}

@@ -41,6 +41,11 @@ VALUES = {
 SOURCES = {"argument": "argument", "env": "env KINETIC_{}", "profile": "profile p", "default": "default"}
 
 
+def default_source(field: str) -> str:
+    """With no profile chosen `local` is current: it sets backend and project, the rest are defaults."""
+    return "profile local" if field in ("backend", "project") else "default"
+
+
 def file_text() -> str:
     return profiles_path().read_text()
 
@@ -88,10 +93,11 @@ def test_precedence_for_every_field_and_level(field, level, monkeypatch):
     arguments = {field: VALUES[field]["argument"]} if level == "argument" else {}
     infra = resolve_infra(**arguments)
     assert getattr(infra, field) == VALUES[field][level]
-    assert infra.sources[field] == SOURCES[level].format(field.upper())
+    expected = default_source(field) if level == "default" else SOURCES[level].format(field.upper())
+    assert infra.sources[field] == expected
     for other in INFRA_FIELDS:
         if other != field:
-            assert infra.sources[other] == ("default" if level == "default" else "profile p")
+            assert infra.sources[other] == (default_source(other) if level == "default" else "profile p")
 
 
 @pytest.mark.parametrize("field", INFRA_FIELDS)
@@ -109,19 +115,22 @@ def test_unset_profile_field_falls_through_to_default():
     infra = resolve_infra()
     assert (infra.backend, infra.project) == ("gke", "acme")
     assert (infra.zone, infra.sources["zone"]) == ("us-central1-a", "default")
+    # Kinetic needs every field in profiles.json: the defaults are written there, and the side file
+    # records that they were left unset, so they keep following the defaults here
     assert json.loads(file_text())["profiles"]["prod"] == {
-        "backend": "gke",
         "project": "acme",
-        "zone": None,
-        "cluster": None,
-        "namespace": None,
+        "zone": "us-central1-a",
+        "cluster": "kinetic-cluster",
+        "namespace": "default",
     }
+    assert json.loads(profiles.side_path().read_text())["unset"] == {"prod": ["zone", "cluster", "namespace"]}
+    assert show_profile("prod") == Profile("prod", "gke", "acme")
 
 
 def test_profile_selection_order(monkeypatch):
-    create_profile("a", project="proj-a")
+    create_profile("a", project="proj-a")  # the first profile made while `local` is current becomes current
     create_profile("b", project="proj-b")
-    assert resolve_infra().profile == "local"
+    assert resolve_infra().profile == "a"
     monkeypatch.setenv("KINETIC_PROFILE", "a")
     infra = resolve_infra()
     assert (infra.profile, infra.profile_source, infra.project) == ("a", "env KINETIC_PROFILE", "proj-a")
@@ -129,6 +138,8 @@ def test_profile_selection_order(monkeypatch):
     assert (infra.profile, infra.profile_source, infra.project) == ("b", "argument", "proj-b")
     assert show_profile().name == "a"
     monkeypatch.setenv("KINETIC_PROFILE", "")
+    assert resolve_infra().profile == "a"
+    unset_profile()
     assert resolve_infra().profile == "local"
 
 
@@ -203,23 +214,22 @@ def test_verbs_create_ls_use_unset_show_rm():
     created = create_profile("prod", backend="gke", project="acme", zone="us-east1-b", cluster="big", namespace="ml")
     assert created == Profile("prod", "gke", "acme", "us-east1-b", "big", "ml")
     assert [p.name for p in list_profiles()] == ["local", "prod"]
-    assert current_profile_name() == "local"
+    assert current_profile_name() == "prod"  # the first profile becomes current, as in Kinetic
+    assert use_profile("local") == LOCAL and current_profile_name() == "local"
     assert use_profile("prod") == created and current_profile_name() == "prod"
     assert show_profile() == created and show_profile("local") == LOCAL
     with pytest.raises(ValidationError, match="is the current profile; run `profile use OTHER` or `profile unset`"):
         remove_profile("prod")
-    assert remove_profile("local") == LOCAL
-    assert [p.name for p in list_profiles()] == ["prod"]
-    unset_profile()
-    assert current_profile_name() is None and active_profile() is None
-    with pytest.raises(NotFoundError, match="no active profile; existing profiles: prod"):
-        show_profile()
+    with pytest.raises(ValidationError, match="'local' is built in and cannot be removed"):
+        remove_profile("local")
+    assert unset_profile() == "prod"  # it reports the profile that was current
+    assert unset_profile() is None
+    assert current_profile_name() == "local" and active_profile() == LOCAL and show_profile() == LOCAL
     infra = resolve_infra()
-    assert (infra.profile, infra.profile_source, infra.backend, infra.project) == (None, None, "local", "local")
-    assert infra.rows()[0] == ("profile", "-", "none active")
+    assert (infra.profile, infra.profile_source, infra.backend, infra.project) == ("local", "current", "local", "local")
     assert remove_profile("prod").name == "prod"
-    assert list_profiles() == []
-    with pytest.raises(NotFoundError, match="none"):
+    assert list_profiles() == [LOCAL]
+    with pytest.raises(NotFoundError, match="existing profiles: local"):
         use_profile("prod")
 
 
@@ -280,7 +290,11 @@ def test_failed_replace_keeps_the_old_file(kinetic_home, monkeypatch):
             create_profile("prod")
     assert file_text() == before
     assert [p.name for p in list_profiles()] == ["dev", "local"]
-    assert sorted(path.name for path in kinetic_home.iterdir()) == [".profiles.lock", "profiles.json"]
+    assert sorted(path.name for path in kinetic_home.iterdir()) == [
+        ".profiles.lock",
+        "profiles.json",
+        "tui-profiles.json",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from typing import Any
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
 from kinetic_tui.core.backends.kinds import KINDS, kind
-from kinetic_tui.core.data import Data
+from kinetic_tui.core.data import FUSE_MOUNT_ROOT, Data
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
 
@@ -60,6 +60,11 @@ def check_volumes(volumes: Mapping[str, Any] | None) -> dict[str, Data]:
             raise ValidationError(f"volumes: {path!r} is not an absolute path (volumes map '/abs/path' to Data)")
         if not isinstance(value, Data):
             raise ValidationError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
+        if path == FUSE_MOUNT_ROOT or path.startswith(FUSE_MOUNT_ROOT + "/"):
+            raise ValidationError(
+                f"volumes: {path!r} is under {FUSE_MOUNT_ROOT}, where fused Data arguments are mounted; "
+                f"choose another path"
+            )
     return dict(volumes)
 
 

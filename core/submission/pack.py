@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinetic_tui.core.data import replace_data_refs
+from kinetic_tui.core.data import fuse_mounts, replace_data_refs
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage.base import Storage
@@ -84,6 +84,7 @@ class Packed:
     root: Path
     plan: Mapping[str, Any]
     data_paths: tuple[Path, ...]  # local Data, kept out of context.zip
+    fuse_mounts: tuple[tuple[str, str], ...] = ()  # (gs:// directory, mount path) of fused Data
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Prepared:
     payload_sha256: str
     context_sha256: str
     volume_paths: tuple[str, ...]
+    fuse_mounts: tuple[tuple[str, str], ...] = ()
 
     def runner_args(self) -> list[str]:
         return [
@@ -207,10 +209,13 @@ def pack(
     """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
     (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
     volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
+    # a fused volume is mounted at its own path (a copy per volume: one Data may also be an argument)
+    volume_refs = {path: {**ref, "mount_path": path} if ref.get("fuse") else ref for path, ref in volume_refs.items()}
     root = ctx.package_root or package_root_for(ctx.func)
     payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
     local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
-    return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local)
+    mounts = tuple(fuse_mounts([args_, kwargs_, volume_refs])) if any(d.fuse for d in (*datas, *volume_datas)) else ()
+    return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local, mounts)
 
 
 class Archives:
@@ -242,4 +247,5 @@ def upload(packed: Packed, storage: Storage, archives: Archives) -> Prepared:
         payload_sha256=hashlib.sha256(packed.payload).hexdigest(),
         context_sha256=context_sha,
         volume_paths=tuple(packed.ctx.volumes),
+        fuse_mounts=packed.fuse_mounts,
     )

@@ -176,12 +176,12 @@ def up(
     infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
-        from kinetic_tui.core.accelerators import generate_pool_name
+        from kinetic_tui.cli.pool import new_pool_name
 
         first = None
         if config is not None and accelerator is not None:
             size = default_nodes(config, min_nodes, gke=True)
-            first = cli_gke.PoolPlan(generate_pool_name(config), accelerator, size, min_nodes)
+            first = cli_gke.PoolPlan(new_pool_name(config), accelerator, size, min_nodes)
         cli_gke.up(infra, yes, as_json, first_pool=first, preview=preview)
         if not preview and (profile_name is not None or _overrides_given()):
             _save_target(profile_name, infra.backend)
@@ -214,14 +214,14 @@ def _local_first_pool(
     config: AcceleratorConfig, accelerator: str, min_nodes: int, preview: bool, as_json: bool
 ) -> None:
     """`up --accelerator` locally: a pool of it unless one exists (the local `pool add` line)."""
-    from kinetic_tui.cli.pool import default_nodes
-    from kinetic_tui.core.accelerators import generate_pool_name, parse_accelerator
+    from kinetic_tui.cli.pool import default_nodes, new_pool_name
+    from kinetic_tui.core.accelerators import parse_accelerator
     from kinetic_tui.core.backends.local.workspace import local_backend
 
     if any(parse_accelerator(row.accelerator) == config for row in guard(local_backend).pools()):
         return
     size = default_nodes(config, min_nodes, gke=False)
-    line = shlex.join(["pool", "add", generate_pool_name(config), "--accelerator", accelerator, "--nodes", str(size)])
+    line = shlex.join(["pool", "add", new_pool_name(config), "--accelerator", accelerator, "--nodes", str(size)])
     if preview:
         click.echo(f"preview: would run `{line}`", err=as_json)
         return

@@ -12,6 +12,7 @@ checked and then said to have no effect (a local pool is fixed-size and reserves
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,16 @@ def local_flags_only(**flags: Any) -> None:
     given = [name for name, value in flags.items() if value]
     if given:
         raise click.UsageError(f"{', '.join(given)} only apply to a gke profile (the local cluster has no stack)")
+
+
+def new_pool_name(config: AcceleratorConfig) -> str:
+    """Kinetic's generated name (`gpu-NAME-XXXX`, `tpu-NAME-XXXX`); a CPU pool, which Kinetic never names
+    because its CPU work runs on the cluster's default pool, gets `cpu-XXXX`."""
+    from kinetic_tui.core.accelerators import CpuConfig, generate_pool_name
+
+    if isinstance(config, CpuConfig):
+        return f"cpu-{secrets.token_hex(2)}"
+    return generate_pool_name(config)
 
 
 def default_nodes(config: AcceleratorConfig, min_nodes: int, gke: bool) -> int:
@@ -116,7 +127,7 @@ def pool_add(
     as_json: bool,
 ) -> None:
     """Add a pool (NAME: generated as Kinetic does when not given; gke: record it and apply the stack)."""
-    from kinetic_tui.core.accelerators import generate_pool_name, parse_accelerator
+    from kinetic_tui.core.accelerators import parse_accelerator
     from kinetic_tui.core.errors import ValidationError
 
     if min_nodes is not None and kinetic_min is not None:
@@ -131,7 +142,7 @@ def pool_add(
             config = parse_accelerator(accelerator)
         except ValidationError as exc:  # the same exit code as when the pool itself refuses it
             raise (CliError if infra is not None else UsageLineError)(str(exc)) from None
-        chosen = chosen or generate_pool_name(config)
+        chosen = chosen or new_pool_name(config)
         size = size if size is not None else default_nodes(config, lowest, infra is not None)
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke

@@ -83,11 +83,11 @@ def profile_use(name: str) -> None:
 
 @profile.command("unset")
 def profile_unset() -> None:
-    """Clear the current profile (then only arguments, environment and defaults apply)."""
+    """Clear the current profile (then `local` is current)."""
     from kinetic_tui.core.profiles import unset_profile
 
-    guard(unset_profile)
-    click.echo("no current profile")
+    previous = guard(unset_profile)
+    click.echo(f"cleared the current profile (was {previous}); local is current" if previous else "local is current")
 
 
 @profile.command("show")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,40 @@ def test_lws_schema_rejects_broken_sets(breakage: str) -> None:
         manifest["spec"]["leaderWorkerTemplates"] = {}
     with pytest.raises(jsonschema.ValidationError):
         validate_lws(manifest)
+
+
+def test_fused_data_is_mounted_read_only_with_gcs_fuse_and_validates() -> None:
+    mounts = (("gs://p-kn-c-jobs/data-cache/abc/", "/kinetic/data/0123"), ("gs://raw,bucket/", "/mnt/raw"))
+    for kind, build in (("cpu", job_manifest), ("v5p-16", leaderworkerset_manifest)):
+        spec = dataclasses.replace(spec_for(kind), fuse_mounts=mounts)
+        manifest = build(spec)
+        (validate_job if manifest["kind"] == "Job" else validate_lws)(manifest)
+        template = (
+            manifest["spec"]["template"]
+            if manifest["kind"] == "Job"
+            else manifest["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        )
+        volumes = {v["name"]: v["csi"] for v in template["spec"]["volumes"]}
+        assert volumes["kinetic-data-0"] == {
+            "driver": "gcsfuse.csi.storage.gke.io",
+            "readOnly": True,
+            "volumeAttributes": {"bucketName": "p-kn-c-jobs", "mountOptions": "implicit-dirs,only-dir=data-cache/abc"},
+        }
+        assert volumes["kinetic-data-1"]["volumeAttributes"] == {
+            "bucketName": "raw,bucket",
+            "mountOptions": "implicit-dirs",
+        }
+        data_mounts = [m for m in container(manifest)["volumeMounts"] if m["name"].startswith("kinetic-data-")]
+        assert data_mounts == [
+            {"name": "kinetic-data-0", "mountPath": "/kinetic/data/0123", "readOnly": True},
+            {"name": "kinetic-data-1", "mountPath": "/mnt/raw", "readOnly": True},
+        ]
+        assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
+
+
+def test_fused_data_alone_gets_the_gcs_fuse_annotation() -> None:
+    spec = dataclasses.replace(spec_for("cpu", output_dir="/scratch/out"), fuse_mounts=(("gs://b/d/", "/d"),))
+    manifest = job_manifest(spec)
+    validate_job(manifest)
+    assert manifest["spec"]["template"]["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
+    assert [v["name"] for v in pod_spec(manifest)["volumes"]] == ["kinetic-data-0"]

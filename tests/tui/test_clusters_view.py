@@ -6,7 +6,7 @@ from textual.pilot import Pilot
 
 from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.profiles import create_profile
+from kinetic_tui.core.profiles import create_profile, use_profile
 from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.views.clusters import ClustersView, pool_add_line
 from kinetic_tui.widgets.virtual_table import VirtualTable
@@ -19,7 +19,8 @@ def _cells(table: VirtualTable, key: str) -> list[str]:
 
 
 async def test_clusters_come_from_profiles_with_backend_and_reachability(make_app: AppFactory) -> None:
-    create_profile("prod", "gke", "acme", "europe-west4-a", "big", None)
+    create_profile("prod", "gke", "acme", "europe-west4-a", "big", None)  # the first profile becomes current
+    use_profile("local")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one("#clusters", VirtualTable)

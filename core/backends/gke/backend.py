@@ -203,6 +203,7 @@ class GkeBackend:
             display_name=record.get("display_name") or "",
             group_id=record.get("group_id"),
             suspend=suspend,
+            fuse_mounts=tuple((directory, mount) for directory, mount in record.get("fuse_mounts") or ()),
         )
         self._handles[spec.job_id] = dict(record)
         try:

@@ -8,6 +8,7 @@ controller's worker-index label, read through the downward API).
 
 Outputs: a `gs://` output dir is mounted with the GCS FUSE CSI driver at `OUTPUT_MOUNT`, so the runner's
 plain file writes to KINETIC_OUTPUT_DIR land in the bucket; any other output dir is a path in the pod.
+Fused Data (`Data(..., fuse=True)`) is mounted the same way, read-only, one volume per mount path.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ CONTAINER = "kinetic"
 RUNNER_PATH = "/kinetic/remote_runner.py"
 OUTPUT_MOUNT = "/kinetic/output"
 OUTPUT_VOLUME = "kinetic-output"
+DATA_VOLUME = "kinetic-data-{index}"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 BACKOFF_LIMIT = 0
 TTL_AFTER_FINISHED = 600
 CPU_REQUESTS = {"cpu": "1", "memory": "2Gi"}  # a CPU job still needs a floor, or it lands on a full node
@@ -54,6 +57,7 @@ class WorkloadSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     group_id: str | None = None  # a map's batch: labelled, so `kubectl get jobs -l kinetic/group-id=...` works
     suspend: bool = False  # a Job created suspended starts no pod until released (a batch's max_concurrent)
+    fuse_mounts: tuple[tuple[str, str], ...] = ()  # (gs:// directory, mount path) of fused Data, read-only
 
     @property
     def num_nodes(self) -> int:
@@ -116,16 +120,37 @@ def _split_gs(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def _gcsfuse_volume(name: str, directory: str, read_only: bool, options: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An inline GCS FUSE CSI volume of a bucket, scoped to `directory`'s prefix when it has one."""
+    bucket, prefix = _split_gs(directory)
+    mount_options = list(options)
+    if prefix:  # a comma separates mount options, so one inside the prefix is escaped
+        mount_options.append("only-dir=" + prefix.replace(",", "\\,"))
+    attributes = {"bucketName": bucket}
+    if mount_options:
+        attributes["mountOptions"] = ",".join(mount_options)
+    csi: dict[str, Any] = {"driver": GCSFUSE_DRIVER, "volumeAttributes": attributes}
+    if read_only:
+        csi["readOnly"] = True
+    return {"name": name, "csi": csi}
+
+
 def _output(spec: WorkloadSpec) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     """(KINETIC_OUTPUT_DIR in the pod, volumes, volume mounts)."""
     if not spec.output_dir.startswith("gs://"):
         return spec.output_dir, [], []
-    bucket, prefix = _split_gs(spec.output_dir)
-    attributes = {"bucketName": bucket}
-    if prefix:
-        attributes["mountOptions"] = f"only-dir={prefix}"
-    volume = {"name": OUTPUT_VOLUME, "csi": {"driver": GCSFUSE_DRIVER, "volumeAttributes": attributes}}
+    volume = _gcsfuse_volume(OUTPUT_VOLUME, spec.output_dir, read_only=False)
     return OUTPUT_MOUNT, [volume], [{"name": OUTPUT_VOLUME, "mountPath": OUTPUT_MOUNT}]
+
+
+def _fused_data(spec: WorkloadSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, read-only mounts) of fused Data; implicit-dirs shows prefixes that have no folder object."""
+    volumes, mounts = [], []
+    for index, (directory, mount_path) in enumerate(spec.fuse_mounts):
+        name = DATA_VOLUME.format(index=index)
+        volumes.append(_gcsfuse_volume(name, directory, read_only=True, options=("implicit-dirs",)))
+        mounts.append({"name": name, "mountPath": mount_path, "readOnly": True})
+    return volumes, mounts
 
 
 def _env(spec: WorkloadSpec, output_dir: str) -> list[dict[str, Any]]:
@@ -147,6 +172,8 @@ def pod_template(spec: WorkloadSpec, restart_policy: str | None) -> dict[str, An
     """The pod every host runs; `restart_policy` None leaves the controller's default (LWS needs Always)."""
     place = placement(spec.accelerator)
     output_dir, volumes, mounts = _output(spec)
+    data_volumes, data_mounts = _fused_data(spec)
+    volumes, mounts = volumes + data_volumes, mounts + data_mounts
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
@@ -167,7 +194,7 @@ def pod_template(spec: WorkloadSpec, restart_policy: str | None) -> dict[str, An
         pod["volumes"] = volumes
     metadata: dict[str, Any] = {"labels": labels(spec.job_id)}
     if volumes:
-        metadata["annotations"] = {"gke-gcsfuse/volumes": "true"}
+        metadata["annotations"] = {GCSFUSE_ANNOTATION: "true"}
     return {"metadata": metadata, "spec": pod}
 
 

@@ -147,6 +147,8 @@ def create_workload(
         key = f"{job_id}/{REQUIREMENTS}"
         storage.put_bytes(key, "".join(f"{line}\n" for line in image.install_requirements).encode())
         runner_args += ["--requirements", storage.uri(key)]
+    if prepared.fuse_mounts:  # kept in the handle, so a retry of this job mounts the same data
+        record["fuse_mounts"] = [list(mount) for mount in prepared.fuse_mounts]
     write_handle(storage, record)
     backend.submit(record, runner_args, image.image, suspend=suspend)
     return record

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 
 from kinetic_tui.core.errors import ValidationError
 
+# Client-side process configuration that breaks a job when it overrides the job's own environment: every
+# name Kinetic's wildcard blocklist holds, and the LD_*, CONDA_* and TMP* families it lists members of.
 NEVER_WILDCARD = (
     "PATH",
     "HOME",
@@ -18,8 +20,13 @@ NEVER_WILDCARD = (
     "CONDA_*",
     "SHELL",
     "TMP*",
+    "TEMP",
+    "HOSTNAME",
     "USER",
+    "LOGNAME",
     "SSH_AUTH_SOCK",
+    "KUBERNETES_SERVICE_HOST",
+    "KERAS_BACKEND",
 )
 SENSITIVE_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL")
 
