@@ -138,6 +138,19 @@ def test_jobs_orphaned_by_a_killed_fork_server_succeed(jobs):
         assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
 
 
+def test_a_job_whose_cold_path_reaper_is_killed_succeeds(jobs, monkeypatch):
+    monkeypatch.setenv("KINETIC_NO_FORKSERVER", "1")
+    handle = kinetic.run()(jobs.hold).run_async(0.5)
+    row = _started(handle.job_id)
+    (host,) = row.hosts or ()
+    stat = Path(f"/proc/{host.pid}/stat").read_bytes()
+    reaper = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the parent: the cold path's own reaper
+    assert launcher.server_status() is None and reaper != 1
+    os.kill(reaper, signal.SIGKILL)
+    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
+    assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
+
+
 def test_a_runner_that_dies_with_its_fork_server_is_lost(jobs):
     handle = kinetic.run()(jobs.hold).run_async(60.0)
     row = _started(handle.job_id)
