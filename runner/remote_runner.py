@@ -9,7 +9,9 @@ Usage: python remote_runner.py --payload URI --context URI --result URI --payloa
        --context-sha256 H [--requirements URI] [--workdir DIR]
 URIs are gs://bucket/key or local paths. The host index comes from TPU_WORKER_ID (default 0). Host 0
 writes the result payload at --result; worker i != 0 writes result-worker-{i}.pkl next to it only when it
-fails. Exit status: 0 success, 1 the job failed (the result payload says where), 2 bad command line.
+fails. Every host then writes its JSON summary beside it (result.json, result-worker-{i}.json): its own
+record of how it ended, which a scheduler that lost the host's exit status goes by.
+Exit status: 0 success, 1 the job failed (the result payload says where), 2 bad command line.
 
 Work dir layout: download/ (fetched artifacts), code/ (the extracted context), data/ (data refs),
 output/ (KINETIC_OUTPUT_DIR unless the launcher set one).
@@ -659,15 +661,18 @@ def main(argv: list[str] | None = None) -> int:
             outcome.update(success=False, exception=failure.cause, traceback=failure.tb, phase=failure.phase)
         sys.stdout.flush()
         data = encode_result(outcome)
-    if host == 0 or not outcome["success"]:
-        stem = "result" if host == 0 else f"result-worker-{host}"
-        target = args.result if host == 0 else sibling_uri(args.result, f"{stem}.pkl")
-        try:
+    stem = "result" if host == 0 else f"result-worker-{host}"
+    payload = host == 0 or not outcome["success"]  # a worker's return value is not wanted, its summary is
+    target = (args.result if host == 0 else sibling_uri(args.result, f"{stem}.pkl")) if payload else None
+    summary = sibling_uri(args.result, f"{stem}.json")
+    try:
+        if target is not None:
             store(target, data)
-            store(sibling_uri(args.result, f"{stem}.json"), summarize(outcome))
-        except Exception as exc:
-            log(f"phase upload FAILED: could not write {target}: {type(exc).__name__}: {exc}")
-            return 1
+        store(summary, summarize(outcome))
+    except Exception as exc:
+        log(f"phase upload FAILED: could not write {target or summary}: {type(exc).__name__}: {exc}")
+        return 1
+    if target is not None:
         log(f"phase upload ok: {target}")
     log("job succeeded" if outcome["success"] else f"job failed in phase {outcome['phase']}")
     return 0 if outcome["success"] else 1

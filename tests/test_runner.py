@@ -440,6 +440,17 @@ def test_workers_write_a_result_only_when_they_fail(
         assert outcome["host_index"] == 2 and type(outcome["exception"]) is RemoteError
 
 
+@pytest.mark.parametrize("func, args, success", [(fail, (), False), (add, (1, 2), True)])
+def test_every_worker_writes_its_summary_so_a_lost_exit_status_can_be_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, func: Any, args: tuple, success: bool
+) -> None:
+    monkeypatch.setenv("TPU_WORKER_ID", "2")
+    job = make_job(tmp_path, func, *args)
+    remote_runner.main(job.argv)
+    summary = json.loads(job.result.with_name("result-worker-2.json").read_text())
+    assert (summary["success"], summary["host_index"]) == (success, 2)
+
+
 def test_bad_worker_id_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TPU_WORKER_ID", "two")
     job = make_job(tmp_path, add, 1, 2)

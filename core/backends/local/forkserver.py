@@ -11,7 +11,10 @@ the /proc helpers.
 
 For host i of a job the parent of the job process (the server, or the reaper on the cold path) writes
 `{job_dir}/exit-{i}` atomically once it reaps the host: the exit code, negative N = killed by signal N.
-If the server itself is killed, its running jobs go on but their exit files are never written.
+It writes the file in the same loop iteration that reaped the host. Until then an exited host stays a
+zombie whose status /proc still shows (`ProcStat.exit_status`), so a stopped or busy parent hides
+nothing. If the parent itself is killed, its running jobs go on but their exit files are never written:
+each spawn reply names the parent (`reaper`: pid and start time) so readers can tell that it is gone.
 
 Both modes run under umask 0o077 whoever started them: everything they and the jobs they start write
 (logs, exit files, results, and the files a job's own code creates) is owner-only.
@@ -51,6 +54,7 @@ class ProcStat(NamedTuple):
     state: str
     pgrp: int
     start_time: int  # clock ticks after boot: with the pid, it names one process for good
+    exit_status: int | None  # a zombie's wait status, as waitpid would return it (None before Linux 3.5)
 
 
 def read_proc_stat(pid: int) -> ProcStat | None:
@@ -61,7 +65,8 @@ def read_proc_stat(pid: int) -> ProcStat | None:
     except OSError:
         return None
     fields = data[data.rindex(b")") + 2 :].split()  # the command name may hold spaces and parens
-    return ProcStat(fields[0].decode(), int(fields[2]), int(fields[19]))
+    exit_status = int(fields[49]) if len(fields) > 49 else None  # field 52 of proc(5), counted from 1
+    return ProcStat(fields[0].decode(), int(fields[2]), int(fields[19]), exit_status)
 
 
 def pid_alive(pid: int) -> bool:
@@ -81,6 +86,11 @@ def pid_alive(pid: int) -> bool:
 def proc_start_time(pid: int) -> int | None:
     stat = read_proc_stat(pid)
     return stat.start_time if stat else None
+
+
+def this_process() -> list[int | None]:
+    """[pid, start time] of the calling process: how a spawn reply names the reaper of its hosts."""
+    return [os.getpid(), proc_start_time(os.getpid())]
 
 
 def write_exit(job_dir: str, host: int, code: int) -> None:
@@ -164,7 +174,8 @@ def _reap_main() -> None:
             os.kill(pid, signal.SIGKILL)
         print(json.dumps({"error": str(exc)}), flush=True)
         return
-    print(json.dumps({"hosts": [[pid, proc_start_time(pid)] for pid in children]}), flush=True)
+    hosts = [[pid, proc_start_time(pid)] for pid in children]
+    print(json.dumps({"hosts": hosts, "reaper": this_process()}), flush=True)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # let the client's read see EOF while we keep waiting
     os.dup2(devnull, 2)
@@ -207,6 +218,7 @@ class _Server:
         self.runner = identity["runner"]
         self.idle = idle
         self.lock_fd = lock_fd
+        self.reaper = this_process()
         self.sources = self._source_stamps()
         self.children: dict[int, dict[str, Any]] = {}
         self.conns: list[socket.socket] = []  # open client connections, which a job must not inherit
@@ -321,7 +333,7 @@ class _Server:
                 self.children.pop(pid, None)
                 os.kill(pid, signal.SIGKILL)
             return {"error": f"fork failed: {exc}"}
-        return {"hosts": started}
+        return {"hosts": started, "reaper": self.reaper}
 
     def _retire(self) -> None:
         """Give up the socket path, serve whoever already queued on it, keep reaping our jobs."""

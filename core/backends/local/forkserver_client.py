@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kinetic_tui.core.backends.local import forkserver
 from kinetic_tui.core.backends.local.forkserver import SOCKET_NAME, pid_alive, recv_json, send_json, startup_env
@@ -26,6 +26,18 @@ LOG_NAME = "forkserver.log"
 _SCRIPT = str(Path(forkserver.__file__).resolve())
 
 
+class Spawned(NamedTuple):
+    """What a spawn started: (pid, start_time) per host in order, and the process that reaps them."""
+
+    hosts: list[tuple[int, int | None]]
+    reaper: tuple[int, int | None]
+
+
+def _spawned(reply: dict[str, Any]) -> Spawned:
+    reaper_pid, reaper_start = reply["reaper"]
+    return Spawned([(pid, start) for pid, start in reply["hosts"]], (reaper_pid, reaper_start))
+
+
 class ForkServerUnavailable(RuntimeError):
     """The server could not be started or reached, and nothing was spawned: the cold path is safe."""
 
@@ -34,13 +46,11 @@ class SpawnError(RuntimeError):
     """Starting a job failed; if the server dropped the request after receiving it, the job may run."""
 
 
-def spawn(
-    run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float
-) -> list[tuple[int, int | None]]:
+def spawn(run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float) -> Spawned:
     """Have the warm server fork one process per host spec; start the server if none runs.
 
     A server whose interpreter, runner file or start-up environment differ from ours retires and a new one
-    starts. Returns (pid, start_time) per host, in order.
+    starts.
     """
     identity = {"python": sys.executable, "runner": runner, "startup_env": startup_env(server_env)}
     request = {"op": "spawn", "identity": identity, "hosts": hosts}
@@ -60,7 +70,7 @@ def spawn(
         if "error" in reply:
             raise ForkServerUnavailable(f"fork server could not spawn: {reply['error']}")
         if "hosts" in reply:
-            return [(pid, start) for pid, start in reply["hosts"]]
+            return _spawned(reply)
         # "retired": it served another identity and has stepped aside; start ours
     raise ForkServerUnavailable(f"fork servers in {run_dir} keep retiring: identity {identity} never matches")
 
@@ -169,7 +179,7 @@ def _readable(stream: Any, deadline: float) -> bool:
     return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
 
 
-def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
+def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> Spawned:
     """Start each host as `python runner argv` under a detached reaper that writes the exit files."""
     proc = subprocess.Popen(
         [sys.executable, "-I", _SCRIPT, "reap"],
@@ -186,4 +196,4 @@ def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> list[tuple[int, int 
         raise SpawnError(f"the reaper failed: {err.decode().strip() or 'no reply'}") from None
     if "error" in reply:
         raise SpawnError(f"could not start the job: {reply['error']}")
-    return [(pid, start) for pid, start in reply["hosts"]]
+    return _spawned(reply)

@@ -165,19 +165,11 @@ def record_launch(store: Store, lane_id: str, hosts: Iterable[HostProcess]) -> N
 
 
 def _exit_status(lane: Lane) -> tuple[bool, int | None]:
-    """(ended, exit code): ended once the exit file is written, the process is gone, or it never launched."""
-    code = launcher.exit_code(lane.dir, 0)
-    if code is not None:
-        return True, code
+    """(ended, exit code): ended once its one process has (see `launcher.host_exit`), or it never launched."""
     if lane.hosts is None:
-        return time.time() - lane.started_at >= LAUNCH_WINDOW, None
-    if any(h.is_alive() for h in lane.hosts):
-        return False, None
-    deadline = time.monotonic() + 0.05  # gone: its reaper may be writing the exit file right now
-    while code is None and time.monotonic() < deadline:
-        time.sleep(0.002)
         code = launcher.exit_code(lane.dir, 0)
-    return True, code
+        return code is not None or time.time() - lane.started_at >= LAUNCH_WINDOW, code
+    return launcher.host_exit(lane.dir, lane.hosts[0])
 
 
 def _read_progress(lane: Lane) -> tuple[list[dict[str, Any]], int]:
@@ -237,8 +229,8 @@ def observe(store: Store, lane: Lane, patient: bool = True) -> tuple[list[str], 
     """Apply the lane's new progress; close it if its process has ended. Returns (settled job ids, closed).
 
     Impatient observers (a client polling every few ms) close a lane only once its exit file is written;
-    patient ones (a full reconcile) also close a lane whose process is gone without one (its reaper died),
-    which costs a scan of /proc and a short wait, too much for every poll."""
+    patient ones (a full reconcile) also close a lane whose process is gone without one (its reaper is
+    stopped, busy or dead), which costs a scan of /proc, too much for every poll."""
     code = launcher.exit_code(lane.dir, 0)  # first: once ended, every progress line is in the file
     ended = code is not None
     if not ended and patient:

@@ -4,6 +4,7 @@ For a job directory J and host i (the same layout whether one host or many, so r
   J/logs/host-{i}.log   stdout and stderr of the host, appended
   J/work/host-{i}/      the host's working directory
   J/exit-{i}            its exit code once reaped (negative N: killed by signal N), written atomically
+A host whose exit file is missing is judged by `host_exit`, which never guesses how long a writer may take.
 Each host runs in its own session (so its own process group), detached from the client, which may exit.
 Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO_FORKSERVER=1, or when
 the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
@@ -30,6 +31,12 @@ from kinetic_tui.core.paths import RUNNER_FILE, kinetic_home
 log = logging.getLogger(__name__)
 
 KILL_TIMEOUT = 5.0  # how long SIGKILLed processes may take to disappear before we give up
+# A reaper writes a host's exit file in the loop iteration that reaped it, with no blocking call between:
+# while the reaper runs, only CPU scheduling delays the file. This bounds that delay with a 6x margin over
+# the worst wake-up delay measured with 64 CPU-bound processes on 2 cores (0.33 s). Past it only a host
+# that left no result summary is affected (it is lost rather than given its exit code), and a file
+# removed by hand or a write that failed costs no more than this.
+REAP_GRACE = 2.0
 
 
 class LaunchError(KineticError):
@@ -38,19 +45,30 @@ class LaunchError(KineticError):
 
 @dataclass(frozen=True)
 class HostProcess:
-    """One host of a job, as the store keeps it. `start_time` guards against the pid being reused."""
+    """One host of a job, as the store keeps it. `start_time` guards against the pid being reused; `reaper`
+    and `reaper_start` name the process that reaps the host and writes its exit file (the fork server or
+    the cold path's reaper; None in rows recorded before they were kept)."""
 
     host: int
     pid: int
     pgid: int
     start_time: int | None = None  # kernel start time (clock ticks after boot); None off Linux
+    reaper: int | None = None
+    reaper_start: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HostProcess:
-        return cls(int(data["host"]), int(data["pid"]), int(data["pgid"]), data.get("start_time"))
+        return cls(
+            int(data["host"]),
+            int(data["pid"]),
+            int(data["pgid"]),
+            data.get("start_time"),
+            data.get("reaper"),
+            data.get("reaper_start"),
+        )
 
     def is_alive(self) -> bool:
         """True while any process of the host's group runs (the runner or what it started)."""
@@ -60,6 +78,27 @@ class HostProcess:
         if stat is not None and stat.state not in ("Z", "X") and stat.pgrp == self.pgid:
             return True  # the leader itself runs: no need to scan /proc for the rest of its group
         return _group_alive(self.pgid)
+
+    def zombie_code(self) -> int | None:
+        """The exit code of the host's leader if it has exited and its reaper has not waited for it yet (the
+        kernel keeps it in /proc until then), else None."""
+        stat = forkserver.read_proc_stat(self.pid)
+        if stat is None or stat.state != "Z" or stat.exit_status is None:
+            return None
+        if self.start_time is not None and stat.start_time != self.start_time:
+            return None
+        return os.waitstatus_to_exitcode(stat.exit_status)
+
+    def reaper_running(self) -> bool:
+        """True while the host's reaper lives and is not stopped, so it will write the exit file."""
+        if self.reaper is None:
+            return False
+        if not forkserver.HAVE_PROC:
+            return forkserver.pid_alive(self.reaper)
+        stat = forkserver.read_proc_stat(self.reaper)
+        if stat is None or stat.state in ("Z", "X", "T", "t"):
+            return False
+        return self.reaper_start is None or stat.start_time == self.reaper_start
 
 
 def default_runner_file() -> Path:
@@ -88,6 +127,31 @@ def exit_code(job_dir: Path, host: int) -> int | None:
         return int(exit_path(job_dir, host).read_text())
     except FileNotFoundError:
         return None
+
+
+def host_exit(job_dir: Path, host: HostProcess) -> tuple[bool, int | None]:
+    """(ended, exit code) of a host, from what is known rather than a guessed wait.
+
+    (False, None) while any process of its group runs. Once it has ended, the code is its exit file's; else
+    the unreaped zombie's (its reaper is stopped or busy); else, while its reaper runs (it has reaped the
+    host and is writing the file), what the reaper writes within REAP_GRACE. (True, None) when nobody can
+    tell: the reaper is dead (a killed fork server orphans its jobs) or stopped.
+    """
+    code = exit_code(job_dir, host.host)
+    if code is not None:
+        return True, code
+    if host.is_alive():
+        return False, None
+    code = host.zombie_code()
+    deadline = time.monotonic() + REAP_GRACE
+    delay = 0.0005
+    while code is None:
+        code = exit_code(job_dir, host.host)
+        if code is not None or not host.reaper_running() or time.monotonic() >= deadline:
+            break
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True, code
 
 
 def wait_exit(job_dir: Path, hosts: int = 1, timeout: float | None = None) -> list[int]:
@@ -139,10 +203,10 @@ def launch(
         started = _start(str(runner_file), specs, idle)
     except forkserver_client.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
-    return [HostProcess(i, pid, pid, start) for i, (pid, start) in enumerate(started)]
+    return [HostProcess(i, pid, pid, start, *started.reaper) for i, (pid, start) in enumerate(started.hosts)]
 
 
-def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> list[tuple[int, int | None]]:
+def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> forkserver_client.Spawned:
     if os.environ.get("KINETIC_NO_FORKSERVER", "") not in ("", "0"):
         return forkserver_client.spawn_cold(runner, specs)
     try:

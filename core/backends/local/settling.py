@@ -2,6 +2,10 @@
 
 A job claimed but never launched (its scheduler died between the claim and the start) is failed with
 phase `lost` once LAUNCH_WINDOW has passed without processes.
+
+A host's own result summary (`result.json`, `result-worker-{i}.json`, written by its runner before it
+exits) outranks a missing exit status: a host whose status nobody can tell any more (its reaper, the fork
+server, was killed) is judged by that summary, and only a host with neither is lost.
 """
 
 from __future__ import annotations
@@ -24,28 +28,20 @@ Outcome = tuple[JobStatus, str | None, str | None]  # (status, phase, detail)
 
 
 def outcome(row: JobRow) -> Outcome | None:
-    """(status, phase, detail) once every host is done, or None while it runs."""
+    """(status, phase, detail) once every host has ended, or None while one runs."""
     if row.hosts is None:
         if time.time() - (row.started_at or 0) < LAUNCH_WINDOW:
             return None  # being launched right now by another process
         return JobStatus.FAILED, "lost", "the job was claimed but its processes never started"
-    codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts]
-    if any(code is None for code in codes):
-        if any(code is None and h.is_alive() for h, code in zip(row.hosts, codes)):
+    codes = []
+    for host in row.hosts:
+        ended, code = launcher.host_exit(row.job_dir, host)
+        if not ended:
             return None
-        codes = _await_exit_files(row, codes)
+        codes.append(code)
     if row.cancel_requested:
         return JobStatus.CANCELLED, None, "cancelled"
     return _judge(row, codes)
-
-
-def _await_exit_files(row: JobRow, codes: list[int | None], patience: float = 0.05) -> list[int | None]:
-    """The processes are gone; a reaper may be writing their exit files right now: give it `patience`."""
-    deadline = time.monotonic() + patience
-    while any(code is None for code in codes) and time.monotonic() < deadline:
-        time.sleep(0.002)
-        codes = [launcher.exit_code(row.job_dir, h.host) for h in row.hosts or ()]
-    return codes
 
 
 def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
@@ -61,6 +57,8 @@ def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
             where = "" if row.nodes == 1 else f"host {host}: "
             return JobStatus.FAILED, summary["phase"], f"{where}{summary['error_type']}: {summary['error']}"
         if code is None:
+            if summary is not None:
+                continue  # its runner recorded its success; nobody is left to tell its exit status
             return JobStatus.FAILED, "lost", f"host {host} vanished without an exit status or result"
         if code == PREEMPTED_EXIT_CODE and summary is None:
             return (
