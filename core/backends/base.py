@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kinetic_tui.core.errors import ValidationError
@@ -114,6 +114,15 @@ class JobState:
     phase: str | None = None
     detail: str | None = None
     nodes: int = 1
+
+
+@dataclass
+class DebugEndpoint:
+    """Where a debugger attaches to a debugged job, and how to stop reaching it (a port-forward's end)."""
+
+    host: str
+    port: int
+    stop: Callable[[], None] = field(default=lambda: None)
 
 
 class LogReader(Protocol):
@@ -232,6 +241,11 @@ class Backend(Protocol):
     def cancel(self, job_id: str) -> JobRecord: ...
 
     def cleanup(self, job_id: str) -> None: ...
+
+    def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
+        """Where this machine reaches the debugpy a job listens with on `host:port` (a cluster forwards
+        `local_port` to its pod)."""
+        ...
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -31,8 +32,9 @@ def new_job_id() -> str:
 
 
 def image_mode(container_image: str | None) -> str:
-    """None builds a bundled image; "prebuilt" installs requirements at start; anything else is used as given."""
-    if container_image is None:
+    """None (or "bundled") builds a bundled image; "prebuilt" installs requirements at start; anything else is
+    used as given."""
+    if container_image in (None, "bundled"):
         return "bundled"
     return "prebuilt" if container_image == "prebuilt" else "custom"
 
@@ -93,6 +95,23 @@ def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) ->
     return str(Path(text).expanduser().resolve())
 
 
+def check_flag(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be True or False, got {value!r}")
+    return value
+
+
+def check_image_repo(repo: str | None) -> str | None:
+    """A registry repository such as `mycompany/kinetic`: no tag, no whitespace."""
+    if repo is None:
+        return None
+    if not isinstance(repo, str) or not re.fullmatch(r"[^\s:@]+(:\d+/[^\s:@]+)?", repo):
+        raise ValidationError(
+            f"base_image_repo must be an image repository without a tag, like mycompany/kinetic, got {repo!r}"
+        )
+    return repo
+
+
 @dataclass(frozen=True)
 class JobContext:
     job_id: str
@@ -110,6 +129,9 @@ class JobContext:
     output_dir: str | None
     created_at: float
     group_id: str | None = None
+    group_index: int | None = None
+    debug: bool = False  # the job starts debugpy and waits for a debugger before calling the function
+    base_image_repo: str | None = None  # where prebuilt images come from (prebuilt mode only)
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the directory to ship instead of the function's own root: our training entry imports the user's step
     # by name inside the job, so the attempt ships the step's project
@@ -144,8 +166,11 @@ class JobContext:
         spot: bool = False,
         output_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
+        debug: bool = False,
+        base_image_repo: str | None = None,
         display_name: str | None = None,
         group_id: str | None = None,
+        group_index: int | None = None,
         job_id: str | None = None,
         package_root: Path | None = None,
     ) -> JobContext:
@@ -175,6 +200,9 @@ class JobContext:
             output_dir=check_output_dir(output_dir, chosen_backend),
             created_at=time.time(),
             group_id=group_id,
+            group_index=group_index,
+            debug=check_flag("debug", debug),
+            base_image_repo=check_image_repo(base_image_repo),
             package_root=package_root,
         )
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.backends.base import (
     Call,
+    DebugEndpoint,
     JobInfo,
     JobState,
     LogReader,
@@ -38,6 +39,7 @@ from kinetic_tui.core.backends.gke import batches
 from kinetic_tui.core.backends.gke.backend import GkeBackend
 from kinetic_tui.core.backends.gke.k8s_client import target
 from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.backends.gke.port_forward import port_forward
 from kinetic_tui.core.backends.gke.submission import (
     WORKLOADS,
     submit_gke,
@@ -173,6 +175,13 @@ class GkeCluster:
 
     def cleanup(self, job_id: str) -> None:
         self._backend(job_id).cleanup(job_id)
+
+    def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
+        """A `kubectl port-forward` from `local_port` here to the job's leader pod."""
+        pod = self._backend(job_id).leader_pod(job_id)
+        if pod is None:
+            raise NotFoundError(f"job {job_id} has no pod to forward to: it has not started or is gone")
+        return port_forward(self.infra, pod, port, local_port)
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ def job_image(ctx: JobContext, root: Path, ensure: Callable[[ImageInputs], Image
         accelerator=ctx.accelerator,
         requirements=path.read_text() if path.is_file() else "",
         container_image=ctx.container_image,
+        base_image_repo=ctx.base_image_repo,
         ensure=ensure,
         project=infra.project,
         region=infra.region,
@@ -147,6 +148,7 @@ def create_workload(
         key = f"{job_id}/{REQUIREMENTS}"
         storage.put_bytes(key, "".join(f"{line}\n" for line in image.install_requirements).encode())
         runner_args += ["--requirements", storage.uri(key)]
+    record["image_uri"] = image.image
     write_handle(storage, record)
     backend.submit(record, runner_args, image.image, suspend=suspend)
     return record
