@@ -446,10 +446,8 @@ class BatchHandle:
             self._driver.cancel(self.manifest["attempts"][index][-1])
 
     def cleanup(self, k8s: bool = True, gcs: bool = True, manifest: bool | None = None) -> None:
-        """Clean up every settled input (`JobHandle.cleanup(k8s=, gcs=)`; unsettled ones are skipped) and,
-        with `gcs` (or `manifest=True`), remove the batch's manifest as Kinetic does."""
-        for job in self.jobs:
-            if job is not None and job.status().finished:
-                job.cleanup(k8s=k8s, gcs=gcs)
+        """What `JobHandle.cleanup(k8s=, gcs=)` removes, for every settled input (unsettled ones are skipped),
+        and, with `gcs` (or `manifest=True`), the batch's manifest as Kinetic does."""
+        self._driver.cleanup([attempts[-1] for attempts in self.manifest["attempts"]], k8s, gcs)
         if gcs if manifest is None else manifest:
             self._storage.delete_prefix(manifest_key(self.group_id))

@@ -163,6 +163,11 @@ class BatchDriver(Protocol):
 
     def cancel(self, job_id: str) -> None: ...
 
+    def cleanup(self, job_ids: Sequence[str], k8s: bool, gcs: bool) -> None:
+        """In one pass over these jobs, those settled: with `k8s` remove what runs them (working directories,
+        workloads), with `gcs` their uploaded inputs (payload, archive); unsettled ones are left alone."""
+        ...
+
 
 @dataclass(frozen=True)
 class Submitted:
