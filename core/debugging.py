@@ -36,6 +36,10 @@ class DebugError(KineticError, RuntimeError):
     """The job cannot be debugged: it is not a debug job, it ended first, or no terminal can attach."""
 
 
+class DebugTimeout(DebugError, TimeoutError):
+    """The job's debugger did not start listening in time (the job keeps running)."""
+
+
 def debug_env(on_this_machine: bool) -> dict[str, str]:
     """The variables that make the runner start debugpy."""
     wait = os.environ.get("KINETIC_DEBUG_WAIT_TIMEOUT") or str(DEBUG_WAIT_TIMEOUT)
@@ -73,6 +77,7 @@ class DebugSession:
         self.job_id = job_id
         self.host = endpoint.host
         self.port = endpoint.port
+        self.forwarded = endpoint.forwarded
         self._endpoint = endpoint
         self._closed = False
 
@@ -152,7 +157,7 @@ def attach_debugger(handle: Debuggable, local_port: int, working_dir: str | None
         if status.finished:
             raise DebugError(f"job {handle.job_id} ended ({status.value}) before its debugger started listening")
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"job {handle.job_id}: no debugger listening after {timeout:g} s ({status.value})")
+            raise DebugTimeout(f"job {handle.job_id}: no debugger listening after {timeout:g} s ({status.value})")
         time.sleep(delay)
         delay = min(delay * 2, 1.0)
     host, port, remote_root = ready_address(data)

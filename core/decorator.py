@@ -65,11 +65,13 @@ class RemoteCallable(Generic[P, R]):
         return self._call(tuple(args), dict(kwargs))
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
-        handle = submit_call(self._context(), args, kwargs)
+        ctx = self._context()
+        if ctx.debug:
+            require_debug_terminal()  # before submitting: nobody could attach to the job
+        handle = submit_call(ctx, args, kwargs)
         if not handle.debug:
             result: R = handle.result(stream_logs=True)  # unpickled from the job: what `func` returned
             return result
-        require_debug_terminal()
         with handle.debug_attach():  # prints where to attach; the job waits for the debugger
             value: R = handle.result(cleanup=False)
         return value

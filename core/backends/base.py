@@ -123,6 +123,7 @@ class DebugEndpoint:
     host: str
     port: int
     stop: Callable[[], None] = field(default=lambda: None)
+    forwarded: bool = False  # reached through a forward that lives only while this process keeps it
 
 
 class LogReader(Protocol):

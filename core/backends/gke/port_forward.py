@@ -73,4 +73,4 @@ def port_forward(infra: ResolvedInfra, pod: str, remote_port: int, local_port: i
             process.kill()
             process.wait()
 
-    return DebugEndpoint("127.0.0.1", local_port, stop)
+    return DebugEndpoint("127.0.0.1", local_port, stop, forwarded=True)
