@@ -4,12 +4,9 @@ Adapter Protocol client (this file's, over a raw socket) attaches at the address
 
 from __future__ import annotations
 
-import json
-import socket
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +18,8 @@ from kinetic_tui.core.debugging import DebugError
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.profiles import resolve_infra
-from tests.lifecycle.run_projects import load_module, make_project, stop_jobs  # noqa: F401 (autouse)
+from tests.helpers.dap import attach_and_continue
+from tests.lifecycle.run_projects import load_module, make_project, stop_jobs
 
 TIMEOUT = 60.0
 
@@ -45,66 +43,6 @@ def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("KINETIC_DEBUG_WAIT_TIMEOUT", "45")
     project = make_project(tmp_path / "proj", {"kt_debug/__init__.py": "", "kt_debug/tasks.py": TASKS})
     return load_module(monkeypatch, project, "kt_debug.tasks")
-
-
-class DapClient:
-    """The few Debug Adapter Protocol requests an IDE sends to attach, continue and let go."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=TIMEOUT)
-        self.buffer = b""
-        self.seq = 0
-
-    def send(self, command: str, **arguments: Any) -> int:
-        self.seq += 1
-        body = json.dumps({"seq": self.seq, "type": "request", "command": command, "arguments": arguments}).encode()
-        self.sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        return self.seq
-
-    def receive(self) -> dict[str, Any]:
-        while b"\r\n\r\n" not in self.buffer:
-            self.buffer += self._chunk()
-        header, _, rest = self.buffer.partition(b"\r\n\r\n")
-        length = int(header.split(b":")[1])
-        while len(rest) < length:
-            rest += self._chunk()
-        self.buffer = rest[length:]
-        message: dict[str, Any] = json.loads(rest[:length])
-        return message
-
-    def _chunk(self) -> bytes:
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("the debug adapter closed the connection")
-        return data
-
-    def until(self, wanted: str) -> dict[str, Any]:
-        """Messages up to the response to command `wanted` or the event `wanted`."""
-        while True:
-            message = self.receive()
-            if message.get("command") == wanted or message.get("event") == wanted:
-                return message
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def attach_and_continue(host: str, port: int) -> list[str]:
-    """Attach as an IDE would, continue past the runner's breakpoint; the events seen on the way."""
-    client = DapClient(host, port)
-    try:
-        client.send("initialize", adapterID="debugpy", clientID="kinetic-tests")
-        assert client.until("initialize")["success"]
-        client.send("attach", justMyCode=False)
-        client.until("initialized")
-        client.send("configurationDone")
-        stopped = client.until("stopped")  # the breakpoint the runner sets before the function
-        client.send("continue", threadId=stopped["body"]["threadId"])
-        client.until("continue")
-        client.send("disconnect", terminateDebuggee=False)
-        return ["stopped", stopped["body"]["reason"]]
-    finally:
-        client.close()
 
 
 def test_a_debug_job_waits_for_a_debugger_at_the_address_debug_attach_prints(

@@ -20,7 +20,7 @@ from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle
-from tests.lifecycle.run_projects import TASKS_PRELUDE, load_module, make_project, stop_jobs  # noqa: F401
+from tests.lifecycle.run_projects import TASKS_PRELUDE, load_module, make_project, stop_jobs
 
 TIMEOUT = 60.0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.submission.pack import CONTEXT, HANDLE, PAYLOAD, RESULT
 from kinetic_tui.infra.container_builder import resolve_image
-from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project  # noqa: F401 (fixtures)
+from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project
 
 TIMEOUT = 30.0
 
@@ -79,7 +79,7 @@ def test_a_handle_json_kinetic_wrote_is_attached_here_by_its_field_names(kinetic
     assert handle.cluster == "kinetic-cluster" and handle.bucket == "my-project-kinetic-jobs"
     assert handle.group_id is None and handle.num_nodes == 1
     assert handle.result_uri == "gs://my-project-kinetic-jobs/job-0a1b2c3d/result.pkl"
-    assert handle.submitted_at == datetime(2026, 3, 1, 12, 30, 5, tzinfo=timezone.utc).timestamp()
+    assert handle.submitted_at == datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC).timestamp()
     assert handle.to_dict()["created_at"] == "2026-03-01T12:30:05Z"
     assert JobHandle.from_dict(handle.to_dict()) == handle
 
