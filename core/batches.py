@@ -33,7 +33,7 @@ from typing import Any
 
 from kinetic_tui.core.backends.base import BatchDriver, Submitted, manifest_key
 from kinetic_tui.core.backends.registry import backend_for_context, lookup_order
-from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.errors import ArgumentTypeError, KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.handle_records import iso_utc
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, attach
@@ -46,10 +46,6 @@ INPUT_MODES = ("auto", "args", "kwargs", "single")
 POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles...
 EXIT_POLL = 0.003  # ...but exit files, one stat each, are checked this often in between
 FULL_POLL = 0.5  # how often a watching client also reconciles the whole workspace
-
-
-class InputModeError(ValidationError, TypeError):
-    """An input does not fit the chosen input mode (a TypeError, as Kinetic raises it)."""
 
 
 class BatchError(KineticError):
@@ -94,11 +90,11 @@ def call_args(item: Any, mode: str, named: str = "input_mode") -> tuple[tuple[An
     """The (args, kwargs) one input is called with under `mode` (`named`: the argument the mode came from)."""
     if mode == "kwargs" or (mode == "auto" and _kwargs_dict(item)):
         if not isinstance(item, Mapping):
-            raise InputModeError(f"{named}='kwargs' needs mapping inputs, got {type(item).__name__}")
+            raise ArgumentTypeError(f"{named}='kwargs' needs mapping inputs, got {type(item).__name__}")
         return (), dict(item)
     if mode == "args" or (mode == "auto" and isinstance(item, (list, tuple))):
         if not isinstance(item, (list, tuple)):
-            raise InputModeError(f"{named}='args' needs list or tuple inputs, got {type(item).__name__}")
+            raise ArgumentTypeError(f"{named}='args' needs list or tuple inputs, got {type(item).__name__}")
         return tuple(item), {}
     return (item,), {}
 

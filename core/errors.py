@@ -15,6 +15,11 @@ class ValidationError(KineticError, ValueError):
     """An argument is malformed; the message names the field and the allowed values."""
 
 
+class ArgumentTypeError(ValidationError, TypeError):
+    """An argument has the wrong type where Kinetic raises TypeError (volumes, a map input for its mode); a
+    ValidationError still, so callers catching either keep working."""
+
+
 class NotFoundError(KineticError, LookupError):
     """An id, name, group or version does not exist; the message names what does."""
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.errors import ValidationError
 
 # Kinetic's names for fields this package first named otherwise: (Kinetic's key, this package's key)
@@ -86,7 +87,7 @@ def normalize(record: Mapping[str, Any]) -> dict[str, Any]:
         out.setdefault(key, None)
     out.setdefault("debug", False)
     bucket, job_id = out["bucket_name"], out["job_id"]
-    gcs = out["backend"] != "local"
+    gcs = not kind(out["backend"], "job handle: ").on_this_machine  # a Kinetic job's files are in its GCS bucket
     out.setdefault("result_uri", f"gs://{bucket}/{job_id}/result.pkl" if gcs else "")
     out.setdefault("output_dir", f"gs://{bucket}/outputs/{job_id}" if gcs else "")
     if "num_nodes" not in out:

@@ -37,8 +37,9 @@ from kinetic_tui.core.validation import MAX_SECONDS, MAX_TAIL_LINES, require_job
 CLEANUP_TIMEOUT, CLEANUP_POLL = 180.0, 2.0  # Kinetic's defaults: how long to wait for a removal to be confirmed
 
 
-class RemoteJobError(KineticError):
-    """The job ended without a value to return: cancelled, lost, or its result is unreadable."""
+class RemoteJobError(KineticError, RuntimeError):
+    """The job ended without a value to return: cancelled, lost, or its result is unreadable (a RuntimeError,
+    as Kinetic raises it)."""
 
 
 class ResultSerializationError(RemoteJobError):

@@ -200,3 +200,16 @@ def test_batch_cleanup_removes_the_inputs_and_with_gcs_the_manifest(tasks: Modul
     batch.cleanup(gcs=True)
     assert not (bucket / manifest_key(batch.group_id)).exists()
     assert [h.result() for h in batch.handles()] == [2, 3]  # values and records stay
+
+
+def test_kinetics_error_types_where_kinetic_raises_them(tasks: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="volumes must map absolute paths to Data, got list"):
+        kinetic.run(volumes=["/data"])(lambda: 1)
+    with pytest.raises(TypeError, match=r"volumes\['/data'\] must be Data\(...\), got str"):
+        kinetic.run(volumes={"/data": "./local"})(lambda: 1)
+    with pytest.raises(ValueError, match="is not an absolute path"):
+        kinetic.run(volumes={"data": kinetic.Data(__file__)})(lambda: 1)
+    cancelled = tasks.step.run_async("wait", str(tmp_path))  # waits for a release that never comes
+    assert cancelled.cancel() is JobStatus.CANCELLED
+    with pytest.raises(RuntimeError, match="was cancelled"):
+        cancelled.result()

@@ -20,7 +20,7 @@ from typing import Any
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
 from kinetic_tui.core.backends.kinds import KINDS, kind
 from kinetic_tui.core.data import Data
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import ArgumentTypeError, ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
 
 BACKENDS = tuple(KINDS)
@@ -56,12 +56,12 @@ def check_volumes(volumes: Mapping[str, Any] | None) -> dict[str, Data]:
     if volumes is None:
         return {}
     if not isinstance(volumes, Mapping):
-        raise ValidationError(f"volumes must map absolute paths to Data, got {type(volumes).__name__}")
+        raise ArgumentTypeError(f"volumes must map absolute paths to Data, got {type(volumes).__name__}")
     for path, value in volumes.items():
         if not isinstance(path, str) or not path.startswith("/"):
             raise ValidationError(f"volumes: {path!r} is not an absolute path (volumes map '/abs/path' to Data)")
         if not isinstance(value, Data):
-            raise ValidationError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
+            raise ArgumentTypeError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
     return dict(volumes)
 
 
