@@ -209,6 +209,7 @@ def test_kinetics_error_types_where_kinetic_raises_them(tasks: ModuleType, tmp_p
         kinetic.run(volumes={"/data": "./local"})(lambda: 1)
     with pytest.raises(ValueError, match="is not an absolute path"):
         kinetic.run(volumes={"data": kinetic.Data(__file__)})(lambda: 1)
+    local_backend().add_pool("pair", "v5litepod-2x2", 2)
     cancelled = tasks.step.run_async("wait", str(tmp_path))  # waits for a release that never comes
     assert cancelled.cancel() is JobStatus.CANCELLED
     with pytest.raises(RuntimeError, match="was cancelled"):
