@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle
@@ -92,6 +93,7 @@ def test_a_handle_json_written_here_loads_in_kinetics_shape(jobs, kinetic_home) 
     assert loaded.bucket_name == handle.bucket_name and loaded.k8s_name == handle.job_id
     assert datetime.fromisoformat(loaded.created_at.replace("Z", "+00:00")).timestamp() == int(handle.submitted_at)
     assert loaded.debug is False and loaded.group_id is None
+    assert local_backend().job(handle.job_id).created_at == handle.submitted_at  # the store keeps epoch seconds
     assert "group_id" not in handle.to_dict() and handle.to_dict()["bucket"] == handle.bucket_name
     assert handle.result(timeout=TIMEOUT) == 3
 

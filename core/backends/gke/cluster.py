@@ -47,6 +47,7 @@ from kinetic_tui.core.backends.gke.submission import (
 )
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.handle_records import submitted_at
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.profiles import ResolvedInfra
 from kinetic_tui.core.submission.context import JobContext
@@ -245,7 +246,7 @@ class GkeCluster:
         handle = self.record(job_id)
         pool = next((spec.name for spec in specs if provides(spec, handle["accelerator"])), None)
         return ClusterJob(
-            job_id, pool, state.status, state.phase, state.detail, handle["created_at"], handle, state.nodes
+            job_id, pool, state.status, state.phase, state.detail, submitted_at(handle), handle, state.nodes
         )
 
 
