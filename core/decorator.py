@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import functools
-import os
-import re
-import sys
+import inspect
+import operator
+import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from kinetic_tui.core.batches import BatchHandle, map_calls
+from kinetic_tui.core.debugging import require_debug_terminal
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
-
-# the runner's own progress lines, bare or with the `[host N] ` prefix a multi-host slice's log gives them
-RUNNER_LINE = re.compile(r"(?:\[host \d+\] )?\[kinetic\] ")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -25,7 +23,10 @@ class RemoteCallable(Generic[P, R]):
     """The decorated function: calling it runs remotely; `.run_async` and `.map` do not block.
 
     Generic in the function's parameters and return type, so a type checker sees `f(...)` and
-    `f.run_async(...)` with `f`'s own signature.
+    `f.run_async(...)` with `f`'s own signature. As a class attribute it binds like a method (the
+    instance, or the class under `@classmethod`, travels as the first argument), and it pickles as the
+    plain function: a job that receives an object whose class holds one must not need this package to
+    unpickle it, and calling it there runs the body in the job instead of submitting another job.
     """
 
     def __init__(self, func: Callable[P, R], options: Mapping[str, Any]) -> None:
@@ -34,8 +35,26 @@ class RemoteCallable(Generic[P, R]):
         functools.update_wrapper(self, func)
         JobContext.from_params(func, **self.options)  # bad settings fail at decoration, not at first call
 
+    leading: tuple[Any, ...] = ()  # what every call passes first (a bound method's instance)
+
     def _context(self, **extra: Any) -> JobContext:
-        return JobContext.from_params(self.func, **self.options, **extra)
+        """The context of one call; `extra` settings that are not None override the decorator's."""
+        return JobContext.from_params(
+            self.func, **{**self.options, **{k: v for k, v in extra.items() if v is not None}}
+        )
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # operator is in every interpreter: the job side needs nothing of ours to rebuild the function
+        return operator.itemgetter(0), ((self.func,),)
+
+    @overload
+    def __get__(self, instance: None, owner: Any) -> RemoteCallable[P, R]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Any) -> BoundRemoteCallable[R]: ...
+
+    def __get__(self, instance: object, owner: Any = None) -> RemoteCallable[P, R] | BoundRemoteCallable[R]:
+        return self if instance is None else BoundRemoteCallable(self, instance)
 
     def run_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """Submit and return the handle at once."""
@@ -43,64 +62,79 @@ class RemoteCallable(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Block, stream the job's output to this terminal, return the value or re-raise the remote error."""
-        handle = self.run_async(*args, **kwargs)
-        echo = _LogEcho(handle)
-        try:
-            handle.wait(on_poll=echo.pump)
-        finally:
-            echo.pump(final=True)
-        value: R = handle.result()  # unpickled from the job: what `func` returned
+        return self._call(tuple(args), dict(kwargs))
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        ctx = self._context()
+        if ctx.debug:
+            require_debug_terminal()  # before submitting: nobody could attach to the job
+        handle = submit_call(ctx, args, kwargs)
+        if not handle.debug:
+            result: R = handle.result(stream_logs=True)  # unpickled from the job: what `func` returned
+            return result
+        with handle.debug_attach():  # prints where to attach; the job waits for the debugger
+            value: R = handle.result(cleanup=False)
         return value
 
-    def map(
-        self,
-        inputs: Iterable[Any],
-        max_concurrent: int | None = None,
-        retries: int = 0,
-        fail_fast: bool = False,
-        dispatch: str = "auto",
-    ) -> BatchHandle:
-        """One job per input; returns a BatchHandle (see core.batches for argument dispatch)."""
-        return map_calls(
-            self, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast, dispatch=dispatch
-        )
+    def map(self, inputs: Iterable[Any], **options: Any) -> BatchHandle:
+        """One job per input; returns a BatchHandle (`core.batches.map_calls` lists the options)."""
+        return map_calls(self, inputs, **options)
+
+    run_async_map = map
 
 
-class _LogEcho:
-    """Echo the job's own output while waiting; the runner's progress lines only with KINETIC_VERBOSE=1.
-    Runs in the waiting thread, between polls, so it adds no thread start or join to the round trip."""
+class BoundRemoteCallable(Generic[R]):
+    """A RemoteCallable read through an instance (or a class, under `@classmethod`): every call ships
+    that object as the first argument. Its parameters are open: a ParamSpec cannot drop `self`."""
 
-    def __init__(self, handle: JobHandle) -> None:
-        self.reader = handle.runs_on().log_reader(handle.job_id)
-        self.verbose = os.environ.get("KINETIC_VERBOSE", "") not in ("", "0")
+    def __init__(self, remote: RemoteCallable[..., R], instance: object) -> None:
+        self.remote = remote
+        self.instance = instance
+        self.leading = (instance,)
+        functools.update_wrapper(self, remote.func)
 
-    def pump(self, final: bool = False) -> None:
-        batch = self.reader.read() + (self.reader.rest() if final else [])
-        lines = [line for line in batch if self.verbose or not RUNNER_LINE.match(line)]
-        if lines:
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+    def _context(self, **extra: Any) -> JobContext:
+        return self.remote._context(**extra)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        return self.remote._call((self.instance, *args), kwargs)
+
+    def run_async(self, *args: Any, **kwargs: Any) -> JobHandle:
+        return self.remote.run_async(self.instance, *args, **kwargs)
+
+    def map(self, inputs: Iterable[Any], **options: Any) -> BatchHandle:
+        return map_calls(self, inputs, **options)
+
+    run_async_map = map
 
 
 def run(
     accelerator: str = "cpu",
-    *,
     container_image: str | None = None,
+    base_image_repo: str | None = None,
     zone: str | None = None,
     project: str | None = None,
-    cluster: str | None = None,
-    namespace: str | None = None,
-    backend: str | None = None,
     capture_env_vars: Iterable[str] | None = None,
+    cluster: str | None = None,
+    backend: str | None = None,
+    namespace: str | None = None,
     volumes: Mapping[str, Any] | None = None,
     spot: bool = False,
     output_dir: str | None = None,
+    debug: bool = False,
     profile: str | None = None,
 ) -> Callable[[Callable[P, R]], RemoteCallable[P, R]]:
-    """Decorator factory: `@run(accelerator="v5e-2x2")`. Settings are validated when decorating."""
+    """Decorator factory: `@run(accelerator="v5e-2x2")`, Kinetic's parameters in Kinetic's order (and
+    `profile=` after them). Settings are validated when decorating.
+
+    `debug=True`: the job starts debugpy and waits for a debugger before calling the function; a blocking
+    call prints where to attach (it needs a terminal), `run_async` returns at once and
+    `handle.debug_attach()` says where. `base_image_repo` is where prebuilt-mode images come from
+    (default: KINETIC_BASE_IMAGE_REPO, else this package's own repository)."""
     options = dict(
         accelerator=accelerator,
         container_image=container_image,
+        base_image_repo=base_image_repo,
         zone=zone,
         project=project,
         cluster=cluster,
@@ -110,8 +144,11 @@ def run(
         volumes=volumes,
         spot=spot,
         output_dir=output_dir,
+        debug=debug,
         profile=profile,
     )
+    if debug and spot:
+        warnings.warn("debug=True with spot=True: a preemption can end the debug session", stacklevel=2)
 
     def decorate(func: Callable[P, R]) -> RemoteCallable[P, R]:
         check_callable(func)
@@ -120,17 +157,14 @@ def run(
     return decorate
 
 
-def map(
-    fn: Any,
-    inputs: Iterable[Any],
-    max_concurrent: int | None = None,
-    retries: int = 0,
-    fail_fast: bool = False,
-    dispatch: str = "auto",
-    **run_options: Any,
-) -> BatchHandle:
-    """`kinetic.map(f, inputs)`: `f` is a `@run` function, or a plain one run with `run_options`."""
-    remote = fn if isinstance(fn, RemoteCallable) else run(**run_options)(fn)
-    return map_calls(
-        remote, inputs, max_concurrent=max_concurrent, retries=retries, fail_fast=fail_fast, dispatch=dispatch
-    )
+def map(fn: Any, inputs: Iterable[Any], **options: Any) -> BatchHandle:
+    """`kinetic.map(f, inputs)`: `f` is a `@run` function (or its `run_async`, as Kinetic's `map` takes it), or
+    a plain function run with the `run` options among `options`; the rest are `map_calls`'s."""
+    target = getattr(fn, "__self__", fn) if getattr(fn, "__name__", "") == "run_async" else fn
+    if isinstance(target, (RemoteCallable, BoundRemoteCallable)):
+        return map_calls(target, inputs, **options)
+    run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
+    return map_calls(run(**run_options)(fn), inputs, **options)
+
+
+RUN_OPTIONS = tuple(inspect.signature(run).parameters)

@@ -20,6 +20,11 @@ class PathNotFoundError(KineticError, FileNotFoundError, ValueError):
     `ValueError` like every other bad argument."""
 
 
+class ArgumentTypeError(ValidationError, TypeError):
+    """An argument has the wrong type where Kinetic raises TypeError (volumes, a map input for its mode); a
+    ValidationError still, so callers catching either keep working."""
+
+
 class NotFoundError(KineticError, LookupError):
     """An id, name, group or version does not exist; the message names what does."""
 

@@ -11,7 +11,9 @@ again and the console can still show the job.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -21,17 +23,23 @@ from kinetic_tui.core.backends.base import Backend, JobInfo
 from kinetic_tui.core.backends.registry import (
     backend_for_handle,
     lookup_order,
-    workspace_backend,
 )
-from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.debugging import DEBUG_WAIT_TIMEOUT, DEBUGPY_PORT, DebugSession, attach_debugger
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError, one_line
+from kinetic_tui.core.handle_records import ALIASES, normalize
 from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.log_echo import LogEcho
+from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import Storage, bucket_storage
 from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD, RESULT
-from kinetic_tui.core.validation import MAX_TAIL_LINES, require_job_id
+from kinetic_tui.core.validation import MAX_SECONDS, MAX_TAIL_LINES, require_job_id, require_number
+
+CLEANUP_TIMEOUT, CLEANUP_POLL = 180.0, 2.0  # Kinetic's defaults: how long to wait for a removal to be confirmed
 
 
-class RemoteJobError(KineticError):
-    """The job ended without a value to return: cancelled, lost, or its result is unreadable."""
+class RemoteJobError(KineticError, RuntimeError):
+    """The job ended without a value to return: cancelled, lost, or its result is unreadable (a RuntimeError,
+    as Kinetic raises it)."""
 
 
 class ResultSerializationError(RemoteJobError):
@@ -44,35 +52,59 @@ class ResultSerializationError(RemoteJobError):
 
 @dataclass(frozen=True)
 class JobHandle:
+    """A job, by Kinetic's field names (and this package's own after them); `cluster` and `bucket` are the
+    names earlier versions used for `cluster_name` and `bucket_name`."""
+
     job_id: str
     backend: str
     project: str
-    cluster: str
+    cluster_name: str
     zone: str
     namespace: str
-    bucket: str
+    bucket_name: str
+    k8s_name: str
+    image_uri: str
     accelerator: str
-    num_nodes: int
-    pool: str | None
     func_name: str
     display_name: str
-    created_at: float
-    group_id: str | None
-    profile: str | None
-    result_uri: str
-    output_dir: str
+    created_at: str  # ISO-8601 UTC, whole seconds, as Kinetic writes it
+    group_id: str | None = None
+    group_kind: str | None = None
+    group_index: int | None = None
+    debug: bool = False
+    num_nodes: int = 1
+    pool: str | None = None
+    profile: str | None = None
+    result_uri: str = ""
+    output_dir: str = ""
+    submitted_at: float = 0.0  # epoch seconds, exact: what ordering and ages use
+
+    @property
+    def cluster(self) -> str:
+        return self.cluster_name
+
+    @property
+    def bucket(self) -> str:
+        return self.bucket_name
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> JobHandle:
-        names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(record))
-        if missing:
-            raise ValidationError(f"job handle is missing {', '.join(missing)}")
-        require_job_id(record["job_id"], "job handle's job_id")
-        return cls(**{k: record[k] for k in names})
+    def from_record(cls, record: Mapping[str, Any]) -> JobHandle:
+        """From a `handle.json` record of this package (any version) or of Kinetic; unknown keys are ignored."""
+        full = normalize(record)
+        require_job_id(full["job_id"], "job handle's job_id")
+        return cls(**{f.name: full[f.name] for f in fields(cls)})
+
+    from_dict = from_record
 
     def to_record(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, plus the names earlier versions read: what `handle.json` holds."""
+        record = asdict(self)
+        record.update({ours: record[kinetic_key] for kinetic_key, ours in ALIASES})
+        return record
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record without its None fields, as Kinetic's `to_dict` gives it (Kinetic reads it back)."""
+        return {key: value for key, value in self.to_record().items() if value is not None}
 
     def to_json(self) -> str:
         return json.dumps(self.to_record(), indent=2)
@@ -86,14 +118,14 @@ class JobHandle:
                 "backend": self.backend,
                 "project": self.project,
                 "zone": self.zone,
-                "cluster": self.cluster,
+                "cluster": self.cluster_name,
                 "namespace": self.namespace,
-                "bucket": self.bucket,
+                "bucket": self.bucket_name,
             }
         )
 
     def storage(self) -> Storage:
-        return bucket_storage(self.bucket, self.result_uri)
+        return bucket_storage(self.bucket_name, self.result_uri)
 
     def row(self) -> JobInfo:
         return self.runs_on().refresh(self.job_id)
@@ -106,12 +138,25 @@ class JobHandle:
         except NotFoundError:
             return JobStatus.NOT_FOUND
 
-    def logs(self, follow: bool = False) -> Iterator[str]:
+    def logs(self, follow: bool = False) -> str | None:
+        """The job's log as text, as Kinetic returns it; with `follow`, print it to stdout as it is written
+        until the job settles, and return None. `log_lines` yields the lines instead."""
+        if not follow:
+            return _text(list(self.log_lines()))
+        for line in self.log_lines(follow=True):
+            print(line, flush=True)
+        return None
+
+    def log_lines(self, follow: bool = False) -> Iterator[str]:
         """The job's log lines; with `follow`, yields new lines as they are written until the job settles."""
         for batch in self.runs_on().read_logs(self.job_id, follow=follow):
             yield from batch
 
-    def tail(self, n: int = 100) -> list[str]:
+    def tail(self, n: int = 100) -> str:
+        """The log's last `n` lines as text, as Kinetic returns them; `tail_lines` gives the list."""
+        return _text(self.tail_lines(n))
+
+    def tail_lines(self, n: int = 100) -> list[str]:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValidationError(f"tail n must be an integer >= 0, got {n!r}")
         if n > MAX_TAIL_LINES:
@@ -122,11 +167,37 @@ class JobHandle:
         """Block until the job settles (TimeoutError leaves it running); `on_poll` runs between polls."""
         return self.runs_on().wait(self.job_id, timeout, on_poll).status
 
-    def result(self, timeout: float | None = None, cleanup: bool = True) -> Any:
+    def debug_attach(
+        self, local_port: int = DEBUGPY_PORT, working_dir: str | None = None, timeout: float = DEBUG_WAIT_TIMEOUT
+    ) -> DebugSession:
+        """Wait until the job's debugpy listens, reach it (a port-forward to `local_port` on a cluster; the
+        job's own address on this machine), print the VS Code attach configuration and return the session
+        (close it when done). DebugError when the job is no debug job or ends first."""
+        return attach_debugger(self, local_port, working_dir, timeout)
+
+    def result(
+        self,
+        timeout: float | None = None,
+        cleanup: bool | None = None,
+        cleanup_timeout: float = CLEANUP_TIMEOUT,
+        cleanup_poll_interval: float = CLEANUP_POLL,
+        stream_logs: bool | None = None,
+        on_status_change: Callable[[JobStatus], None] | None = None,
+    ) -> Any:
         """The function's value; re-raises the remote exception (original type, remote traceback and phase
-        in its notes). TimeoutError leaves the job running."""
-        row = self.runs_on().wait(self.job_id, timeout)
-        return self.value_from(row, None, cleanup)
+        in its notes). TimeoutError leaves the job running.
+
+        `cleanup` (default: yes, except for a debug job) removes the job's inputs once the result is read;
+        `stream_logs` prints the job's output while waiting; `on_status_change(status)` is called with the
+        first status seen and each change after it (an exception it raises is reported, not propagated)."""
+        check_wait_options(cleanup_timeout, cleanup_poll_interval)
+        watcher = _Watcher(self, bool(stream_logs), on_status_change)
+        try:
+            row = self.runs_on().wait(self.job_id, timeout, watcher.poll if watcher.active else None)
+        finally:
+            watcher.finish()
+        watcher.observe(row.status)
+        return self.value_from(row, None, (not self.debug) if cleanup is None else cleanup)
 
     def value_from(self, row: JobInfo, data: bytes | None = None, cleanup: bool = False) -> Any:
         """`result` for a settled row, given its result pickle if the caller already read it (a batch reads
@@ -193,19 +264,80 @@ class JobHandle:
             f"job {self.job_id} {row.status.value} in phase {row.phase or '?'}: {row.detail or 'no detail'}"
         )
 
-    def cancel(self) -> JobStatus:
-        return self.runs_on().cancel(self.job_id).status
+    def cancel(
+        self, cleanup_timeout: float = CLEANUP_TIMEOUT, cleanup_poll_interval: float = CLEANUP_POLL
+    ) -> JobStatus:
+        """Stop the job; it stays CANCELLED (its record is kept). Waits up to `cleanup_timeout` seconds,
+        polling every `cleanup_poll_interval`, for the backend to confirm the job has settled."""
+        check_wait_options(cleanup_timeout, cleanup_poll_interval)
+        status = self.runs_on().cancel(self.job_id).status
+        deadline = time.monotonic() + cleanup_timeout
+        while not status.finished:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.job_id} is still {status.value} {cleanup_timeout} s after cancel")
+            time.sleep(min(cleanup_poll_interval, max(deadline - time.monotonic(), 0.0)))
+            status = self.status()
+        return status
 
-    def cleanup(self, k8s: bool = True, gcs: bool = True) -> None:
-        """Remove the job's workload (`k8s`: its working directories, or its cluster resources) and its
-        uploaded inputs (`gcs`); keep result, handle, output and logs.
+    def cleanup(
+        self,
+        k8s: bool = True,
+        gcs: bool = True,
+        cleanup_timeout: float = CLEANUP_TIMEOUT,
+        cleanup_poll_interval: float = CLEANUP_POLL,
+    ) -> None:
+        """`k8s`: remove what runs the job (its working directories here, its workload on a cluster); `gcs`: its
+        uploaded inputs (payload, archive). The result, `handle.json`, the output and the logs stay, so the
+        job can still be shown and its result read again.
 
         Refused (ValidationError, nothing removed) while the job is pending or running: it still needs them."""
+        check_wait_options(cleanup_timeout, cleanup_poll_interval)
         self.runs_on().cleanup(self.job_id, workload=k8s, uploads=gcs)
         if gcs:
             storage = self.storage()
             for name in (PAYLOAD, CONTEXT):
                 storage.delete_prefix(f"{self.job_id}/{name}")
+
+
+class _Watcher:
+    """What `result` does while it waits: echo the log, report status changes (each at most every 50 ms)."""
+
+    def __init__(self, handle: JobHandle, stream: bool, on_change: Callable[[JobStatus], None] | None) -> None:
+        self.handle, self.on_change = handle, on_change
+        self.echo = LogEcho(handle.runs_on().log_reader(handle.job_id)) if stream else None
+        self.active = stream or on_change is not None
+        self.seen: JobStatus | None = None
+        self.checked = 0.0
+
+    def poll(self) -> None:
+        if self.echo is not None:
+            self.echo.pump()
+        if self.on_change is not None and time.monotonic() - self.checked >= 0.05:
+            self.checked = time.monotonic()
+            self.observe(self.handle.status())
+
+    def observe(self, status: JobStatus) -> None:
+        if self.on_change is None or status is self.seen:
+            return
+        self.seen = status
+        try:
+            self.on_change(status)
+        except Exception as exc:  # a callback's bug must not lose the result
+            warnings.warn(f"on_status_change raised for job {self.handle.job_id}: {one_line(exc)}", stacklevel=3)
+
+    def finish(self) -> None:
+        if self.echo is not None:
+            self.echo.pump(final=True)
+
+
+def check_wait_options(timeout: object, poll_interval: object) -> None:
+    require_number("cleanup_timeout", timeout, minimum=0, maximum=MAX_SECONDS)
+    require_number("cleanup_poll_interval", poll_interval, minimum=0, exclusive=True, maximum=MAX_SECONDS)
+
+
+def _text(lines: list[str]) -> str:
+    """Log lines as the text a pod's log reads back: newline-terminated."""
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _handle_from(where: str, record: dict[str, Any]) -> JobHandle:
@@ -215,11 +347,18 @@ def _handle_from(where: str, record: dict[str, Any]) -> JobHandle:
         raise ValidationError(f"{where} is corrupt ({exc}); the job's record cannot be rebuilt") from None
 
 
-def attach(job_id: str) -> JobHandle:
-    """Rebuild a handle from the workspace's store or its local buckets, else from the profile's backend
-    (a GKE profile's jobs bucket), so another machine can attach too."""
+def attach(
+    job_id: str,
+    project: str | None = None,
+    cluster: str | None = None,
+    zone: str | None = None,
+    namespace: str | None = None,
+) -> JobHandle:
+    """Rebuild a handle from the workspace's store or its local buckets, else from the backend of the profile
+    (with `project`/`cluster`/`zone`/`namespace` overriding it: a GKE profile's jobs bucket), so another
+    machine can attach too."""
     require_job_id(job_id)
-    backends = lookup_order()
+    backends = lookup_order(resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace))
     for backend in backends:
         found = backend.find_record(job_id)
         if found is not None:
@@ -227,7 +366,21 @@ def attach(job_id: str) -> JobHandle:
     raise NotFoundError(backends[-1].lookup_error(job_id))
 
 
-def list_jobs(status: JobStatus | str | None = None, limit: int | None = None) -> list[JobHandle]:
-    """This workspace's jobs, newest first, finished jobs included."""
+def list_jobs(
+    project: str | None = None,
+    zone: str | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    status: JobStatus | str | None = None,
+    limit: int | None = None,
+) -> list[JobHandle]:
+    """This workspace's jobs and the profile's cluster's (the arguments override the profile as in `run`),
+    newest first, finished jobs included."""
     wanted = JobStatus.parse(status) if isinstance(status, str) else status
-    return [JobHandle.from_record(row.handle) for row in workspace_backend().jobs(status=wanted, limit=limit)]
+    infra = resolve_infra(project=project, zone=zone, cluster=cluster, namespace=namespace)
+    found: dict[str, JobHandle] = {}
+    for backend in lookup_order(infra):
+        for row in backend.jobs(status=wanted, limit=limit):
+            found.setdefault(row.job_id, JobHandle.from_record(row.handle))
+    handles = sorted(found.values(), key=lambda handle: handle.submitted_at, reverse=True)
+    return handles if limit is None else handles[:limit]

@@ -24,9 +24,10 @@ def require_name(field: str, value: object) -> str:
 
 
 JOB_ID_SHAPE = "job-<8 hex digits>, like job-0123abcd"
-GROUP_ID_SHAPE = "group-<8 hex digits>, like group-0123abcd"
+GROUP_ID_SHAPE = "grp-<8 hex digits>, like grp-0123abcd (or group-<8 hex digits> from earlier versions)"
 _JOB_ID = re.compile(r"job-[0-9a-f]{8}")
-_GROUP_ID = re.compile(r"group-[0-9a-f]{8}")
+# new batches get Kinetic's `grp-` ids; `group-` ids of batches created before stay attachable
+_GROUP_ID = re.compile(r"(?:grp|group)-[0-9a-f]{8}")
 
 
 def require_job_id(value: object, field: str = "job id") -> str:

@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import string
 import tarfile
@@ -424,9 +425,11 @@ class ResolvedImage:
     build: ImageBuild | None = None
 
 
-def prebuilt_image(category: str, package_version: str | None = None) -> str:
+def prebuilt_image(category: str, package_version: str | None = None, repository: str | None = None) -> str:
+    """The prebuilt base image: from `repository`, else KINETIC_BASE_IMAGE_REPO, else this package's own."""
     version = package_version if package_version is not None else client_fingerprint()["kinetic"]
-    return f"{PREBUILT_REPOSITORY}:{_category(category)}-{version}"
+    repository = repository or os.environ.get("KINETIC_BASE_IMAGE_REPO") or PREBUILT_REPOSITORY
+    return f"{repository}:{_category(category)}-{version}"
 
 
 def resolve_image(
@@ -435,6 +438,7 @@ def resolve_image(
     accelerator: AcceleratorConfig | str,
     requirements: str = "",
     container_image: str | None = None,
+    base_image_repo: str | None = None,
     ensure: Callable[[ImageInputs], ImageBuild] | None = None,
     project: str | None = None,
     region: str | None = None,
@@ -450,11 +454,12 @@ def resolve_image(
         if not isinstance(container_image, str) or not re.fullmatch(r"[^\s:][^\s]*", container_image):
             raise ValidationError(f"custom mode needs container_image as an image reference, not {container_image!r}")
         return ResolvedImage(mode, container_image)
-    if container_image not in (None, "prebuilt"):
+    if container_image not in (None, "prebuilt", "bundled"):
         raise ValidationError(f"{mode} mode takes no container_image (got {container_image!r}); use custom mode")
     inputs = image_inputs(accelerator, requirements)
     if mode == "prebuilt":
-        return ResolvedImage(mode, prebuilt_image(inputs.category, inputs.package_version), inputs.requirements)
+        image = prebuilt_image(inputs.category, inputs.package_version, base_image_repo)
+        return ResolvedImage(mode, image, inputs.requirements)
     if ensure is None:
         if not (project and region and cluster):
             raise ValidationError("bundled mode needs project, region and cluster (or an ensure function)")

@@ -34,7 +34,7 @@ from typing import Any
 
 import cloudpickle
 
-PHASES = ("download", "verify", "install", "extract", "unpickle", "environment", "data", "execute", "upload")
+PHASES = ("download", "verify", "install", "extract", "unpickle", "environment", "data", "debug", "execute", "upload")
 DATA_REF_KEY = "__kinetic_data_ref__"
 PLAN_MEMBER = ".kinetic/plan.json"
 _S_IFMT, _S_IFLNK = 0o170000, 0o120000
@@ -561,17 +561,21 @@ def _host_index() -> int:
 
 
 def _install(requirements: Path) -> None:
+    _install_packages(["-r", str(requirements)], "-r requirements")
+
+
+def _install_packages(what: list[str], label: str) -> None:
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-r", str(requirements)],
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *what],
         capture_output=True,
         text=True,
     )
     sys.stderr.write(done.stdout + done.stderr)
     if done.returncode != 0:
         last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-        raise RuntimeError(f"pip install -r requirements failed (exit {done.returncode}): {last}")
+        raise RuntimeError(f"pip install {label} failed (exit {done.returncode}): {last}")
 
 
 def run_job(args: Any, workdir: Path) -> Any:
@@ -603,9 +607,46 @@ def run_job(args: Any, workdir: Path) -> Any:
         args_, kwargs = resolver.replace(list(payload["args"])), resolver.replace(payload["kwargs"])
         mount_volumes(payload["volumes"])
     func: Callable[..., Any] = payload["func"]
+    attached = False
+    if os.environ.get("KINETIC_DEBUG") == "1":
+        with _Phase("debug"):
+            attached = start_debugger(sibling_uri(args.result, "debug.json"), code_dir)
     log(f"phase execute: calling {getattr(func, '__qualname__', func)!s}")
     with _Phase("execute"):
+        if attached:
+            import debugpy
+
+            debugpy.breakpoint()  # the debugger stops here: step into the function (F11) or over it (F10)
         return func(*args_, **kwargs)
+
+
+def start_debugger(ready_uri: str, code_dir: Path) -> bool:
+    """Listen with debugpy (installed first if the image lacks it), say where in `ready_uri`, and wait up to
+    KINETIC_DEBUG_WAIT_TIMEOUT seconds for a debugger; True when one attached (else the job runs on)."""
+    import threading
+
+    try:
+        import debugpy
+    except ImportError:
+        _install_packages(["debugpy"], "debugpy")
+        import debugpy
+    wanted = (os.environ.get("KINETIC_DEBUG_HOST") or "127.0.0.1", int(os.environ.get("KINETIC_DEBUG_PORT") or 5678))
+    host, port = debugpy.listen(wanted)
+    store(ready_uri, json.dumps({"host": host, "port": port, "remote_root": str(code_dir)}).encode())
+    timeout = float(os.environ.get("KINETIC_DEBUG_WAIT_TIMEOUT") or 600)
+    log(f"debugpy listening on {host}:{port}; waiting up to {timeout:g} s for a debugger to attach")
+    attached = threading.Event()
+
+    def wait() -> None:
+        debugpy.wait_for_client()
+        attached.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    if attached.wait(timeout):
+        log("debugger attached")
+        return True
+    log(f"no debugger attached within {timeout:g} s; running without one")
+    return False
 
 
 class _SavedProcessState:

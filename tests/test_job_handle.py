@@ -62,8 +62,8 @@ def test_handle_is_json_serialisable_and_round_trips(jobs):
     assert record["job_id"] == handle.job_id and record["func_name"] == "add"
     assert record["backend"] == "local" and record["pool"] == "cpu" and record["accelerator"] == "cpu"
     assert JobHandle.from_record(record) == handle
-    del record["bucket"], record["pool"]
-    with pytest.raises(ValidationError, match="missing bucket, pool"):
+    del record["bucket"], record["bucket_name"], record["func_name"]  # under neither name: nothing to rebuild
+    with pytest.raises(ValidationError, match="missing bucket_name, func_name"):
         JobHandle.from_record(record)
 
 
@@ -73,7 +73,7 @@ def test_logs_follow_yields_lines_while_the_job_writes_them(jobs):
     watchdog = threading.Timer(TIMEOUT, handle.cancel)  # a stuck job is cancelled, which ends the follow
     watchdog.start()
     try:
-        for line in handle.logs(follow=True):
+        for line in handle.log_lines(follow=True):
             if line in ("first", "second"):
                 arrivals[line] = (time.monotonic(), handle.status())
     finally:
@@ -86,14 +86,14 @@ def test_logs_follow_yields_lines_while_the_job_writes_them(jobs):
 def test_tail_returns_the_last_lines(jobs):
     handle = kinetic.run()(jobs.count_lines).run_async(50)
     assert handle.result(timeout=TIMEOUT) == 50
-    every = list(handle.logs())
-    assert handle.tail(3) == every[-3:] and every[-1] == "[kinetic] job succeeded"
-    assert [x for x in handle.tail(200) if x.startswith("line ")] == [f"line {i}" for i in range(50)]
-    assert handle.tail(0) == []
+    every = list(handle.log_lines())
+    assert handle.tail_lines(3) == every[-3:] and every[-1] == "[kinetic] job succeeded"
+    assert [x for x in handle.tail_lines(200) if x.startswith("line ")] == [f"line {i}" for i in range(50)]
+    assert handle.tail_lines(0) == []
     with pytest.raises(ValidationError, match="tail n must be an integer >= 0, got -1"):
-        handle.tail(-1)
+        handle.tail_lines(-1)
     with pytest.raises(ValidationError, match=f"tail n must be an integer >= 0 and <= 10000000, got {10**23}"):
-        handle.tail(10**23)
+        handle.tail_lines(10**23)
 
 
 def test_result_timeout_leaves_the_job_running_and_a_later_result_succeeds(jobs):
@@ -130,7 +130,7 @@ def test_cleanup_removes_inputs_and_keeps_the_result(jobs):
     assert not storage.exists(f"{handle.job_id}/{PAYLOAD}") and not storage.exists(f"{handle.job_id}/{CONTEXT}")
     assert not (row.job_dir / "work").exists()
     assert storage.exists(f"{handle.job_id}/{RESULT}") and storage.exists(f"{handle.job_id}/{HANDLE}")
-    assert handle.result() == 42 and handle.tail(1) == ["[kinetic] job succeeded"]
+    assert handle.result() == 42 and handle.tail_lines(1) == ["[kinetic] job succeeded"]
 
 
 def test_result_cleans_up_by_default(jobs):

@@ -58,9 +58,11 @@ def test_require_job_id_refuses_anything_but_the_shape_on_one_line(bad) -> None:
 
 def test_good_ids_come_back() -> None:
     assert require_job_id("job-0123abcd") == "job-0123abcd"
-    assert require_group_id("group-0123abcd") == "group-0123abcd"
-    with pytest.raises(ValidationError, match="batch id: expected group-<8 hex digits>"):
-        require_group_id("group-*")
+    assert require_group_id("grp-0123abcd") == "grp-0123abcd"
+    assert require_group_id("group-0123abcd") == "group-0123abcd"  # a batch made before ids were Kinetic's
+    for bad in ("grp-*", "group-*", "grp-0123abcd0", "grp-0123ABCD"):
+        with pytest.raises(ValidationError, match="batch id: expected grp-<8 hex digits>"):
+            require_group_id(bad)
 
 
 @pytest.mark.parametrize("bad", ["*", "job-[0-9a-f]*", "../../../../x", None])
@@ -78,9 +80,9 @@ def test_attach_does_not_read_a_handle_json_outside_the_home(kinetic_home, tmp_p
         kinetic.attach(str(Path("..") / ".." / ".." / ".." / ".." / outside))
 
 
-@pytest.mark.parametrize("bad", ["*", "group-*", "../x", None])
+@pytest.mark.parametrize("bad", ["*", "grp-*", "group-*", "../x", None])
 def test_attach_batch_refuses_a_malformed_group_id(bad) -> None:
-    with pytest.raises(ValidationError, match="batch id: expected group-<8 hex digits>"):
+    with pytest.raises(ValidationError, match="batch id: expected grp-<8 hex digits>"):
         kinetic.attach_batch(bad)
 
 

@@ -232,7 +232,7 @@ def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
     assert last.result(timeout=TIMEOUT)["start"] >= first.result(timeout=TIMEOUT)["end"]
     row = local_backend().job(doomed.job_id)
     assert row.status is JobStatus.CANCELLED and row.hosts is None and row.started_at is None
-    assert doomed.tail() == []
+    assert doomed.tail_lines() == []
 
 
 # -- outliving the client, reconciliation --------------------------------------------------------------
@@ -312,7 +312,7 @@ def test_two_node_slice_runs_one_process_per_host_and_returns_host_0(jobs):
     handle = kinetic.run(accelerator="v4-2x2x2")(jobs.fail_on_worker).run_async("none")
     assert handle.num_nodes == 2
     assert handle.result(timeout=TIMEOUT, cleanup=False)["worker"] == "0"
-    lines = list(handle.logs())
+    lines = list(handle.log_lines())
     pids = {}
     for host in (0, 1):
         (line,) = [x for x in lines if x.startswith(f"[host {host}] worker {host} pid ")]
@@ -439,7 +439,7 @@ def test_concurrent_clients_never_overcommit_a_two_node_pool_nor_run_a_job_twice
 def test_runner_lines_and_function_prints_share_the_job_log(jobs):
     handle = kinetic.run()(jobs.two_lines).run_async("hello", "world", 0)
     assert handle.result(timeout=TIMEOUT) == "done"
-    lines = list(handle.logs())
+    lines = list(handle.log_lines())
     assert lines[0].startswith("[kinetic] runner start: host 0")
     order = [lines.index(x) for x in ("[kinetic] phase execute: calling two_lines", "hello", "world")]
     assert order == sorted(order)

@@ -111,12 +111,12 @@ def _host_log(handle: JobHandle, host: int = 0) -> Path:
 def test_tail_of_a_finished_job_matches_its_log_for_every_n(jobs: Any) -> None:
     handle = kinetic.run()(jobs.count_lines).run_async(30)
     assert handle.result(timeout=TIMEOUT, cleanup=False) == 30
-    every = list(handle.logs())
+    every = list(handle.log_lines())
     for n in (1, 5, len(every) - 1, len(every), len(every) + 50):
-        assert handle.tail(n) == every[-n:]
+        assert handle.tail_lines(n) == every[-n:]
     with open(_host_log(handle), "a") as fh:
         fh.write("killed mid-li")  # a job killed mid-line leaves its last line unterminated
-    assert handle.tail(2) == [every[-1], "killed mid-li"] == list(handle.logs())[-2:]
+    assert handle.tail_lines(2) == [every[-1], "killed mid-li"] == list(handle.log_lines())[-2:]
 
 
 def test_tail_of_a_huge_finished_log_reads_a_few_blocks(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +125,7 @@ def test_tail_of_a_huge_finished_log_reads_a_few_blocks(jobs: Any, monkeypatch: 
     with open(_host_log(handle), "a") as fh:
         fh.writelines(f"step {i}\n" for i in range(300_000))  # ~3.5 MB
     read = _counting_open(monkeypatch)
-    assert handle.tail(5) == [f"step {i}" for i in range(299_995, 300_000)]
+    assert handle.tail_lines(5) == [f"step {i}" for i in range(299_995, 300_000)]
     assert read[0] <= 2 * log_readers.BLOCK + 1
 
 
@@ -133,12 +133,12 @@ def test_tail_of_a_multi_host_job_takes_the_last_hosts_lines_first(jobs: Any) ->
     local_backend().add_pool("slice", "v4-2x2x2", 2)
     handle = kinetic.run(accelerator="v4-2x2x2")(jobs.fail_on_worker).run_async("none")
     assert handle.result(timeout=TIMEOUT, cleanup=False)["worker"] == "0"
-    every = list(handle.logs())
+    every = list(handle.log_lines())
     host1 = [line for line in every if line.startswith("[host 1] ")]
     assert every[-len(host1) :] == host1 and len(host1) < len(every)  # host 0's lines, then host 1's
     for n in (1, len(host1), len(host1) + 2, len(every), len(every) + 10):
-        assert handle.tail(n) == every[-n:]
-    assert handle.tail(len(host1) + 1)[0].startswith("[host 0] ")
+        assert handle.tail_lines(n) == every[-n:]
+    assert handle.tail_lines(len(host1) + 1)[0].startswith("[host 0] ")
 
 
 def test_tail_of_a_lane_input_is_the_end_of_its_own_range(jobs: Any) -> None:
@@ -146,10 +146,10 @@ def test_tail_of_a_lane_input_is_the_end_of_its_own_range(jobs: Any) -> None:
     assert batch.results(timeout=TIMEOUT) == [4, 6, 5]
     for handle, count in zip(batch.handles(), (4, 6, 5)):
         assert local_backend().job(handle.job_id).in_lane
-        every = list(handle.logs())
+        every = list(handle.log_lines())
         assert [line for line in every if line.startswith("line ")] == [f"line {i}" for i in range(count)]
         for n in (1, 3, len(every), len(every) + 20):
-            assert handle.tail(n) == every[-n:]
+            assert handle.tail_lines(n) == every[-n:]
 
 
 def test_the_cli_and_the_console_tail_read_from_the_end(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:

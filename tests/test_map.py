@@ -87,9 +87,11 @@ def nothing_submitted(home: Path) -> bool:
 # -- argument dispatch -----------------------------------------------------------------------------------
 
 
-def test_auto_dispatch_unpacks_dicts_as_kwargs_tuples_as_args_and_passes_anything_else_whole(tasks: ModuleType) -> None:
+def test_auto_dispatch_unpacks_dicts_as_kwargs_lists_and_tuples_as_args_and_passes_anything_else_whole(
+    tasks: ModuleType,
+) -> None:
     batch = tasks.echo.map([{"a": 1}, (1, 2), 5, [3, 4]])
-    assert batch.results(timeout=TIMEOUT) == [[[], {"a": 1}], [[1, 2], {}], [[5], {}], [[[3, 4]], {}]]
+    assert batch.results(timeout=TIMEOUT) == [[[], {"a": 1}], [[1, 2], {}], [[5], {}], [[3, 4], {}]]
     assert len(batch) == 4
 
 
@@ -168,17 +170,18 @@ def test_without_retries_the_first_failure_is_final(tasks: ModuleType, tmp_path:
     batch = tasks.flaky.map([(1, str(markers)), (2, str(markers))], retries=0)
     with pytest.raises(kinetic.BatchError) as info:
         batch.results(timeout=TIMEOUT)
-    assert sorted(info.value.failures) == [0, 1]
-    assert all(isinstance(exc, RuntimeError) and "first attempt" in str(exc) for exc in info.value.failures.values())
+    assert sorted(info.value.errors) == [0, 1]
+    assert all(isinstance(exc, RuntimeError) and "first attempt" in str(exc) for exc in info.value.errors.values())
     assert [len(attempts) for attempts in batch.manifest["attempts"]] == [1, 1]
 
 
 def test_fail_fast_cancels_the_inputs_still_running_or_queued(tasks: ModuleType, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
-    batch = tasks.step.map([("fail", str(markers)), ("wait", str(markers)), ("wait", str(markers))], fail_fast=True)
+    inputs = [("fail", str(markers)), ("wait", str(markers)), ("wait", str(markers))]
+    batch = tasks.step.map(inputs, fail_fast=True, cancel_running_on_fail=True)
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.CANCELLED]
-    failures = batch.failures()
+    failures = batch.errors()
     assert isinstance(failures[0], RuntimeError) and "fails fast" in str(failures[0])
     assert isinstance(failures[1], RemoteJobError) and isinstance(failures[2], RemoteJobError)
     assert not list(markers.glob("done-*"))  # the cancelled inputs never got to finish
@@ -188,12 +191,12 @@ def test_a_failing_input_raises_batch_error_with_the_failures_and_partial_result
     batch = tasks.divide.map([1, 0, 2])
     with pytest.raises(kinetic.BatchError) as info:
         batch.results(timeout=TIMEOUT)
-    assert list(info.value.failures) == [1] and isinstance(info.value.failures[1], ZeroDivisionError)
-    assert "phase 'execute'" in "\n".join(info.value.failures[1].__notes__)
+    assert list(info.value.errors) == [1] and isinstance(info.value.errors[1], ZeroDivisionError)
+    assert "phase 'execute'" in "\n".join(info.value.errors[1].__notes__)
     assert info.value.results == [10.0, None, 5.0]
     assert "input 1: ZeroDivisionError" in str(info.value)
     assert batch.status_counts() == {"SUCCEEDED": 2, "FAILED": 1}
-    assert list(batch.failures()) == [1]
+    assert list(batch.errors()) == [1]
     values = batch.results(return_exceptions=True)
     assert values[0] == 10.0 and isinstance(values[1], ZeroDivisionError) and values[2] == 5.0
 
@@ -209,7 +212,7 @@ def test_as_completed_and_unordered_results_follow_completion_order(tasks: Modul
     assert [h.job_id for h in batch.as_completed(timeout=TIMEOUT)] == [early.job_id, late.job_id]
     assert batch.results(ordered=False) == ["early", "late"]  # asked after both settled: still by finish time
     assert batch.results() == ["late", "early"]
-    assert batch.statuses() == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
+    assert batch.status_list() == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
 
 
 # -- reattaching ---------------------------------------------------------------------------------------------
@@ -244,8 +247,8 @@ def test_attach_batch_in_other_processes_returns_the_same_results(tmp_path: Path
 
 
 def test_attach_batch_of_an_unknown_group_is_a_lookup_error() -> None:
-    with pytest.raises(LookupError, match="unknown batch 'group-0000beef'"):
-        kinetic.attach_batch("group-0000beef")
+    with pytest.raises(LookupError, match="unknown batch 'grp-0000beef'"):
+        kinetic.attach_batch("grp-0000beef")
 
 
 def test_a_batch_captures_the_environment_once_and_warns_once_about_secrets(

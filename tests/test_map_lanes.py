@@ -136,7 +136,7 @@ def test_every_input_keeps_its_own_id_log_output_dir_and_result(tasks: ModuleTyp
     handles = batch.handles()
     assert batch.results(timeout=TIMEOUT) == [h.job_id for h in handles]  # KINETIC_JOB_ID per input
     for x, handle in enumerate(handles, start=1):
-        said = [line for line in handle.logs() if line.startswith("input says")]
+        said = [line for line in handle.log_lines() if line.startswith("input says")]
         assert said == [f"input says {x}"]  # its own range of the lane's log, nobody else's
         assert Path(handle.output_dir, "out.txt").read_text() == str(x)
         row = local_backend().job(handle.job_id)
@@ -162,14 +162,14 @@ def test_following_a_running_input_yields_its_lines_and_none_of_the_next_inputs(
 ) -> None:
     batch = tasks.chatty.map([(name, str(markers)) for name in "ABC"], max_concurrent=1)  # lane 1: A, B
     first, second, _ = batch.handles()
-    lines = first.logs(follow=True)
+    lines = first.log_lines(follow=True)
     seen = [next(line for line in lines if line == "A begins")]
     lane_log = Path(lanes.get(local_backend().store, local_backend().job(first.job_id).lane).dir, "logs", "host-0.log")
     (markers / "release").write_text("")
     wait_for(lambda: "B ends" in lane_log.read_text(), TIMEOUT, "the lane to move on before the follower reads again")
     seen += [line for line in lines if line.endswith(("begins", "ends"))]
     assert seen == ["A begins", "A ends"]
-    assert [line for line in second.logs() if line.endswith(("begins", "ends"))] == ["B begins", "B ends"]
+    assert [line for line in second.log_lines() if line.endswith(("begins", "ends"))] == ["B begins", "B ends"]
 
 
 def test_attach_finds_a_lane_input_by_its_batch_handles_file_when_the_store_does_not(
@@ -204,7 +204,7 @@ def test_cancelling_a_queued_input_makes_its_lane_skip_it(tasks: ModuleType, mar
     (markers / "release").write_text("")
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.SUCCEEDED, JobStatus.CANCELLED, JobStatus.SUCCEEDED]
     assert not (markers / "ran-a").exists()
-    assert list(queued.logs()) == []  # skipped: an empty range of the lane's log
+    assert list(queued.log_lines()) == []  # skipped: an empty range of the lane's log
     with pytest.raises(RemoteJobError, match="was cancelled"):
         queued.result()
 
@@ -224,7 +224,9 @@ def test_cancelling_a_running_input_stops_its_lane_and_the_rest_run_in_another(
 
 def test_fail_fast_on_a_big_batch_stops_its_lane_without_starting_another(tasks: ModuleType, markers: Path) -> None:
     names = ["fail", "hold", *(f"x{i}" for i in range(18))]
-    batch = tasks.hold.map([(name, str(markers)) for name in names], max_concurrent=1, fail_fast=True)
+    batch = tasks.hold.map(
+        [(name, str(markers)) for name in names], max_concurrent=1, fail_fast=True, cancel_running_on_fail=True
+    )
     assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED] + [JobStatus.CANCELLED] * 19
     assert local_backend().store.query("SELECT COUNT(*) FROM lanes")[0][0] == 1
     assert not list(markers.glob("ran-*"))
@@ -237,8 +239,8 @@ def test_an_input_that_kills_its_lane_fails_alone(tasks: ModuleType) -> None:
     batch = tasks.crash.map([0, 1, 2, 3], max_concurrent=1)
     with pytest.raises(kinetic.BatchError) as info:
         batch.results(timeout=TIMEOUT)
-    assert list(info.value.failures) == [1] and isinstance(info.value.failures[1], RemoteJobError)
-    assert "phase lost" in str(info.value.failures[1]) and "exited with 3" in str(info.value.failures[1])
+    assert list(info.value.errors) == [1] and isinstance(info.value.errors[1], RemoteJobError)
+    assert "phase lost" in str(info.value.errors[1]) and "exited with 3" in str(info.value.errors[1])
     assert info.value.results == [0, None, 2, 3]
 
 
@@ -246,7 +248,7 @@ def test_a_tampered_batch_artifact_is_refused_before_any_input_runs(tasks: Modul
     local_backend().add_pool("solo", "l4", 1)
     blocker = tasks.gpu_hold.run_async(str(markers))
     batch = tasks.gpu_mark.map([(i, str(markers)) for i in range(3)])
-    assert batch.statuses() == [JobStatus.PENDING] * 3  # queued behind the blocker: no lane yet
+    assert batch.status_list() == [JobStatus.PENDING] * 3  # queued behind the blocker: no lane yet
     artifact = next(Path(os.environ["KINETIC_HOME"]).glob(f"local/buckets/*/_groups/{batch.group_id}/batch.pkl"))
     data = bytearray(artifact.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -297,5 +299,5 @@ def test_lanes_finish_after_the_submitting_client_exits(tmp_path: Path) -> None:
     project = make_project(tmp_path / "lanesproj", {"pkg/__init__.py": "", "pkg/main.py": LANE_MAIN})
     group_id, job_ids = client_result(run_client(project, "-m", "pkg.main"))
     assert kinetic.attach_batch(group_id).results(timeout=TIMEOUT) == [0, 2, 4, 6, 8, 10]
-    assert "twice 4" in kinetic.attach(job_ids[4]).tail(5)
+    assert "twice 4" in kinetic.attach(job_ids[4]).tail_lines(5)
     assert json.loads(json.dumps(kinetic.attach(job_ids[0]).to_record()))["group_id"] == group_id

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kinetic_tui.core.errors import ValidationError
@@ -116,6 +116,16 @@ class JobState:
     nodes: int = 1
 
 
+@dataclass
+class DebugEndpoint:
+    """Where a debugger attaches to a debugged job, and how to stop reaching it (a port-forward's end)."""
+
+    host: str
+    port: int
+    stop: Callable[[], None] = field(default=lambda: None)
+    forwarded: bool = False  # reached through a forward that lives only while this process keeps it
+
+
 class LogReader(Protocol):
     """A non-blocking view of a job's log while a client waits: new lines per call, the rest at the end."""
 
@@ -153,6 +163,11 @@ class BatchDriver(Protocol):
         ...
 
     def cancel(self, job_id: str) -> None: ...
+
+    def cleanup(self, job_ids: Sequence[str], k8s: bool, gcs: bool) -> None:
+        """In one pass over these jobs, those settled: with `k8s` remove what runs them (working directories,
+        workloads), with `gcs` their uploaded inputs (payload, archive); unsettled ones are left alone."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,11 @@ class Backend(Protocol):
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         """Remove a finished job's `workload` (its processes' working directories, or its cluster resources)
         and its `uploads` under the jobs bucket; records a finished job is still asked about stay."""
+        ...
+
+    def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
+        """Where this machine reaches the debugpy a job listens with on `host:port` (a cluster forwards
+        `local_port` to its pod)."""
         ...
 
     # -- listings and pools ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def insert_pending(
                 handle["pool"],
                 handle["num_nodes"],
                 group_id,
-                handle["created_at"],
+                handle["submitted_at"],  # epoch seconds; the record's created_at is ISO text
                 json.dumps(handle),
                 json.dumps(launch),
             )

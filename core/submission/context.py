@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 from kinetic_tui.core.accelerators import AcceleratorConfig, format_accelerator, is_multi_host, parse_accelerator
 from kinetic_tui.core.backends.kinds import KINDS, kind
 from kinetic_tui.core.data import FUSE_MOUNT_ROOT, Data
-from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.errors import ArgumentTypeError, ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
 
 BACKENDS = tuple(KINDS)
@@ -31,8 +32,9 @@ def new_job_id() -> str:
 
 
 def image_mode(container_image: str | None) -> str:
-    """None builds a bundled image; "prebuilt" installs requirements at start; anything else is used as given."""
-    if container_image is None:
+    """None (or "bundled") builds a bundled image; "prebuilt" installs requirements at start; anything else is
+    used as given."""
+    if container_image in (None, "bundled"):
         return "bundled"
     return "prebuilt" if container_image == "prebuilt" else "custom"
 
@@ -54,12 +56,12 @@ def check_volumes(volumes: Mapping[str, Any] | None) -> dict[str, Data]:
     if volumes is None:
         return {}
     if not isinstance(volumes, Mapping):
-        raise ValidationError(f"volumes must map absolute paths to Data, got {type(volumes).__name__}")
+        raise ArgumentTypeError(f"volumes must map absolute paths to Data, got {type(volumes).__name__}")
     for path, value in volumes.items():
         if not isinstance(path, str) or not path.startswith("/"):
             raise ValidationError(f"volumes: {path!r} is not an absolute path (volumes map '/abs/path' to Data)")
         if not isinstance(value, Data):
-            raise ValidationError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
+            raise ArgumentTypeError(f"volumes[{path!r}] must be Data(...), got {type(value).__name__}")
         if path == FUSE_MOUNT_ROOT or path.startswith(FUSE_MOUNT_ROOT + "/"):
             raise ValidationError(
                 f"volumes: {path!r} is under {FUSE_MOUNT_ROOT}, where fused Data arguments are mounted; "
@@ -98,6 +100,23 @@ def check_output_dir(output_dir: str | os.PathLike[str] | None, backend: str) ->
     return str(Path(text).expanduser().resolve())
 
 
+def check_flag(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be True or False, got {value!r}")
+    return value
+
+
+def check_image_repo(repo: str | None) -> str | None:
+    """A registry repository such as `mycompany/kinetic`: no tag, no whitespace."""
+    if repo is None:
+        return None
+    if not isinstance(repo, str) or not re.fullmatch(r"[^\s:@]+(:\d+/[^\s:@]+)?", repo):
+        raise ValidationError(
+            f"base_image_repo must be an image repository without a tag, like mycompany/kinetic, got {repo!r}"
+        )
+    return repo
+
+
 @dataclass(frozen=True)
 class JobContext:
     job_id: str
@@ -115,6 +134,9 @@ class JobContext:
     output_dir: str | None
     created_at: float
     group_id: str | None = None
+    group_index: int | None = None
+    debug: bool = False  # the job starts debugpy and waits for a debugger before calling the function
+    base_image_repo: str | None = None  # where prebuilt images come from (prebuilt mode only)
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the directory to ship instead of the function's own root: our training entry imports the user's step
     # by name inside the job, so the attempt ships the step's project
@@ -149,8 +171,11 @@ class JobContext:
         spot: bool = False,
         output_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
+        debug: bool = False,
+        base_image_repo: str | None = None,
         display_name: str | None = None,
         group_id: str | None = None,
+        group_index: int | None = None,
         job_id: str | None = None,
         package_root: Path | None = None,
     ) -> JobContext:
@@ -180,6 +205,9 @@ class JobContext:
             output_dir=check_output_dir(output_dir, chosen_backend),
             created_at=time.time(),
             group_id=group_id,
+            group_index=group_index,
+            debug=check_flag("debug", debug),
+            base_image_repo=check_image_repo(base_image_repo),
             package_root=package_root,
         )
 

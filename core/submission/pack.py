@@ -22,8 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.data import fuse_mounts, replace_data_refs
+from kinetic_tui.core.debugging import debug_env
 from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.handle_records import iso_utc, normalize
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage.base import Storage
 from kinetic_tui.core.submission.context import JobContext, underlying
@@ -115,23 +118,32 @@ class Prepared:
 
 
 def handle_record(ctx: JobContext, pool: str | None, storage: Storage, output_dir: str) -> dict[str, Any]:
-    """The durable JobHandle: plain JSON, so `attach` can rebuild the handle in another process."""
+    """The durable JobHandle: plain JSON in the shape both this package and Kinetic read back (the keys are
+    listed in `core.handle_records`), so `attach` can rebuild the handle in another process."""
     infra = ctx.infra
     return {
         "job_id": ctx.job_id,
         "backend": ctx.backend,
         "project": infra.project,
+        "cluster_name": infra.cluster,
         "cluster": infra.cluster,
         "zone": infra.zone,
         "namespace": infra.namespace,
+        "bucket_name": ctx.bucket,
         "bucket": ctx.bucket,
+        "k8s_name": ctx.job_id,
+        "image_uri": "",
         "accelerator": ctx.accelerator_text,
         "num_nodes": ctx.num_nodes,
         "pool": pool,
         "func_name": ctx.func_name,
         "display_name": ctx.display_name,
-        "created_at": ctx.created_at,
+        "created_at": iso_utc(ctx.created_at),
+        "submitted_at": ctx.created_at,
         "group_id": ctx.group_id,
+        "group_kind": None if ctx.group_id is None else "map",
+        "group_index": ctx.group_index,
+        "debug": ctx.debug,
         "profile": infra.profile,
         "result_uri": storage.uri(f"{ctx.job_id}/{RESULT}"),
         "output_dir": output_dir,
@@ -156,10 +168,13 @@ def retry_record(
     """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, and its
     own default output directory unless the user chose one (which the retry keeps)."""
     chosen = previous["output_dir"] != default_output(previous["job_id"], storage)
+    now = time.time()
     return {
-        **previous,
+        **normalize(previous),
         "job_id": job_id,
-        "created_at": time.time(),
+        "k8s_name": job_id,
+        "created_at": iso_utc(now),
+        "submitted_at": now,
         "result_uri": storage.uri(f"{job_id}/{RESULT}"),
         "output_dir": previous["output_dir"] if chosen else default_output(job_id, storage),
     }
@@ -207,6 +222,8 @@ def pack(
     ctx: JobContext, args: Sequence[Any], kwargs: Mapping[str, Any], writes: DeferredWrites, env_vars: Mapping[str, str]
 ) -> Packed:
     """Check and pickle the call; raises (bad Data, unpicklable argument) with nothing written."""
+    if ctx.debug:
+        env_vars = {**env_vars, **debug_env(kind(ctx.backend).on_this_machine)}
     (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
     volume_refs, volume_datas = replace_data_refs(dict(ctx.volumes), writes, label="volumes")
     # a fused volume is mounted at its own path (a copy per volume: one Data may also be an argument)

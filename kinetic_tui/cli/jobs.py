@@ -2,13 +2,14 @@
 
 `list`, `status`, `logs` and `cancel` are the command language's `jobs`, `status`, `logs` and `cancel` verbs,
 generated from the verb table; `result` runs the `result` verb and then, as Kinetic's `jobs result` does,
-cleans the job up; `cleanup` is the CLI's own. Every one takes Kinetic's `--project/--zone/--cluster/
---namespace` overrides (`kinetic_tui.cli.options`).
+cleans the job up; `cleanup` and `debug` are the CLI's own. Every one takes Kinetic's `--project/--zone/
+--cluster/--namespace` overrides (`kinetic_tui.cli.options`).
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 
 import click
 
@@ -81,3 +82,28 @@ def jobs_cleanup(job: str, k8s: bool, gcs: bool) -> None:
     _cleanup(job, k8s, gcs)
     removed = [part for part, chosen in (("workload", k8s), ("uploaded inputs", gcs)) if chosen]
     click.echo(f"cleaned up {job}" + (f": {' and '.join(removed)}" if removed else ": nothing chosen"))
+
+
+@jobs.command("debug")
+@click.argument("job", type=VerbValue(VERBS["status"].positionals[0]))
+@click.option("--port", type=click.IntRange(0, 65535), default=5678, show_default=True, help="local port (GKE)")
+@click.option("--timeout", type=click.FloatRange(0, 31_536_000), default=600, show_default=True, help="seconds to wait")
+def jobs_debug(job: str, port: int, timeout: float) -> None:
+    """Print where to attach a debugger to a job submitted with debug=True. A local job is reached at its
+    own address; a GKE job through a port-forward to PORT that stays up until the job ends or Ctrl+C."""
+    from kinetic_tui.core.jobs import attach
+    from kinetic_tui.core.validation import require_job_id
+
+    guard(lambda: require_job_id(job), UsageLineError)
+    handle = guard(lambda: attach(job))
+    session = guard(lambda: handle.debug_attach(local_port=port, timeout=timeout))
+    click.echo(f"attach to {session.address}")
+    if not session.forwarded:
+        return
+    try:
+        while not guard(handle.status).finished:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        session.close()

@@ -82,7 +82,7 @@ def test_submit_wait_then_jobs_status_logs_result(gke: SimpleNamespace) -> None:
     assert (submitted["status"], submitted["result"], submitted["name"]) == ("SUCCEEDED", 3, "counter")
     assert (submitted["func"], submitted["accelerator"], submitted["pool"]) == ("count_lines", "cpu", None)
     handle = json.loads(gke.cluster.storage().get_bytes(f"{job_id}/handle.json"))
-    assert submitted["created_at"] == handle["created_at"] and submitted["started_at"] is None
+    assert submitted["created_at"] == handle["submitted_at"] and submitted["started_at"] is None
     assert local_backend().jobs() == []  # nothing of it in the local backend
 
     listed, status, logs, result = results(f"jobs\nstatus {job_id}\nlogs {job_id}\nresult {job_id}")

@@ -105,7 +105,7 @@ def test_a_poll_reads_no_suspended_input_one_by_one(cluster: Cluster, tasks: Mod
     batch = tasks.cube.map([1, 2, 3, 4], max_concurrent=1)  # nothing serves: the first stays pending
     waiting = {h.job_id for h in batch.handles()[1:]}
     before = len(cluster.api.requests())
-    assert batch.statuses() == [JobStatus.PENDING] * 4
+    assert batch.status_list() == [JobStatus.PENDING] * 4
     urls = [str(r.url) for r in cluster.api.requests()[before:]]
     assert not [url for url in urls if any(job_id in url for job_id in waiting)]
     assert sum("kinetic%2Fgroup-id" in url or "kinetic/group-id" in url for url in urls) == 1  # one list call
@@ -117,7 +117,7 @@ def test_a_failing_input_raises_batch_error_with_the_partial_results(cluster: Cl
         batch = tasks.invert.map([1, 0, 4])
         with pytest.raises(kinetic.BatchError) as info:
             batch.results(timeout=TIMEOUT)
-    assert list(info.value.failures) == [1] and isinstance(info.value.failures[1], ZeroDivisionError)
+    assert list(info.value.errors) == [1] and isinstance(info.value.errors[1], ZeroDivisionError)
     assert info.value.results == [1.0, None, 0.25]
     assert batch.status_counts() == {"SUCCEEDED": 2, "FAILED": 1}
 

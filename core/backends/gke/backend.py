@@ -377,6 +377,11 @@ class GkeBackend:
     def _accelerator_text(self, job_id: str) -> str:
         return format_accelerator(_accelerator(self.handle(job_id)))
 
+    def leader_pod(self, job_id: str) -> str | None:
+        """The name of the pod of host 0 (where a debugged job's debugpy listens), if it exists."""
+        pods = self._pods(job_id)
+        return str(pods[0]["metadata"]["name"]) if pods else None
+
     def _pods(self, job_id: str) -> list[dict[str, Any]]:
         """The job's pods in host order (the LWS worker index; a Job has one host)."""
         items = self._items(

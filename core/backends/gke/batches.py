@@ -189,3 +189,13 @@ class GkeBatchDriver:
     def cancel(self, job_id: str) -> None:
         """Cancel one input (the batch cancels the last first: suspended ones before running ones)."""
         self.backend.cancel(job_id)
+
+    def cleanup(self, job_ids: Sequence[str], k8s: bool, gcs: bool) -> None:
+        for job_id in job_ids:
+            if job_id not in self._final:  # only a settled input's workload and inputs may go
+                continue
+            if k8s:
+                self.backend.cleanup(job_id)  # the workload, and every input under the job's prefix
+            elif gcs:
+                for name in (PAYLOAD, CONTEXT):
+                    self.backend.storage.delete_prefix(f"{job_id}/{name}")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.backends.base import (
     Call,
+    DebugEndpoint,
     JobInfo,
     JobState,
     LogReader,
@@ -38,6 +39,7 @@ from kinetic_tui.core.backends.gke import batches
 from kinetic_tui.core.backends.gke.backend import GkeBackend
 from kinetic_tui.core.backends.gke.k8s_client import target
 from kinetic_tui.core.backends.gke.pools import GkePools
+from kinetic_tui.core.backends.gke.port_forward import port_forward
 from kinetic_tui.core.backends.gke.submission import (
     WORKLOADS,
     submit_gke,
@@ -45,6 +47,7 @@ from kinetic_tui.core.backends.gke.submission import (
 )
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.handle_records import submitted_at
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.profiles import ResolvedInfra
 from kinetic_tui.core.submission.context import JobContext
@@ -174,6 +177,13 @@ class GkeCluster:
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         self._backend(job_id).cleanup(job_id, workload, uploads)
 
+    def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
+        """A `kubectl port-forward` from `local_port` here to the job's leader pod."""
+        pod = self._backend(job_id).leader_pod(job_id)
+        if pod is None:
+            raise NotFoundError(f"job {job_id} has no pod to forward to: it has not started or is gone")
+        return port_forward(self.infra, pod, port, local_port)
+
     # -- listings and pools ---------------------------------------------------------------------------------
 
     def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[ClusterJob]:
@@ -236,7 +246,7 @@ class GkeCluster:
         handle = self.record(job_id)
         pool = next((spec.name for spec in specs if provides(spec, handle["accelerator"])), None)
         return ClusterJob(
-            job_id, pool, state.status, state.phase, state.detail, handle["created_at"], handle, state.nodes
+            job_id, pool, state.status, state.phase, state.detail, submitted_at(handle), handle, state.nodes
         )
 
 

@@ -58,6 +58,7 @@ def job_image(ctx: JobContext, root: Path, ensure: Callable[[ImageInputs], Image
         accelerator=ctx.accelerator,
         requirements=path.read_text() if path.is_file() else "",
         container_image=ctx.container_image,
+        base_image_repo=ctx.base_image_repo,
         ensure=ensure,
         project=infra.project,
         region=infra.region,
@@ -149,6 +150,7 @@ def create_workload(
         runner_args += ["--requirements", storage.uri(key)]
     if prepared.fuse_mounts:  # kept in the handle, so a retry of this job mounts the same data
         record["fuse_mounts"] = [list(mount) for mount in prepared.fuse_mounts]
+    record["image_uri"] = image.image
     write_handle(storage, record)
     backend.submit(record, runner_args, image.image, suspend=suspend)
     return record

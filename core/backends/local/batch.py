@@ -19,11 +19,13 @@ from kinetic_tui.core.backends.local.submission import (
     stage,
     stage_lanes,
 )
+from kinetic_tui.core.backends.local.trash import discard
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage import LocalStorage, bucket_storage
 from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD
 
 
 class LocalBatchDriver:
@@ -79,6 +81,20 @@ class LocalBatchDriver:
 
     def cancel(self, job_id: str) -> None:
         self.backend.cancel(job_id)
+
+    def cleanup(self, job_ids: Sequence[str], k8s: bool, gcs: bool) -> None:
+        """One query for the group; only inputs that ran as their own process have a working directory and
+        inputs of their own (a lane's are the batch's, and the lane removes its working directory)."""
+        wanted = set(job_ids)
+        for row in self.backend.jobs(group_id=self.group_id):
+            if row.job_id not in wanted or not row.status.finished or row.in_lane:
+                continue
+            if k8s:
+                discard(row.job_dir / "work")
+            if gcs:
+                storage = bucket_storage(row.handle["bucket"], row.handle["result_uri"])
+                for name in (PAYLOAD, CONTEXT):
+                    storage.delete_prefix(f"{row.job_id}/{name}")
 
 
 def submit_map(

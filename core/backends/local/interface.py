@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from kinetic_tui.core.backends.base import (
     Call,
+    DebugEndpoint,
     JobInfo,
     LogReader,
     Submitted,
@@ -101,6 +102,10 @@ class LocalInterface:
 
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         self.backend.cleanup(job_id, workload)  # the uploads are the handle's: the storage is the caller's
+
+    def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
+        """A local job listens on this machine: its own address is where to attach."""
+        return DebugEndpoint(host, port)
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

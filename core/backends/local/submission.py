@@ -113,8 +113,8 @@ def stage(backend: LocalBackend, calls: Sequence[Call], *, numbered: bool = Fals
 
 def lanes_fit(ctx: JobContext, storage: Storage) -> bool:
     """Map inputs run in lanes (see lanes.py) with a local jobs bucket, for one-node accelerators without
-    volumes; anything else runs one job process per input."""
-    return ctx.num_nodes == 1 and not ctx.volumes and isinstance(storage, LocalStorage)
+    volumes, not debugged; anything else runs one job process per input (a debugged one has its own port)."""
+    return ctx.num_nodes == 1 and not ctx.volumes and not ctx.debug and isinstance(storage, LocalStorage)
 
 
 @dataclass(frozen=True)
