@@ -65,9 +65,8 @@ def test_file_system_refusals_name_the_database_and_the_fix(tmp_path: Path, monk
     try:
         with store.transaction() as conn:
             conn.execute("CREATE TABLE t (x INTEGER)")
-        monkeypatch.setattr(
-            store._local, "conn", _FailingConnection(store.connection, when, sqlite3.OperationalError(text))
-        )
+        real = store.connection
+        monkeypatch.setattr(store._local, "conn", _FailingConnection(real, when, sqlite3.OperationalError(text)))
         with pytest.raises(StoreError) as raised:
             if when == "COMMIT":
                 store.write("INSERT INTO t VALUES (1)")
@@ -76,7 +75,7 @@ def test_file_system_refusals_name_the_database_and_the_fix(tmp_path: Path, monk
         message = str(raised.value)
         assert message.startswith(f"{db} {problem} ({text}); ") and fix in message
         assert "\n" not in message
-        monkeypatch.undo()
+        store._local.conn = real  # not monkeypatch.undo(): that would also undo the suite's KINETIC_HOME
         assert store.query("SELECT count(*) FROM t") == [(0,)]  # the failed commit was rolled back
     finally:
         store.close()

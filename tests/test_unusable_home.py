@@ -128,5 +128,5 @@ def test_attach_names_a_non_id_argument(value: object):
     with pytest.raises(ValueError, match=r"job id: expected job-<8 hex digits>.*got ") as caught:
         kinetic.attach(value)  # type: ignore[arg-type]
     assert repr(value)[:20] in str(caught.value)
-    with pytest.raises(ValueError, match=r"batch id: expected group-<8 hex digits>"):
+    with pytest.raises(ValueError, match=r"batch id: expected grp-<8 hex digits>"):
         kinetic.attach_batch(value)  # type: ignore[arg-type]
