@@ -21,6 +21,7 @@ from kinetic_tui.core.backends.kinds import KINDS, kind
 from kinetic_tui.core.data import FUSE_MOUNT_ROOT, Data
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
+from kinetic_tui.core.submission.packaging.plan import Imports
 
 BACKENDS = tuple(KINDS)
 IMAGE_MODES = ("bundled", "prebuilt", "custom")
@@ -119,6 +120,8 @@ class JobContext:
     # the directory to ship instead of the function's own root: our training entry imports the user's step
     # by name inside the job, so the attempt ships the step's project
     package_root: Path | None = None
+    # with package_root: the imports and cwd the job recreates in it, instead of this process's sys.path and cwd
+    package_imports: Imports | None = None
 
     @property
     def accelerator_text(self) -> str:
@@ -153,6 +156,7 @@ class JobContext:
         group_id: str | None = None,
         job_id: str | None = None,
         package_root: Path | None = None,
+        package_imports: Imports | None = None,
     ) -> JobContext:
         """Validate and resolve every setting; raises ValidationError before anything is created."""
         parsed = parse_accelerator(accelerator)
@@ -181,6 +185,7 @@ class JobContext:
             created_at=time.time(),
             group_id=group_id,
             package_root=package_root,
+            package_imports=package_imports,
         )
 
 
