@@ -77,6 +77,7 @@ def test_a_trial_resumed_after_the_client_left_lets_the_supervisor_complete_the_
     assert kt("interrupt", "s.trial-1", cwd=project)["status"] == "Stopped"
     # the stopped trial keeps the only instance: the study waits for it, nobody moves it
     assert kt("show", "study", "s", cwd=project)["status"] == "Stopped"
+    wait_for(lambda: supervisor.running(kinetic_home) is None, 10, "the supervisor to exit with nothing due")
 
     assert kt("resume", "s.trial-1", "--detach", cwd=project)["status"] == "InProgress"
     wait_for(lambda: trial_statuses(kinetic_home, "s") == ["Completed"] * 2, 60, "the supervisor to finish the study")

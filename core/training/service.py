@@ -128,9 +128,12 @@ class TrainingService:
             run.meta.code = code
             self._reserve_attempt(run, ctx)
         resume_from = run.job.checkpoint.epoch if run.job.checkpoint else None
-        return self._submit(
+        resumed = self._submit(
             run, ctx, resume_from, interrupt_before_epoch, undo=lambda: self._unreserve_attempt(name, ctx.job_id)
         )
+        if run.meta.study is not None:  # a trial: its study moves again, whether or not this client stays
+            self._studies.keep_moving(run.meta.study)
+        return resumed
 
     def interrupt(self, name: str) -> TrainingSnapshot:
         """Kill the current attempt as a spot preemption would; the training becomes Stopped.

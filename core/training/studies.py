@@ -146,8 +146,7 @@ class StudyDriver:
             self.store.tuning.save(name, tuner)
             training_runs_repo.save_study_run(self.store, name, target.name, step, code)
         snapshot = self.advance(name)
-        if self._unsettled(snapshot):  # the next trials must be submitted even if this client goes away
-            supervisor.ensure_running()
+        self.keep_moving(name, snapshot)
         while wait and self._unsettled(snapshot):
             running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
             if running:
@@ -157,6 +156,11 @@ class StudyDriver:
                 time.sleep(_POLL)
             snapshot = self.advance(name)
         return snapshot
+
+    def keep_moving(self, name: str, snapshot: StudySnapshot | None = None) -> None:
+        """The study's next trials must be submitted even if this client goes away: the supervisor does it."""
+        if self._unsettled(snapshot or self.snapshot(name)):
+            supervisor.ensure_running()
 
     def _require_new(self, name: str) -> None:
         if training_runs_repo.study_exists(self.store, name):
@@ -212,7 +216,11 @@ class StudyDriver:
         return self._trials(name)
 
     def _persist(self, name: str, tuner: HyperparameterTuner, trials: list[Trial]) -> None:
+        """Store the trials and best unless the rows say so already (showing a study writes nothing then)."""
         best = best_trial(trials, tuner.maximize)
+        stored = self.store.tuning.get(name).result
+        if tuple(stored.trials) == tuple(trials) and stored.best == best:
+            return
         record = {
             **tuner.to_record(),
             "trials": [t.to_record() for t in trials],
