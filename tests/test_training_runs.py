@@ -212,6 +212,22 @@ def test_a_process_killed_from_outside_is_a_preemption_and_resumes(service):
     assert service.wait(service.resume("reclaimed").name).artifact_hash == in_memory(5, 1).artifact_hash
 
 
+def test_an_attempt_whose_launch_failed_is_stopped_at_its_checkpoint_and_resumes(service, monkeypatch, tmp_path):
+    """Our infrastructure failing to start an attempt (phase launch) loses no training: it is Stopped where
+    its last checkpoint is, the reason kept, and the next resume ends with the straight hash."""
+    service.start("l", HP, 4, 1, None, interrupt_before_epoch=3)
+    assert service.wait("l").checkpoint_epoch == 2
+    monkeypatch.setenv("KINETIC_RUNNER_FILE", str(tmp_path / "gone.py"))  # no attempt can be started now
+    lost = service.wait(service.resume("l").name)
+    assert local_backend().job(lost.job_ids[-1]).phase == "launch"
+    assert (lost.status, lost.current_epoch, lost.checkpoint_epoch, lost.interruptions) == ("Stopped", 2, 2, 2)
+    assert f"attempt {lost.job_ids[-1]} was lost in phase launch (could not start the job: runner file" in lost.error
+    assert lost.error.endswith("resume continues from epoch 3")
+    monkeypatch.delenv("KINETIC_RUNNER_FILE")
+    done = service.wait(service.resume("l").name)
+    assert (done.status, done.error, done.artifact_hash) == ("Completed", None, in_memory(4, 1).artifact_hash)
+
+
 def test_interrupting_a_settled_training_is_refused(service):
     service.wait(service.start("x", HP, 1, 1, None).name)
     before = state_of(service)

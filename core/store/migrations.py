@@ -222,4 +222,14 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         ALTER TABLE gke_pools ADD COLUMN reservation TEXT;
     """,
     ),
+    (
+        8,
+        """
+        -- the snapshot digest of a study's step project, packaged when it started: every trial ships it
+        -- (NULL: no step, an installed one, or a study started before steps were packaged at start)
+        ALTER TABLE tuning_runs ADD COLUMN code TEXT;
+        -- a study's trials are read from their trainings (training_runs.study) whenever it is looked at
+        CREATE INDEX training_runs_by_study ON training_runs (study);
+    """,
+    ),
 ]

@@ -1,5 +1,6 @@
 """What the console adds to a training or a tuning study in state.db: `training_runs` (a run's pool,
-study and metadata beside its store.training record) and `tuning_runs` (a study's pool and step)."""
+study and metadata beside its store.training record) and `tuning_runs` (a study's pool, step and the
+snapshot of the step's project)."""
 
 from __future__ import annotations
 
@@ -53,11 +54,11 @@ def study_exists(db: Database, name: str) -> bool:
     return bool(db.query("SELECT 1 FROM tuning_studies WHERE name = ?", (name,)))
 
 
-def save_study_run(db: Database, name: str, pool: str, step: str | None) -> None:
-    db.write("INSERT INTO tuning_runs (name, pool, step) VALUES (?, ?, ?)", (name, pool, step))
+def save_study_run(db: Database, name: str, pool: str, step: str | None, code: str | None) -> None:
+    db.write("INSERT INTO tuning_runs (name, pool, step, code) VALUES (?, ?, ?, ?)", (name, pool, step, code))
 
 
-def study_run(db: Database, name: str) -> tuple[str, str | None] | None:
-    """(pool, step) of a study, None if the console did not start it."""
-    rows = db.query("SELECT pool, step FROM tuning_runs WHERE name = ?", (name,))
+def study_run(db: Database, name: str) -> tuple[str, str | None, str | None] | None:
+    """(pool, step, code snapshot digest) of a study, None if the console did not start it."""
+    rows = db.query("SELECT pool, step, code FROM tuning_runs WHERE name = ?", (name,))
     return rows[0] if rows else None

@@ -44,15 +44,15 @@ class TuningRepo:
 
     def any_may_move(self) -> bool:
         """Some study could still submit or settle a trial by itself: one runs, or the budget is not spent
-        and none is stopped (a stopped trial holds the study until someone resumes it). Cheap and
+        and none is stopped (a stopped trial holds the study until someone resumes it). Read from the
+        trials' trainings, which a resume or a settle changes without the study's own rows. Cheap and
         conservative: the study driver decides exactly."""
+        trials = "FROM training_runs r JOIN training_jobs j ON j.name = r.name WHERE r.study = s.name"
         return bool(
             self._db.query(
-                "SELECT 1 FROM tuning_studies s WHERE NOT EXISTS (SELECT 1 FROM tuning_trials t"
-                " WHERE t.study = s.name AND json_extract(t.record, '$.status') = 'Stopped') AND ("
-                " EXISTS (SELECT 1 FROM tuning_trials t WHERE t.study = s.name"
-                " AND json_extract(t.record, '$.status') = 'InProgress')"
-                " OR (SELECT COUNT(*) FROM tuning_trials t WHERE t.study = s.name)"
+                f"SELECT 1 FROM tuning_studies s WHERE EXISTS (SELECT 1 {trials} AND j.status = 'InProgress')"
+                f" OR (NOT EXISTS (SELECT 1 {trials} AND j.status = 'Stopped')"
+                " AND (SELECT COUNT(*) FROM training_runs r WHERE r.study = s.name)"
                 " < json_extract(s.config, '$.budget')) LIMIT 1"
             )
         )

@@ -22,6 +22,7 @@ from kinetic_tui.core.backends.kinds import KINDS, kind
 from kinetic_tui.core.data import FUSE_MOUNT_ROOT, Data
 from kinetic_tui.core.errors import ArgumentTypeError, ValidationError
 from kinetic_tui.core.profiles import ResolvedInfra, resolve_infra
+from kinetic_tui.core.submission.packaging.plan import Imports
 
 BACKENDS = tuple(KINDS)
 IMAGE_MODES = ("bundled", "prebuilt", "custom")
@@ -141,6 +142,8 @@ class JobContext:
     # the directory to ship instead of the function's own root: our training entry imports the user's step
     # by name inside the job, so the attempt ships the step's project
     package_root: Path | None = None
+    # with package_root: the imports and cwd the job recreates in it, instead of this process's sys.path and cwd
+    package_imports: Imports | None = None
 
     @property
     def accelerator_text(self) -> str:
@@ -178,6 +181,7 @@ class JobContext:
         group_index: int | None = None,
         job_id: str | None = None,
         package_root: Path | None = None,
+        package_imports: Imports | None = None,
     ) -> JobContext:
         """Validate and resolve every setting; raises ValidationError before anything is created."""
         parsed = parse_accelerator(accelerator)
@@ -209,6 +213,7 @@ class JobContext:
             debug=check_flag("debug", debug),
             base_image_repo=check_image_repo(base_image_repo),
             package_root=package_root,
+            package_imports=package_imports,
         )
 
 

@@ -232,7 +232,9 @@ def pack(
     payload = build_payload(ctx.func, args_, kwargs_, env_vars, volume_refs, root)
     local = tuple(d.local_path for d in (*datas, *volume_datas) if d.local_path is not None)
     mounts = tuple(fuse_mounts([args_, kwargs_, volume_refs])) if any(d.fuse for d in (*datas, *volume_datas)) else ()
-    return Packed(ctx, payload, root, make_plan(root, module_file(ctx.func)), local, mounts)
+    sys_path, cwd = ctx.package_imports or (None, None)
+    plan = make_plan(root, module_file(ctx.func), cwd=cwd, sys_path=sys_path)
+    return Packed(ctx, payload, root, plan, local, mounts)
 
 
 class Archives:

@@ -12,11 +12,14 @@ from typing import Any
 
 from kinetic_tui.core.backends.base import JobInfo
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.platform.training import Checkpoint, TrainingStatus
+from kinetic_tui.core.platform.training import Checkpoint, TrainingJob, TrainingStatus
 from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE, parse_event
 from kinetic_tui.core.training.records import Run
 
 TERMINAL_EVENTS = ("completed", "failed")
+# the phases in which a job is lost by our infrastructure (it could not be started, or it vanished without
+# an exit status or result), never by the user's code
+INFRASTRUCTURE_PHASES = ("launch", "lost")
 
 
 def events_in(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -42,7 +45,9 @@ def settle(run: Run, row: JobInfo, events: list[dict[str, Any]], exit_code: int 
 
     An attempt killed by the interrupt action (a cancelled job), by a signal from outside (what a spot
     reclaim does to a node's processes) or that stopped itself is a preemption: Stopped at the checkpoint
-    epoch, one more interruption, the instance kept, resumable. Anything else unreported is a failure.
+    epoch, one more interruption, the instance kept, resumable. So is an attempt our infrastructure lost
+    (phase launch or lost), with the reason kept in `error`. Anything else unreported is a failure: the
+    user's own exception reports itself and fails the training.
     """
     job = run.job
     terminal = next((e for e in reversed(events) if e["type"] in TERMINAL_EVENTS), None)
@@ -54,12 +59,23 @@ def settle(run: Run, row: JobInfo, events: list[dict[str, Any]], exit_code: int 
     elif terminal is not None:
         job.status, job.error = TrainingStatus.FAILED, terminal["error"]
     elif row.status is JobStatus.CANCELLED or exit_code == PREEMPTED_EXIT_CODE or (exit_code or 0) < 0:
-        job.status = TrainingStatus.STOPPED
-        job.current_epoch = job.checkpoint.epoch if job.checkpoint else 0
-        job.interruptions += 1
+        _stop(job)
+    elif row.status is JobStatus.FAILED and row.phase in INFRASTRUCTURE_PHASES:
+        _stop(job)
+        job.error = (
+            f"attempt {row.job_id} was lost in phase {row.phase} ({row.detail or 'no detail'}); "
+            f"resume continues from epoch {job.current_epoch + 1}"
+        )
     else:
         job.status = TrainingStatus.FAILED
         job.error = (
             f"attempt {row.job_id} ended {row.status.value} in phase {row.phase or '-'} without "
             f"reporting completion: {row.detail or 'no detail'}"
         )
+
+
+def _stop(job: TrainingJob) -> None:
+    """Stopped at the checkpoint epoch (0 without one), one more interruption: resumable."""
+    job.status = TrainingStatus.STOPPED
+    job.current_epoch = job.checkpoint.epoch if job.checkpoint else 0
+    job.interruptions += 1

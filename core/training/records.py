@@ -41,6 +41,7 @@ class RunMeta:
     attempt_at: float | None = None
     job_ids: list[str] = field(default_factory=list)
     last_metric: Any = None
+    code: str | None = None  # the snapshot digest of the step's project every attempt ships
 
 
 @dataclass

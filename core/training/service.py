@@ -34,7 +34,8 @@ from kinetic_tui.core.storage import bucket_storage
 from kinetic_tui.core.store import Store
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
-from kinetic_tui.core.submission.packaging import module_root
+from kinetic_tui.core.submission.packaging.snapshot import open_snapshot
+from kinetic_tui.core.training.code import package_step
 from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
 from kinetic_tui.core.training.pools import accelerator, instances, require_targetable, targetable
 from kinetic_tui.core.training.progress import events_in, fold, settle
@@ -66,7 +67,8 @@ class TrainingService:
         return [TrainingSnapshot.of(run) for run in self.runs.all()]
 
     def study(self, name: str) -> StudySnapshot:
-        return self._studies.snapshot(name)
+        """The study as its trials' trainings are now, their progress folded in."""
+        return self._studies.shown(name)
 
     def studies(self) -> builtins.list[StudySnapshot]:
         return [self._studies.snapshot(name) for name in self.store.tuning.names()]
@@ -84,8 +86,12 @@ class TrainingService:
         interrupt_before_epoch: int | None = None,
         *,
         study: str | None = None,
+        code: str | None = None,
     ) -> TrainingSnapshot:
-        """Place the training on a pool instance (CapacityError when none is free) and submit attempt 1."""
+        """Place the training on a pool instance (CapacityError when none is free) and submit attempt 1.
+
+        `code` is the snapshot of the step's project to ship (a study's, taken when it started); without one,
+        the step's project is packaged now, and every later attempt ships that same snapshot."""
         require_run_name("training job name", name)
         job = TrainingJob(name, hyperparameters, epochs, checkpoint_every)
         _check_interrupt(interrupt_before_epoch, job.max_epochs)
@@ -93,12 +99,14 @@ class TrainingService:
         if self.runs.exists(name):
             raise ValidationError(f"training job {name!r} already exists; pick another name")
         target = self.choose_pool(pool)
-        ctx = self._context(target, name, step)
+        code = code or package_step(step)
+        ctx = self._context(target, name, code)
         prefix = f"{ctx.job_id}/output/training/{name}/"
         checkpoints = {"bucket": ctx.bucket, "uri": self.backend.bucket_uri(ctx.bucket, prefix), "prefix": prefix}
-        run = Run(
-            job, RunMeta(pool=target.name, checkpoints=checkpoints, step=step, study=study, started_at=self.clock())
+        meta = RunMeta(
+            pool=target.name, checkpoints=checkpoints, step=step, study=study, started_at=self.clock(), code=code
         )
+        run = Run(job, meta)
         with self.store.transaction():  # the capacity check and the reservation are one action
             if self.runs.exists(name):
                 raise ValidationError(f"training job {name!r} already exists; pick another name")
@@ -111,15 +119,21 @@ class TrainingService:
         run = self.runs.get(name)
         _require(run, "resume", TrainingStatus.STOPPED)
         _check_interrupt(interrupt_before_epoch, run.job.max_epochs)
-        ctx = self._context(self.backend.pool(run.meta.pool), name, run.meta.step)
+        # a run recorded before its code was packaged at start packages the step's project now, once
+        code = run.meta.code or package_step(run.meta.step)
+        ctx = self._context(self.backend.pool(run.meta.pool), name, code)
         with self.store.transaction():
             run = self.runs.get(name)
             _require(run, "resume", TrainingStatus.STOPPED)
+            run.meta.code = code
             self._reserve_attempt(run, ctx)
         resume_from = run.job.checkpoint.epoch if run.job.checkpoint else None
-        return self._submit(
+        resumed = self._submit(
             run, ctx, resume_from, interrupt_before_epoch, undo=lambda: self._unreserve_attempt(name, ctx.job_id)
         )
+        if run.meta.study is not None:  # a trial: its study moves again, whether or not this client stays
+            self._studies.keep_moving(run.meta.study)
+        return resumed
 
     def interrupt(self, name: str) -> TrainingSnapshot:
         """Kill the current attempt as a spot preemption would; the training becomes Stopped.
@@ -218,17 +232,20 @@ class TrainingService:
 
     # -- attempts ------------------------------------------------------------------------------------
 
-    def _context(self, pool: PoolInfo, name: str, step: str | None) -> JobContext:
-        """An attempt with a user step ships the step's project (found from this process's sys.path): the job
-        imports the step by name next to our entry. Without one, or when it is not found here, the entry's own
-        root ships."""
-        root = module_root(step.partition(":")[0]) if step else None
-        return JobContext.from_params(train, accelerator(pool), display_name=f"train {name}", package_root=root)
+    def _context(self, pool: PoolInfo, name: str, code: str | None) -> JobContext:
+        """An attempt with a user step ships the snapshot of the step's project with the imports it was
+        packaged with: the job imports the step by name next to our entry. Without one the entry's own root
+        ships."""
+        root, imports = open_snapshot(code) if code else (None, None)
+        return JobContext.from_params(
+            train, accelerator(pool), display_name=f"train {name}", package_root=root, package_imports=imports
+        )
 
     def _reserve_attempt(self, run: Run, ctx: JobContext) -> None:
         """Mark the run InProgress under the attempt's job id BEFORE submitting it (inside the caller's
         transaction), so a concurrent refresh never mistakes the previous, settled attempt for this one."""
         run.job.status = TrainingStatus.IN_PROGRESS
+        run.job.error = None  # why the previous attempt stopped, if our infrastructure lost it
         run.meta.job_ids.append(ctx.job_id)
         run.meta.attempt_at = self.clock()
         self.runs.save(run)

@@ -6,8 +6,11 @@ would. Grid and random plans are fixed up front, so up to the pool's instance co
 bayesian candidate depends on every finished trial, so bayesian trials run one after another, as the
 tuner defines them.
 
-The trials' training runs (training_runs.study) are the source of truth; the store.tuning rows (trials and
-best) are re-derived from them on every advance, so concurrent advances from several processes converge.
+The trials' training runs (training_runs.study) are the source of truth: a snapshot of the study derives
+its trials and best from them whenever it is taken (a trial resumed, stopped or failed outside the study
+shows at once), and the store.tuning rows are re-derived from them on every advance, so concurrent
+advances from several processes converge. Every trial ships the study's step project as packaged when the
+study started, whichever process submits it (the client, or the supervisor after the client left).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kinetic_tui.core.platform.training import (
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
 from kinetic_tui.core.store import Store, training_runs_repo
 from kinetic_tui.core.supervisor import process as supervisor
+from kinetic_tui.core.training.code import package_step
 from kinetic_tui.core.training.entry import check_step_ref
 from kinetic_tui.core.training.pools import instances
 from kinetic_tui.core.training.records import (
@@ -86,6 +90,7 @@ class Trainings(Protocol):
         interrupt_before_epoch: int | None = None,
         *,
         study: str | None = None,
+        code: str | None = None,
     ) -> TrainingSnapshot: ...
 
     def refresh(self, name: str | None = None) -> list[TrainingSnapshot]: ...
@@ -135,13 +140,13 @@ class StudyDriver:
         clash = [trial for trial in taken if self.service.runs.exists(trial)]
         if clash:
             raise ValidationError(f"study {name!r} would reuse training names {', '.join(clash)}; pick another name")
+        code = package_step(step)
         with self.store.transaction():
             self._require_new(name)
             self.store.tuning.save(name, tuner)
-            training_runs_repo.save_study_run(self.store, name, target.name, step)
+            training_runs_repo.save_study_run(self.store, name, target.name, step, code)
         snapshot = self.advance(name)
-        if self._unsettled(snapshot):  # the next trials must be submitted even if this client goes away
-            supervisor.ensure_running()
+        self.keep_moving(name, snapshot)
         while wait and self._unsettled(snapshot):
             running = [t.training for t in snapshot.trials if t.status == TrainingStatus.IN_PROGRESS]
             if running:
@@ -151,6 +156,11 @@ class StudyDriver:
                 time.sleep(_POLL)
             snapshot = self.advance(name)
         return snapshot
+
+    def keep_moving(self, name: str, snapshot: StudySnapshot | None = None) -> None:
+        """The study's next trials must be submitted even if this client goes away: the supervisor does it."""
+        if self._unsettled(snapshot or self.snapshot(name)):
+            supervisor.ensure_running()
 
     def _require_new(self, name: str) -> None:
         if training_runs_repo.study_exists(self.store, name):
@@ -167,11 +177,8 @@ class StudyDriver:
     def advance(self, name: str) -> StudySnapshot:
         """Fold the trials' progress, launch the next candidates that fit, and persist trials and best."""
         tuner = self._tuner(name)
-        pool, step = self._run_row(name)
-        for run in self._runs(name):
-            if run.job.status in IN_FLIGHT:
-                self.service.refresh(run.job.name)
-        trials = [_trial(run) for run in self._runs(name)]
+        pool, step, code = self._run_row(name)
+        trials = self._refreshed_trials(name)
         while len(trials) < tuner.budget and self._may_launch(tuner, trials):
             trial_id = len(trials) + 1
             hyperparameters = tuner._grid[next_position(tuner, trials)]
@@ -184,6 +191,7 @@ class StudyDriver:
                     pool,
                     step,
                     study=name,
+                    code=code,
                 )
             except CapacityError:
                 break
@@ -192,18 +200,40 @@ class StudyDriver:
                     raise
                 break  # another process launched this trial first; it persists the study
             trials.append(Trial(trial_id, snapshot.hyperparameters, None, None, TrainingStatus.IN_PROGRESS))
+        self._persist(name, tuner, trials)
+        return self.snapshot(name)
+
+    def shown(self, name: str) -> StudySnapshot:
+        """The study as its trials' trainings are now (their progress folded, the stored rows brought in line),
+        without launching anything: what showing a study must say, whether or not it is moving."""
+        self._persist(name, self._tuner(name), self._refreshed_trials(name))
+        return self.snapshot(name)
+
+    def _refreshed_trials(self, name: str) -> list[Trial]:
+        for run in self._runs(name):
+            if run.job.status in IN_FLIGHT:
+                self.service.refresh(run.job.name)
+        return self._trials(name)
+
+    def _persist(self, name: str, tuner: HyperparameterTuner, trials: list[Trial]) -> None:
+        """Store the trials and best unless the rows say so already (showing a study writes nothing then)."""
         best = best_trial(trials, tuner.maximize)
+        stored = self.store.tuning.get(name).result
+        if tuple(stored.trials) == tuple(trials) and stored.best == best:
+            return
         record = {
             **tuner.to_record(),
             "trials": [t.to_record() for t in trials],
             "best": None if best is None else best.trial_id,
         }
         self.store.tuning.save(name, HyperparameterTuner.from_record(record))
-        return self.snapshot(name)
 
     def advance_all(self) -> None:
+        """Advance every study whose stored rows are not yet Completed (its trials may be settled already:
+        the last advance persists them)."""
         for name in self.store.tuning.names():
-            if self.snapshot(name).status != TrainingStatus.COMPLETED:
+            stored = self.store.tuning.get(name)
+            if study_status(stored.result.trials, stored.config["budget"]) != TrainingStatus.COMPLETED:
                 self.advance(name)
 
     def moving(self) -> list[str]:
@@ -211,9 +241,11 @@ class StudyDriver:
         return [name for name in self.store.tuning.names() if self._unsettled(self.snapshot(name))]
 
     def snapshot(self, name: str) -> StudySnapshot:
+        """The study with its trials and best derived from the trials' trainings as stored."""
         stored = self.store.tuning.get(name)
-        pool, _ = self._run_row(name)
-        trials = stored.result.trials
+        pool, _, _ = self._run_row(name)
+        trials = self._trials(name)
+        best = best_trial(trials, stored.config["maximize"])
         return StudySnapshot(
             name=name,
             strategy=stored.config["strategy"],
@@ -232,7 +264,7 @@ class StudyDriver:
                 )
                 for t in trials
             ),
-            best=None if stored.result.best is None else stored.result.best.trial_id,
+            best=None if best is None else best.trial_id,
         )
 
     @staticmethod
@@ -250,7 +282,10 @@ class StudyDriver:
         runs = self.service.runs.all(study=name)
         return sorted(runs, key=lambda run: _trial_id(run.job.name))
 
-    def _run_row(self, name: str) -> tuple[str, str | None]:
+    def _trials(self, name: str) -> list[Trial]:
+        return [_trial(run) for run in self._runs(name)]
+
+    def _run_row(self, name: str) -> tuple[str, str | None, str | None]:
         row = training_runs_repo.study_run(self.store, name)
         if row is None:
             raise ValidationError(f"study {name!r} was not started by the console (no run record)")

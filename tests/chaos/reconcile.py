@@ -68,20 +68,6 @@ KNOWN = (
         ("training",),
         "was never submitted",
     ),
-    Known(
-        "launch failure fails a training",
-        "a training attempt whose launch failed because the fork server died mid-spawn makes the training Failed "
-        "for good (not Stopped and resumable), so its study never completes",
-        ("training",),
-        "in phase launch without reporting completion",
-    ),
-    Known(
-        "step not shipped",
-        "an attempt of a --step training submitted by `resume` (even from the project directory) or by the "
-        "supervisor (a study's next trial) ships without the step's project: ModuleNotFoundError",
-        ("training",),
-        "ModuleNotFoundError",
-    ),
 )
 
 

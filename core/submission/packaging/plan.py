@@ -6,9 +6,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PLAN_ARCNAME = ".kinetic/plan.json"
+
+
+class Imports(NamedTuple):
+    """The sys.path entries and the cwd (absolute) a job recreates inside its root, when they are not the
+    submitting process's: code packaged earlier keeps the imports it was packaged with."""
+
+    sys_path: tuple[str, ...]
+    cwd: str
 
 
 def make_plan(
