@@ -91,6 +91,29 @@ def test_a_job_whose_launcher_died_before_spawning_is_queued_again_and_runs_once
     assert "ended before starting it; none of it ran, so it is queued again" in log
 
 
+LANE_THEN_DIE = """
+    import os
+    import kinetic_tui as kinetic
+    from kinetic_tui.core.backends.local import backend
+    from {package} import jobs
+
+    backend.launch_lane = lambda store, assignment: os._exit(0)  # dies between opening a lane and starting it
+    kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
+"""
+
+
+def test_a_lane_whose_launcher_died_before_spawning_gives_its_inputs_back_at_once(user_project):
+    project, package = user_project
+    client = start_client(project, LANE_THEN_DIE.format(package=package))
+    client.communicate(timeout=TIMEOUT)
+    rows = wait_for(lambda: local_backend().jobs(), TIMEOUT, "the map's rows")
+    group = rows[0].group_id
+    assert group is not None and {r.lane for r in rows} != {None}  # a lane holds them, never started
+    began = time.monotonic()
+    assert kinetic.attach_batch(group).results(timeout=TIMEOUT) == [3, 7, 11]
+    assert time.monotonic() - began < SETTLE
+
+
 KILLED_WHILE_SPAWNING = """
     import sys
     import kinetic_tui as kinetic

@@ -254,7 +254,7 @@ class _Server:
 
     def _source_stamps(self) -> list[tuple[int, int, int]]:
         stamps = []
-        for path in (self.runner, __file__):
+        for path in (self.runner, __file__, launch_files.__file__):
             st = os.stat(path)
             stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
         return stamps

@@ -2,8 +2,8 @@
 the launch of a job whose launcher died (from its launch records, see launch_files.py).
 
 A launch that failed is judged by who holds it: if nothing of it runs or ever will (`launcher.abandon`),
-the job fails at once; if a spawner took it (it was killed after forking, or it was stopped past the
-client's patience), the job runs and whoever looks next adopts its processes.
+the job fails at once; if a spawner took it (and was killed after forking, before it replied), the job
+runs and whoever looks next adopts its processes.
 """
 
 from __future__ import annotations
@@ -59,11 +59,20 @@ def launch_job(store: Store, row: JobRow) -> None:
         hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes, token=token)
     except BaseException as exc:
         if launcher.abandon(row.job_dir):
-            finish(store, row.job_id, JobStatus.FAILED, "launch", f"could not start the job: {exc}")
+            _fail_launch(store, row.job_id, f"could not start the job: {exc}")
         if not isinstance(exc, (KineticError, OSError)):
             raise
         return
     jobs_repo.record_hosts(store, row.job_id, [h.to_dict() for h in hosts])
+
+
+def _fail_launch(store: Store, job_id: str, detail: str) -> None:
+    """A launch given up by a cancel (which gives it up first) ends the job CANCELLED, whoever settles first."""
+    values = jobs_repo.get(store, job_id)
+    if values is not None and JobRow.from_values(values).cancel_requested:
+        finish(store, job_id, JobStatus.CANCELLED, None, "cancelled")
+    else:
+        finish(store, job_id, JobStatus.FAILED, "launch", detail)
 
 
 def launch_lane(store: Store, assignment: lanes.Assignment) -> None:
