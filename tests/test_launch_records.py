@@ -154,7 +154,7 @@ DYING_SERVER = """
     spec = importlib.util.spec_from_file_location("forkserver_under_test", sys.argv[1])
     fs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fs)
-    handle = fs._Server._handle
+    handle, fork_host, forks = fs._Server._handle, fs.launch_files.fork_host, []
 
     def killed_before_replying(self, request):
         reply = handle(self, request)
@@ -162,13 +162,21 @@ DYING_SERVER = """
             os._exit(0)  # the server dies after forking the job, before it replies
         return reply
 
+    def killed_before_the_second_host(*args):
+        if forks:
+            os._exit(0)  # the server dies between forking host 0 and host 1
+        forks.append(1)
+        return fork_host(*args)
+
     fs._Server._handle = killed_before_replying
+    if sys.argv[5] == "mid-slice":
+        fs.launch_files.fork_host = killed_before_the_second_host
     fs._serve_main(Path(sys.argv[2]), json.loads(sys.argv[3]), 600.0, int(sys.argv[4]))
 """
 
 
-def _start_dying_server() -> int:
-    """A real fork server of this home that dies right after its first spawn, before replying."""
+def _start_dying_server(when: str = "before-reply") -> int:
+    """A real fork server of this home that dies in its first spawn: before replying, or mid-slice."""
     run_dir = kinetic_home() / "run"
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = job_env()
@@ -179,7 +187,7 @@ def _start_dying_server() -> int:
     }
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-c", textwrap.dedent(DYING_SERVER), forkserver.__file__, str(run_dir)]
-    proc = subprocess.Popen([*argv, json.dumps(identity), str(write_fd)], pass_fds=(write_fd,), env=env)
+    proc = subprocess.Popen([*argv, json.dumps(identity), str(write_fd), when], pass_fds=(write_fd,), env=env)
     os.close(write_fd)
     proc.wait(timeout=TIMEOUT)
     with os.fdopen(read_fd) as ready:
@@ -199,6 +207,23 @@ def test_a_job_forked_by_a_server_killed_before_replying_is_adopted(jobs, tmp_pa
     assert (row.status, row.phase, row.detail) == (JobStatus.SUCCEEDED, None, None)
     assert row.hosts is not None and row.hosts[0].reaper == server  # adopted from the server's record
     assert _markers(markers) == [handle.job_id]
+
+
+def test_a_slice_whose_server_died_between_its_hosts_fails_at_once_with_its_started_host_stopped(jobs):
+    local_backend().add_pool("slice", "v4-2x2x2", 2)
+    _start_dying_server("mid-slice")
+    began = time.monotonic()
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.hold).run_async(30.0)
+    row = wait_for(
+        lambda: local_backend().refresh(handle.job_id).status.finished and local_backend().job(handle.job_id),
+        TIMEOUT,
+        "the settle",
+    )
+    assert (row.status, row.phase) == (JobStatus.FAILED, "launch")
+    assert "died before it started host 1; its started hosts were stopped" in (row.detail or "")
+    assert time.monotonic() - began < SETTLE
+    (host0,) = launcher.launch_state(row.job_dir, 2).started
+    assert not host0.is_alive()
 
 
 def test_a_spawn_request_that_timed_out_is_never_performed(jobs, tmp_path, monkeypatch):
