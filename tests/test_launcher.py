@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kinetic_tui.core.backends.local import forkserver
 from kinetic_tui.core.backends.local.launcher import (
     HostProcess,
+    claim_token,
     exit_code,
     is_alive,
     launch,
@@ -201,7 +202,8 @@ def run_both_paths(jobs: Jobs, monkeypatch: pytest.MonkeyPatch, *argv: str) -> l
         monkeypatch.setenv("KINETIC_NO_FORKSERVER", cold)
         job_dir, _ = jobs.launch(*argv, hosts=2)
         codes = wait_exit(job_dir, 2, timeout=20)
-        files = sorted(str(p.relative_to(job_dir)) for p in job_dir.rglob("*"))
+        token = claim_token(job_dir) or "no claim"  # each launch has its own: compare the names without it
+        files = sorted(str(p.relative_to(job_dir)).replace(token, "TOKEN") for p in job_dir.rglob("*"))
         last_lines = [log_path(job_dir, i).read_text().splitlines()[-1] for i in (0, 1)]
         outcomes.append((codes, files, last_lines))
     return outcomes

@@ -150,6 +150,17 @@ def mark_running(conn: sqlite3.Connection, job_id: str, now: float) -> None:
     conn.execute("UPDATE jobs SET status = 'RUNNING', started_at = ? WHERE job_id = ?", (now, job_id))
 
 
+def requeue_unlaunched(conn: sqlite3.Connection, job_id: str) -> bool:
+    """A claimed job none of whose processes ran goes back to the queue; False if it has processes or ended."""
+    return bool(
+        conn.execute(
+            "UPDATE jobs SET status = 'PENDING', started_at = NULL "
+            "WHERE job_id = ? AND status = 'RUNNING' AND hosts IS NULL",
+            (job_id,),
+        ).rowcount
+    )
+
+
 def record_hosts(db: Database, job_id: str, hosts: list[dict[str, Any]]) -> None:
     db.write("UPDATE jobs SET hosts = ? WHERE job_id = ?", (json.dumps(hosts), job_id))
 

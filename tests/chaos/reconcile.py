@@ -48,20 +48,6 @@ KNOWN = (
         "vanished without an exit status or result",
     ),
     Known(
-        "killed launcher",
-        "a job claimed by a process killed before it recorded the job's processes holds its node for 60 s, then "
-        "is FAILED 'claimed but its processes never started', even when it ran and succeeded",
-        ("succeeded-recorded-failed", "unexplained", "stuck", "training"),
-        "claimed but its processes never started",
-    ),
-    Known(
-        "dropped spawn",
-        "a job or lane the fork server forked before it was killed runs to the end but is FAILED in phase launch "
-        "('dropped a spawn request'), its result ignored",
-        ("succeeded-recorded-failed",),
-        "dropped a spawn request",
-    ),
-    Known(
         "killed trial submitter",
         "the supervisor killed while it submits a study's trial leaves the trial Failed 'never submitted' after "
         "60 s, so the study never completes its budget",

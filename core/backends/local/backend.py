@@ -4,8 +4,8 @@
 (the default pool and matching a job to a pool), `claims` (the queue walk that claims nodes in one
 transaction), `launching` (starting processes once a claim has committed), `settling` (judging and
 recording outcomes), `lanes` (map inputs run in chunks by one process per node), `volumes`,
-`log_readers` and `trash`. Processes are started after the claim commits; a job claimed but never
-launched (its scheduler died in between) is found by `reconcile` and failed with phase `lost`.
+`log_readers` and `trash`. Processes are started after the claim commits; a job whose launcher died in
+between is found by `reconcile`, which adopts what its spawner started or queues it again.
 
 Map inputs (one-node, no volumes, local jobs bucket) run in lanes: the queue walk opens a lane for a batch
 input at the head, which takes a chunk of its batch and holds one node until its process ends; such
@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.accelerators import format_accelerator
-from kinetic_tui.core.backends.local import lanes, launcher
+from kinetic_tui.core.backends.local import forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.claims import claim
 from kinetic_tui.core.backends.local.job_rows import JobRow, Pool, SubmitError, job_dir_for
-from kinetic_tui.core.backends.local.launching import launch_job, launch_lane
+from kinetic_tui.core.backends.local.launching import adopt_launch, launch_job, launch_lane
 from kinetic_tui.core.backends.local.log_readers import LaneLogReader, LogReader
 from kinetic_tui.core.backends.local.pools import checked_config, ensure_default_pool, list_pools, match_pool
-from kinetic_tui.core.backends.local.settling import LAUNCH_WINDOW, finish, outcome
+from kinetic_tui.core.backends.local.settling import finish, outcome
 from kinetic_tui.core.backends.local.trash import discard
 from kinetic_tui.core.backends.local.volumes import check_volume_path
 from kinetic_tui.core.errors import NotFoundError, ValidationError
@@ -204,6 +204,13 @@ class LocalBackend:
         for row in rows:
             if row.status is not JobStatus.RUNNING:
                 continue
+            if row.hosts is None:
+                adopted, freed = adopt_launch(self.store, row)
+                if freed:
+                    pools.add(row.pool)
+                if adopted is None:
+                    continue
+                row = adopted
             result = outcome(row)
             if result is not None and finish(self.store, row.job_id, *result):
                 settled.append(row.job_id)
@@ -247,16 +254,25 @@ class LocalBackend:
         jobs_repo.request_cancel(self.store, job_id, time.time())
         row = self.job(job_id)
         if row.status is JobStatus.RUNNING:
-            deadline = time.monotonic() + LAUNCH_WINDOW
-            while row.hosts is None and time.monotonic() < deadline:  # wait out a launch in flight
-                time.sleep(0.01)
-                row = self.job(job_id)
-            if row.hosts:
-                launcher.terminate(row.hosts, grace=grace)
+            hosts = row.hosts if row.hosts is not None else self._stop_launch(row)
+            if hosts:
+                launcher.terminate(hosts, grace=grace)
             finish(self.store, job_id, JobStatus.CANCELLED, None, "cancelled")
         if start:  # a cancelled queue head may have been blocking the jobs behind it; a stopped job frees nodes
             self.schedule(row.pool)
         return self.job(job_id)
+
+    def _stop_launch(self, row: JobRow) -> tuple[launcher.HostProcess, ...]:
+        """The processes of a job being launched: none if its launch can still be given up, else those its
+        spawner starts (waited for while the spawner runs; a stopped one is not waited on past the
+        client's own patience)."""
+        deadline = time.monotonic() + forkserver_client.START_TIMEOUT
+        while not launcher.abandon(row.job_dir):
+            state = launcher.launch_state(row.job_dir, row.nodes)
+            if state.complete or state.failed is not None or time.monotonic() >= deadline:
+                return tuple(state.started)
+            time.sleep(0.01)
+        return ()
 
     def _cancel_in_lane(self, row: JobRow, grace: float, start: bool) -> JobRow:
         """Mark it cancelled, ask its lane to skip it, then read the lane's progress: if the lane has

@@ -3,9 +3,10 @@
 Scheduling is shared by every process that touches the workspace (the console, the CLI, a client waiting
 on a handle, the reaper of a finished job): whoever looks first does the work. The claim re-reads the
 pool's usage under the write lock, so no job starts twice and no pool is ever over-committed, however
-many processes schedule at once. Queue order is strict FIFO per pool: a head job that does not fit blocks
-the jobs behind it, so a big slice is never starved by small ones. A map input at the head opens a lane
-(lanes.py) that takes a chunk of its batch and holds one node.
+many processes schedule at once. Each claim records who claims (launcher.write_claim), so that once its
+launcher dies any process can tell whether the job started. Queue order is strict FIFO per pool: a head
+job that does not fit blocks the jobs behind it, so a big slice is never starved by small ones. A map
+input at the head opens a lane (lanes.py) that takes a chunk of its batch and holds one node.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from kinetic_tui.core.backends.local import lanes
+from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.job_rows import JobRow
 from kinetic_tui.core.backends.local.volumes import lock_volumes
 from kinetic_tui.core.store import Store, jobs_repo, pools_repo
@@ -46,6 +47,7 @@ def claim(store: Store, pool_name: str | None) -> tuple[list[JobRow], list[lanes
                     continue
                 if not lock_volumes(conn, row):
                     break
+                launcher.write_claim(row.job_dir)  # under the write lock, so no claim of the job interleaves
                 jobs_repo.mark_running(conn, row.job_id, now)
                 used += row.nodes
                 claimed.append(row)

@@ -16,6 +16,8 @@ zombie whose status /proc still shows (`ProcStat.exit_status`), so a stopped or 
 nothing. If the parent itself is killed, its running jobs go on but their exit files are never written:
 each spawn reply names the parent (`reaper`: pid and start time) so readers can tell that it is gone.
 
+The records a launch leaves, which make sure nothing runs unrecorded, are launch_files.py's.
+
 Both modes run under umask 0o077 whoever started them: everything they and the jobs they start write
 (logs, exit files, results, and the files a job's own code creates) is owner-only.
 """
@@ -24,17 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
-import select
+import selectors
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 SOCKET_NAME = "forkserver.sock"
 LOCK_NAME = "forkserver.lock"  # held by the server that owns the socket path, for as long as it owns it
@@ -47,59 +50,33 @@ STARTUP_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_", "LC_", "LANG")
 RUNNER_MODULE = "_kinetic_remote_runner"
 # What the runner imports at the top or lazily on every run (argparse alone is ~4 ms per cold import).
 WARM_MODULES = ("argparse", "hashlib", "json", "shutil", "tempfile", "zipfile", "cloudpickle")
-HAVE_PROC = os.path.isdir("/proc/self")
 
 
-class ProcStat(NamedTuple):
-    state: str
-    pgrp: int
-    start_time: int  # clock ticks after boot: with the pid, it names one process for good
-    exit_status: int | None  # a zombie's wait status, as waitpid would return it (None before Linux 3.5)
+def _sibling(name: str) -> ModuleType:
+    """A module of this directory, loaded by path under a name no job's own module can have."""
+    spec = importlib.util.spec_from_file_location(f"_kinetic_{name}", Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def read_proc_stat(pid: int) -> ProcStat | None:
-    """Return the kernel's view of `pid` (Linux /proc), or None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2 :].split()  # the command name may hold spaces and parens
-    exit_status = int(fields[49]) if len(fields) > 49 else None  # field 52 of proc(5), counted from 1
-    return ProcStat(fields[0].decode(), int(fields[2]), int(fields[19]), exit_status)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if `pid` runs; a zombie counts as gone (in some containers init never reaps orphans)."""
-    if HAVE_PROC:
-        stat = read_proc_stat(pid)
-        return stat is not None and stat.state not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def proc_start_time(pid: int) -> int | None:
-    stat = read_proc_stat(pid)
-    return stat.start_time if stat else None
-
-
-def this_process() -> list[int | None]:
-    """[pid, start time] of the calling process: how a spawn reply names the reaper of its hosts."""
-    return [os.getpid(), proc_start_time(os.getpid())]
+if TYPE_CHECKING or __name__ != "__main__":
+    from kinetic_tui.core.backends.local import launch_files
+else:  # run as a script, which imports none of our packages
+    launch_files = _sibling("launch_files")
+HAVE_PROC = launch_files.HAVE_PROC
+ProcStat = launch_files.ProcStat
+read_proc_stat = launch_files.read_proc_stat
+pid_alive = launch_files.pid_alive
+proc_start_time = launch_files.proc_start_time
+this_process = launch_files.this_process
 
 
 def write_exit(job_dir: str, host: int, code: int) -> None:
-    """Publish a host's exit code so any process can learn the outcome; readers never see half a file."""
-    final = os.path.join(job_dir, f"exit-{host}")
-    tmp = f"{final}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{code}\n")
-    os.replace(tmp, final)
+    """Publish a host's exit code so any process can learn the outcome."""
+    launch_files.write_atomic(os.path.join(job_dir, f"exit-{host}"), f"{code}\n")
 
 
 def host_exited(spec: dict[str, Any], pid: int, status: int) -> None:
@@ -110,18 +87,19 @@ def host_exited(spec: dict[str, Any], pid: int, status: int) -> None:
         print(f"cannot record the exit of pid {pid}: {exc}", file=sys.stderr, flush=True)
 
 
-def _popen_detached(argv: list[str], spec: dict[str, Any]) -> subprocess.Popen[bytes]:
-    """Start argv in its own session with the spec's env and cwd, output appended to its log."""
-    with open(spec["log"], "ab") as log:
-        return subprocess.Popen(
-            argv,
-            cwd=spec["cwd"],
-            env=spec["env"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+def _exec_runner(runner: str, spec: dict[str, Any]) -> int:
+    """Cold path, in the forked host: become `python runner argv` with the spec's env and cwd, output
+    appended to its log (every other descriptor of ours is close-on-exec)."""
+    log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.chdir(spec["cwd"])
+    for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by this interpreter; an ignored signal survives exec
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    os.execve(sys.executable, [sys.executable, runner, *spec["argv"]], spec["env"])
+    return 127  # not reached: execve returns only by raising
 
 
 def startup_env(env: dict[str, str]) -> dict[str, str]:
@@ -158,24 +136,29 @@ def recv_json(sock: socket.socket) -> dict[str, Any]:
 
 
 def _reap_main() -> None:
-    """Cold path: spawn every host, report (pid, start_time) on stdout, then wait and write exit files."""
+    """Cold path: take the launch, fork every host, report them on stdout, then wait and write exit files."""
     request = json.loads(sys.stdin.buffer.read())
     _daemonize()
+    hosts, token = request["hosts"], request["token"]
+    won, owner = launch_files.take_spawn(hosts[0]["job_dir"], token, "spawner")
+    if not won:
+        print(json.dumps({"taken": owner}), flush=True)
+        return
     children: dict[int, dict[str, Any]] = {}
-    # Keep every Popen referenced: a collected one joins subprocess's cleanup list, and the next Popen
-    # call would reap it behind the back of our os.wait(), losing that host's exit code.
-    procs = []
+    started: list[tuple[int, int | None]] = []
     try:
-        for spec in request["hosts"]:
-            procs.append(_popen_detached([sys.executable, request["runner"], *spec["argv"]], spec))
-            children[procs[-1].pid] = spec
+        for spec in hosts:
+            started.append(
+                launch_files.fork_host(spec, token, this_process(), lambda spec: _exec_runner(request["runner"], spec))
+            )
+            children[started[-1][0]] = spec
     except OSError as exc:
         for pid in children:
             os.kill(pid, signal.SIGKILL)
+        launch_files.undo_spawn(hosts[0]["job_dir"], token, hosts)
         print(json.dumps({"error": str(exc)}), flush=True)
         return
-    hosts = [[pid, proc_start_time(pid)] for pid in children]
-    print(json.dumps({"hosts": hosts, "reaper": this_process()}), flush=True)
+    print(json.dumps({"hosts": started, "reaper": this_process()}), flush=True)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # let the client's read see EOF while we keep waiting
     os.dup2(devnull, 2)
@@ -208,8 +191,19 @@ def _serve_main(run_dir: Path, identity: dict[str, Any], idle: float, ready_fd: 
     server.loop()
 
 
+class _Conn:
+    """A client connection the server is reading a request from, without waiting on it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.deadline = time.monotonic() + REQUEST_TIMEOUT
+
+
 class _Server:
-    """Single-threaded on purpose: forking from a process with threads is unsafe."""
+    """Single-threaded on purpose: forking from a process with threads is unsafe. It never waits on one
+    client: every connection is read without blocking into its own buffer, and dropped after
+    REQUEST_TIMEOUT without a whole request, so a slow or stopped client delays nobody's spawn or reaping."""
 
     def __init__(self, run_dir: Path, identity: dict[str, Any], idle: float, lock_fd: int) -> None:
         self.socket_path = run_dir / SOCKET_NAME
@@ -221,16 +215,19 @@ class _Server:
         self.reaper = this_process()
         self.sources = self._source_stamps()
         self.children: dict[int, dict[str, Any]] = {}
-        self.conns: list[socket.socket] = []  # open client connections, which a job must not inherit
-        self.retiring = False
+        self.conns: dict[socket.socket, _Conn] = {}  # open client connections, which a job must not inherit
         self.last_activity = time.monotonic()
         self.main = self._warm_up()  # before binding, so a runner that fails to import leaves no socket
         self.socket_path.unlink(missing_ok=True)  # we hold the lock, so whoever made this file is dead
         self.listener: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(self.socket_path))
         self.listener.listen(64)
+        self.listener.setblocking(False)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.selector.register(self.listener, selectors.EVENT_READ)
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         self.sigchld_default = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
@@ -257,25 +254,32 @@ class _Server:
 
     def _source_stamps(self) -> list[tuple[int, int, int]]:
         stamps = []
-        for path in (self.runner, __file__):
+        for path in (self.runner, __file__, launch_files.__file__):
             st = os.stat(path)
             stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
         return stamps
 
     def loop(self) -> None:
-        while self.listener is not None or self.children:
-            fds = [self.wake_r] + ([self.listener] if self.listener is not None else [])
-            timeout = None
-            if self.listener is not None and not self.children:
-                timeout = max(0.0, self.last_activity + self.idle - time.monotonic())
-            readable, _, _ = select.select(fds, [], [], timeout)
-            if self.wake_r in readable:
-                os.read(self.wake_r, 4096)
-                self._reap()
-            if self.listener is not None and self.listener in readable:
-                self._serve_one(self.listener)
-            elif not readable and not self.children and time.monotonic() - self.last_activity >= self.idle:
+        while self.listener is not None or self.children or self.conns:
+            for key, _ in self.selector.select(self._timeout()):
+                if key.fileobj == self.wake_r:
+                    os.read(self.wake_r, 4096)
+                    self._reap()
+                elif key.fileobj is self.listener:
+                    self._accept()
+                elif isinstance(key.fileobj, socket.socket) and key.fileobj in self.conns:
+                    self._receive(self.conns[key.fileobj])
+            now = time.monotonic()
+            for conn in [c for c in self.conns.values() if c.deadline <= now]:
+                self._close(conn)  # no whole request in time: that client gave up or is stuck
+            if not self.children and not self.conns and now - self.last_activity >= self.idle:
                 self._retire()
+
+    def _timeout(self) -> float | None:
+        deadlines = [conn.deadline for conn in self.conns.values()]
+        if self.listener is not None and not self.children:
+            deadlines.append(self.last_activity + self.idle)
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _reap(self) -> None:
         while True:
@@ -290,27 +294,46 @@ class _Server:
             if spec is not None:
                 host_exited(spec, pid, status)
 
-    def _serve_one(self, listener: socket.socket) -> None:
-        try:
-            conn, _ = listener.accept()
-        except OSError:  # the client gave up before we got to it
-            return
-        with conn:
-            conn.settimeout(REQUEST_TIMEOUT)
+    def _accept(self) -> None:
+        while self.listener is not None:
             try:
-                request = recv_json(conn)
-            except (OSError, EOFError, ValueError):
+                sock, _ = self.listener.accept()
+            except OSError:  # nobody else is waiting (or the client gave up before we got to it)
                 return
-            self.conns.append(conn)
-            try:
-                reply = self._handle(request)
-            except Exception as exc:  # a bad request must not take the server down
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            finally:
-                self.conns.remove(conn)
-            with contextlib.suppress(OSError):  # the client hung up: nobody is left to tell
-                send_json(conn, reply)
+            sock.setblocking(False)
+            self.conns[sock] = _Conn(sock)
+            self.selector.register(sock, selectors.EVENT_READ)
+            self.last_activity = time.monotonic()
+
+    def _receive(self, conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        conn.buffer += chunk
+        if not chunk or len(conn.buffer) > MAX_MESSAGE:
+            self._close(conn)
+            return
+        if not chunk.endswith(b"\n"):
+            return
+        self.selector.unregister(conn.sock)
+        try:
+            reply = self._handle(json.loads(conn.buffer))
+        except Exception as exc:  # a bad request must not take the server down
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        conn.sock.settimeout(REQUEST_TIMEOUT)  # a reply is small: the socket's buffer takes it at once
+        with contextlib.suppress(OSError):  # the client hung up: nobody is left to tell
+            send_json(conn.sock, reply)
+        self._close(conn, registered=False)
         self.last_activity = time.monotonic()
+
+    def _close(self, conn: _Conn, registered: bool = True) -> None:
+        if registered:
+            self.selector.unregister(conn.sock)
+        del self.conns[conn.sock]
+        conn.sock.close()
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -324,68 +347,46 @@ class _Server:
         if request["identity"] != self.identity or self._source_stamps() != self.sources:
             self._retire()
             return {"retired": True}
+        hosts, token = request["hosts"], request["token"]
+        won, owner = launch_files.take_spawn(hosts[0]["job_dir"], token, "spawner")
+        if not won:
+            return {"taken": owner}
         started: list[tuple[int, int | None]] = []
         try:
-            for spec in request["hosts"]:
-                started.append(self._fork(spec))
+            for spec in hosts:
+                started.append(launch_files.fork_host(spec, token, self.reaper, self._become_job))
+                self.children[started[-1][0]] = spec
         except OSError as exc:
             for pid, _ in started:
                 self.children.pop(pid, None)
                 os.kill(pid, signal.SIGKILL)
+            launch_files.undo_spawn(hosts[0]["job_dir"], token, hosts)
             return {"error": f"fork failed: {exc}"}
         return {"hosts": started, "reaper": self.reaper}
 
     def _retire(self) -> None:
         """Give up the socket path, serve whoever already queued on it, keep reaping our jobs."""
-        if self.retiring or self.listener is None:
+        if self.listener is None:
             return
-        self.retiring = True
         self.socket_path.unlink(missing_ok=True)
-        listener = self.listener
-        listener.setblocking(False)
-        while select.select([listener], [], [], 0)[0]:
-            self._serve_one(listener)
-        listener.close()
+        self._accept()  # the connections already queued are served like the others
+        self.selector.unregister(self.listener)
+        self.listener.close()
         self.listener = None
         os.close(self.lock_fd)  # only now may a new server take the path
 
-    def _fork(self, spec: dict[str, Any]) -> tuple[int, int | None]:
-        sync_r, sync_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            os.close(sync_r)
-            self._become_job(spec, sync_w)
-        os.close(sync_w)
-        try:
-            os.read(sync_r, 1)  # returns once the child leads its own group, so killpg(pid) reaches it
-        finally:
-            os.close(sync_r)
-        self.children[pid] = spec
-        return pid, proc_start_time(pid)  # not reaped yet, so /proc still has it even if it exited
-
-    def _become_job(self, spec: dict[str, Any], sync_fd: int) -> None:
-        code = 1
-        try:
-            os.setsid()
-            os.write(sync_fd, b"x")
-            os.close(sync_fd)
-            self._drop_server_state()
-            log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(log)
-            os.chdir(spec["cwd"])
-            os.environ.clear()
-            os.environ.update(spec["env"])
-            time.tzset()
-            sys.argv = [self.runner, *spec["argv"]]
-            code = _run_like_interpreter(self.main, list(spec["argv"]))
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+    def _become_job(self, spec: dict[str, Any]) -> int:
+        self._drop_server_state()
+        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.chdir(spec["cwd"])
+        os.environ.clear()
+        os.environ.update(spec["env"])
+        time.tzset()
+        sys.argv = [self.runner, *spec["argv"]]
+        return _run_like_interpreter(self.main, list(spec["argv"]))
 
     def _drop_server_state(self) -> None:
         """A job must not hold the server's fds: an inherited lock fd would keep the lock after we die."""
@@ -394,7 +395,8 @@ class _Server:
         for sock in [self.listener, *self.conns]:
             if sock is not None:
                 os.close(sock.detach())
-        for fd in (self.wake_r, self.wake_w, self.lock_fd):
+        fds = [self.wake_r, self.wake_w, self.lock_fd, self.selector.fileno()]
+        for fd in fds:
             with contextlib.suppress(OSError):  # the lock fd is already closed once the server retired
                 os.close(fd)
 

@@ -43,17 +43,27 @@ class ForkServerUnavailable(RuntimeError):
 
 
 class SpawnError(RuntimeError):
-    """Starting a job failed; if the server dropped the request after receiving it, the job may run."""
+    """Starting a job failed; if the server dropped the request after receiving it, the job may run (its
+    launch records tell: see launch_files.py)."""
 
 
-def spawn(run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float) -> Spawned:
-    """Have the warm server fork one process per host spec; start the server if none runs.
+def _taken(reply: dict[str, Any]) -> SpawnError:
+    ((role, (pid, _)),) = reply["taken"].items()
+    how = "given up" if role == "abandoned" else "started"
+    return SpawnError(f"this launch was already {how} by pid {pid}; this request started nothing")
+
+
+def spawn(
+    run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: dict[str, str], idle: float, token: str
+) -> Spawned:
+    """Have the warm server fork one process per host spec for the launch `token`; start the server if none
+    runs.
 
     A server whose interpreter, runner file or start-up environment differ from ours retires and a new one
     starts.
     """
     identity = {"python": sys.executable, "runner": runner, "startup_env": startup_env(server_env)}
-    request = {"op": "spawn", "identity": identity, "hosts": hosts}
+    request = {"op": "spawn", "identity": identity, "hosts": hosts, "token": token}
     deadline = time.monotonic() + START_TIMEOUT
     for _ in range(3):
         sock = _connect_or_start(run_dir, identity, server_env, idle, deadline)
@@ -66,9 +76,11 @@ def spawn(run_dir: Path, runner: str, hosts: list[dict[str, Any]], server_env: d
             try:
                 reply = recv_json(sock)
             except (OSError, EOFError, ValueError) as exc:
-                raise SpawnError(f"fork server at {run_dir} dropped a spawn request: {exc}") from exc
+                raise SpawnError(f"fork server at {run_dir} did not answer the spawn request: {exc}") from exc
         if "error" in reply:
             raise ForkServerUnavailable(f"fork server could not spawn: {reply['error']}")
+        if "taken" in reply:
+            raise _taken(reply)
         if "hosts" in reply:
             return _spawned(reply)
         # "retired": it served another identity and has stepped aside; start ours
@@ -179,7 +191,7 @@ def _readable(stream: Any, deadline: float) -> bool:
     return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
 
 
-def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> Spawned:
+def spawn_cold(runner: str, hosts: list[dict[str, Any]], token: str) -> Spawned:
     """Start each host as `python runner argv` under a detached reaper that writes the exit files."""
     proc = subprocess.Popen(
         [sys.executable, "-I", _SCRIPT, "reap"],
@@ -189,11 +201,13 @@ def spawn_cold(runner: str, hosts: list[dict[str, Any]]) -> Spawned:
         cwd="/",
         start_new_session=True,
     )
-    out, err = proc.communicate(json.dumps({"runner": runner, "hosts": hosts}).encode())
+    out, err = proc.communicate(json.dumps({"runner": runner, "hosts": hosts, "token": token}).encode())
     try:
         reply = json.loads(out)
     except ValueError:
         raise SpawnError(f"the reaper failed: {err.decode().strip() or 'no reply'}") from None
     if "error" in reply:
         raise SpawnError(f"could not start the job: {reply['error']}")
+    if "taken" in reply:
+        raise _taken(reply)
     return _spawned(reply)

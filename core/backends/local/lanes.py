@@ -34,7 +34,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ from kinetic_tui.core.store import Store, jobs_repo, lanes_repo, pools_repo
 CHUNK_DIVISOR = 2
 LANE_SECONDS = 0.1
 MAX_CHUNK = 1000
-LAUNCH_WINDOW = 60.0  # a lane claimed but not launched after this long lost its scheduler
 SPEC, PROGRESS, RESULTS, CANCELLED = "spec.json", "progress.jsonl", "results.bin", "cancelled"
 
 
@@ -130,6 +129,8 @@ def assign(conn: sqlite3.Connection, group_id: str, pool: str, free: int, now: f
     chunk = [(job_id, json.loads(launch)) for job_id, launch in waiting[:size]]
     lane_id = f"lane-{secrets.token_hex(6)}"
     directory = kinetic_home() / "local" / "lanes" / lane_id
+    directory.mkdir(parents=True)
+    launcher.write_claim(directory)
     lanes_repo.insert(conn, lane_id, pool, group_id, str(directory), now)
     lanes_repo.assign_inputs(conn, lane_id, [job_id for job_id, _ in chunk])
     return Assignment(Lane(lane_id, pool, group_id, directory, None, now, 0, None), chunk)
@@ -138,7 +139,6 @@ def assign(conn: sqlite3.Connection, group_id: str, pool: str, free: int, now: f
 def write_spec(assignment: Assignment) -> list[str]:
     """Create the lane's directory and spec; return the runner's argv."""
     directory = assignment.lane.dir
-    directory.mkdir(parents=True, exist_ok=True)
     first = assignment.inputs[0][1]["lane_input"]
     spec = {
         "batch": first["batch"],
@@ -164,12 +164,14 @@ def record_launch(store: Store, lane_id: str, hosts: Iterable[HostProcess]) -> N
 # -- observing --------------------------------------------------------------------------------------
 
 
-def _exit_status(lane: Lane) -> tuple[bool, int | None]:
-    """(ended, exit code): ended once its one process has (see `launcher.host_exit`), or it never launched."""
-    if lane.hosts is None:
-        code = launcher.exit_code(lane.dir, 0)
-        return code is not None or time.time() - lane.started_at >= LAUNCH_WINDOW, code
-    return launcher.host_exit(lane.dir, lane.hosts[0])
+def _adopted(store: Store, lane: Lane) -> tuple[Lane, bool]:
+    """A lane without recorded processes: (the lane with the process its spawner started, False), or (the
+    lane, True) once it is known never to start (see `launcher.launch_state`)."""
+    state = launcher.launch_state(lane.dir, 1)
+    if state.complete:
+        record_launch(store, lane.lane_id, state.started)
+        return replace(lane, hosts=tuple(state.started)), False
+    return lane, state.failed is not None
 
 
 def _read_progress(lane: Lane) -> tuple[list[dict[str, Any]], int]:
@@ -233,12 +235,16 @@ def observe(store: Store, lane: Lane, patient: bool = True) -> tuple[list[str], 
     stopped, busy or dead), which costs a scan of /proc, too much for every poll."""
     code = launcher.exit_code(lane.dir, 0)  # first: once ended, every progress line is in the file
     ended = code is not None
-    if not ended and patient:
-        ended, code = _exit_status(lane)
+    if lane.hosts is None and (ended or patient):
+        lane, unlaunched = _adopted(store, lane)
+        ended = ended or unlaunched
+    if not ended and patient and lane.hosts is not None:
+        ended, code = launcher.host_exit(lane.dir, lane.hosts[0])
     if not ended and not lane.has_news():
         return [], False
     with store.transaction() as conn:
         current = Lane.from_values(lanes_repo.current(conn, lane.lane_id))
+        current = current if current.hosts else replace(current, hosts=lane.hosts)
         if current.ended_at is not None:
             return [], False
         events, offset = _read_progress(current)

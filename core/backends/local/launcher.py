@@ -8,23 +8,26 @@ A host whose exit file is missing is judged by `host_exit`, which never guesses 
 Each host runs in its own session (so its own process group), detached from the client, which may exit.
 Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO_FORKSERVER=1, or when
 the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
-produce the same files.
+produce the same files, and the same launch records (launch_files.py), from which `launch_state` tells
+any process what became of a launch whose starter died.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
+import secrets
 import signal
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from kinetic_tui.core.backends.local import forkserver, forkserver_client
+from kinetic_tui.core.backends.local import forkserver, forkserver_client, launch_files
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.paths import RUNNER_FILE, kinetic_home
 
@@ -117,6 +120,15 @@ def work_dir(job_dir: Path, host: int) -> Path:
     return Path(job_dir) / "work" / f"host-{host}"
 
 
+def note(job_dir: Path, text: str) -> None:
+    """Append one `[kinetic]` line to host 0's log, where the user reads what happened to the job."""
+    path = log_path(job_dir, 0)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a") as log:
+        log.write(f"[kinetic] {text}\n")
+
+
 def exit_path(job_dir: Path, host: int) -> Path:
     return Path(job_dir) / f"exit-{host}"
 
@@ -170,13 +182,34 @@ def wait_exit(job_dir: Path, hosts: int = 1, timeout: float | None = None) -> li
         delay = min(delay * 1.5, 0.005 if time.monotonic() - started < 2 else 0.05)
 
 
+def write_claim(job_dir: Path) -> str:
+    """Record that this process is about to launch the job in `job_dir`; return the launch's fresh token.
+    Written while the claim's transaction holds the write lock, so no two claims of one job interleave."""
+    token = secrets.token_hex(8)
+    claim = {"launcher": launch_files.this_process(), "token": token}
+    launch_files.write_atomic(str(Path(job_dir) / launch_files.CLAIM_NAME), json.dumps(claim))
+    return token
+
+
+def claim_token(job_dir: Path) -> str | None:
+    claim = launch_files.read_json(str(Path(job_dir) / launch_files.CLAIM_NAME))
+    return None if claim is None else str(claim["token"])
+
+
 def launch(
-    job_dir: Path, argv: list[str], env: dict[str, str], hosts: int = 1, runner: Path | None = None
+    job_dir: Path,
+    argv: list[str],
+    env: dict[str, str],
+    hosts: int = 1,
+    runner: Path | None = None,
+    token: str | None = None,
 ) -> list[HostProcess]:
     """Start one runner process per host with TPU_WORKER_ID=i and return them in host order.
 
-    `env` replaces the environment entirely. `runner` defaults to `default_runner_file()`.
-    ValidationError (nothing changed) for bad arguments; LaunchError if the processes could not start.
+    `env` replaces the environment entirely. `runner` defaults to `default_runner_file()`. `token` names
+    the claim (`write_claim`) this launch carries out; without one the launch claims the job itself.
+    ValidationError (nothing changed) for bad arguments; LaunchError if the processes could not start
+    (`abandon` then tells whether some of them may run all the same).
     """
     job_dir = Path(job_dir)
     runner_file = Path(runner).resolve() if runner is not None else default_runner_file()
@@ -200,20 +233,79 @@ def launch(
             }
         )
     try:
-        started = _start(str(runner_file), specs, idle)
+        started = _start(str(runner_file), specs, idle, token or write_claim(job_dir))
     except forkserver_client.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
     return [HostProcess(i, pid, pid, start, *started.reaper) for i, (pid, start) in enumerate(started.hosts)]
 
 
-def _start(runner: str, specs: list[dict[str, Any]], idle: float) -> forkserver_client.Spawned:
+def _start(runner: str, specs: list[dict[str, Any]], idle: float, token: str) -> forkserver_client.Spawned:
     if os.environ.get("KINETIC_NO_FORKSERVER", "") not in ("", "0"):
-        return forkserver_client.spawn_cold(runner, specs)
+        return forkserver_client.spawn_cold(runner, specs, token)
     try:
-        return forkserver_client.spawn(_run_dir(), runner, specs, specs[0]["env"], idle)
+        return forkserver_client.spawn(_run_dir(), runner, specs, specs[0]["env"], idle, token)
     except forkserver_client.ForkServerUnavailable as exc:
         log.warning("starting the job cold: %s", exc)
-        return forkserver_client.spawn_cold(runner, specs)
+        return forkserver_client.spawn_cold(runner, specs, token)
+
+
+def abandon(job_dir: Path) -> bool:
+    """Give up the job's current launch unless a spawner has taken it: True if nothing of it runs or ever
+    will (so the job may be failed, cancelled or queued again), False if its processes run or are being
+    started (`launch_state` finds them)."""
+    token = claim_token(job_dir)
+    if token is None:
+        return True
+    try:
+        _, owner = launch_files.take_spawn(str(job_dir), token, "abandoned")
+    except FileNotFoundError:  # the job's directory is gone, and nothing can start there
+        return True
+    return "abandoned" in owner
+
+
+class LaunchState(NamedTuple):
+    """What became of a claimed job's launch: `started` hosts (all of them once `complete`); `failed` says
+    why the rest never will start, None while they still may."""
+
+    started: list[HostProcess]
+    complete: bool
+    failed: str | None
+    token: str | None = None  # the launch judged
+
+
+def launch_state(job_dir: Path, hosts: int) -> LaunchState:
+    """Read a claimed job's launch records: adopt the hosts its spawner started, or once its launcher is
+    dead (pid and start time) and no spawner took the launch, abandon it. Never waits."""
+    claim = launch_files.read_json(str(Path(job_dir) / launch_files.CLAIM_NAME))
+    if claim is None:
+        return LaunchState([], False, "its launch left no claim record")
+    token, launcher = claim["token"], claim["launcher"]
+    started = _started(job_dir, token, hosts)
+    if len(started) == hosts:
+        return LaunchState(started, True, None, token)
+    owner = launch_files.read_json(launch_files.spawn_path(str(job_dir), token))
+    if owner is None:
+        if launch_files.process_alive(launcher):
+            return LaunchState(started, False, None, token)  # it is starting the job right now
+        if abandon(job_dir):
+            return LaunchState([], False, f"its launcher (pid {launcher[0]}) ended before starting it", token)
+        return launch_state(job_dir, hosts)  # a spawner took it just now
+    if "abandoned" in owner:  # by its launcher, which settles the job, unless it has died since
+        why = None if launch_files.process_alive(launcher) else "its launch was given up"
+        return LaunchState([], False, why, token)
+    if launch_files.process_alive(owner["spawner"]):
+        return LaunchState(started, False, None, token)
+    started = _started(job_dir, token, hosts)  # what it wrote before it died
+    if len(started) == hosts:
+        return LaunchState(started, True, None, token)
+    missing = min(set(range(hosts)) - {h.host for h in started})
+    why = f"the process starting it (pid {owner['spawner'][0]}) died before it started host {missing}"
+    return LaunchState(started, False, why, token)
+
+
+def _started(job_dir: Path, token: str, hosts: int) -> list[HostProcess]:
+    records = (launch_files.read_json(launch_files.started_path(str(job_dir), token, i)) for i in range(hosts))
+    return [HostProcess.from_dict(record) for record in records if record is not None]
 
 
 def _validate(job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path) -> None:

@@ -1,13 +1,20 @@
-"""Starting the processes of claimed local jobs and lanes, after their claim has committed."""
+"""Starting the processes of claimed local jobs and lanes, after their claim has committed, and finishing
+the launch of a job whose launcher died (from its launch records, see launch_files.py).
+
+A launch that failed is judged by who holds it: if nothing of it runs or ever will (`launcher.abandon`),
+the job fails at once; if a spawner took it (and was killed after forking, before it replied), the job
+runs and whoever looks next adopts its processes.
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from kinetic_tui.core.backends.local import lanes, launcher
 from kinetic_tui.core.backends.local.job_rows import JobRow
-from kinetic_tui.core.backends.local.settling import finish
+from kinetic_tui.core.backends.local.settling import finish, requeue
 from kinetic_tui.core.backends.local.volumes import create_volume_root, write_json
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
@@ -48,18 +55,54 @@ def launch_job(store: Store, row: JobRow) -> None:
         for path in row.launch.get("volumes") or []:
             created.append(create_volume_root(path))
             write_json(row.job_dir / "volumes.json", created)  # after each: a failed launch removes them
-        hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes)
-    except (KineticError, OSError) as exc:
-        finish(store, row.job_id, JobStatus.FAILED, "launch", f"could not start the job: {exc}")
+        token = launcher.claim_token(row.job_dir)
+        hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes, token=token)
+    except BaseException as exc:
+        if launcher.abandon(row.job_dir):
+            _fail_launch(store, row.job_id, f"could not start the job: {exc}")
+        if not isinstance(exc, (KineticError, OSError)):
+            raise
         return
     jobs_repo.record_hosts(store, row.job_id, [h.to_dict() for h in hosts])
 
 
+def _fail_launch(store: Store, job_id: str, detail: str) -> None:
+    """A launch given up by a cancel (which gives it up first) ends the job CANCELLED, whoever settles first."""
+    values = jobs_repo.get(store, job_id)
+    if values is not None and JobRow.from_values(values).cancel_requested:
+        finish(store, job_id, JobStatus.CANCELLED, None, "cancelled")
+    else:
+        finish(store, job_id, JobStatus.FAILED, "launch", detail)
+
+
 def launch_lane(store: Store, assignment: lanes.Assignment) -> None:
     """Start the lane's runner; if it cannot start, the lane is closed at once and its inputs fail."""
+    lane = assignment.lane
     try:
-        hosts = launcher.launch(assignment.lane.dir, lanes.write_spec(assignment), job_env())
-    except (KineticError, OSError) as exc:
-        lanes_repo.fail_launch(store, assignment.lane.lane_id, f"could not start the lane: {exc}", time.time())
+        hosts = launcher.launch(lane.dir, lanes.write_spec(assignment), job_env(), token=launcher.claim_token(lane.dir))
+    except BaseException as exc:
+        if launcher.abandon(lane.dir):
+            lanes_repo.fail_launch(store, lane.lane_id, f"could not start the lane: {exc}", time.time())
+        if not isinstance(exc, (KineticError, OSError)):
+            raise
         return
-    lanes.record_launch(store, assignment.lane.lane_id, hosts)
+    lanes.record_launch(store, lane.lane_id, hosts)
+
+
+def adopt_launch(store: Store, row: JobRow) -> tuple[JobRow | None, bool]:
+    """A claimed job without recorded processes: (the row with the processes its spawner started, False),
+    or (None, True) once it is known that nothing more of it will start: a job none of whose hosts ran goes
+    back to the queue, one whose spawner died part-way fails with its started hosts stopped. (None, False)
+    while its launch is in flight."""
+    state = launcher.launch_state(row.job_dir, row.nodes)
+    if state.complete:
+        jobs_repo.record_hosts(store, row.job_id, [h.to_dict() for h in state.started])
+        return replace(row, hosts=tuple(state.started)), False
+    if state.failed is None:
+        return None, False
+    if state.started:
+        launcher.terminate(state.started, grace=0)
+        finish(store, row.job_id, JobStatus.FAILED, "launch", f"{state.failed}; its started hosts were stopped")
+    else:
+        requeue(store, row, state.token, state.failed)
+    return None, True

@@ -1,7 +1,7 @@
 """Settling local jobs: judging a job whose processes are done, and recording its outcome once.
 
-A job claimed but never launched (its scheduler died between the claim and the start) is failed with
-phase `lost` once LAUNCH_WINDOW has passed without processes.
+A job claimed but not launched yet has no processes to judge: launching.adopt_launch settles its launch
+first.
 
 A host's own result summary (`result.json`, `result-worker-{i}.json`, written by its runner before it
 exits) outranks a missing exit status: a host whose status nobody can tell any more (its reaper, the fork
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 
 from kinetic_tui.core.backends.local import launcher
@@ -23,16 +24,13 @@ from kinetic_tui.core.storage import bucket_storage
 from kinetic_tui.core.store import Store, jobs_repo, volume_locks_repo
 from kinetic_tui.core.training.entry import PREEMPTED_EXIT_CODE
 
-LAUNCH_WINDOW = 60.0  # a claimed job with no processes after this long lost its scheduler
 Outcome = tuple[JobStatus, str | None, str | None]  # (status, phase, detail)
 
 
 def outcome(row: JobRow) -> Outcome | None:
-    """(status, phase, detail) once every host has ended, or None while one runs."""
+    """(status, phase, detail) once every host has ended, or None while one runs or is being launched."""
     if row.hosts is None:
-        if time.time() - (row.started_at or 0) < LAUNCH_WINDOW:
-            return None  # being launched right now by another process
-        return JobStatus.FAILED, "lost", "the job was claimed but its processes never started"
+        return None
     codes = []
     for host in row.hosts:
         ended, code = launcher.host_exit(row.job_dir, host)
@@ -77,14 +75,31 @@ def _judge(row: JobRow, codes: list[int | None]) -> Outcome:
 
 
 def finish(store: Store, job_id: str, status: JobStatus, phase: str | None, detail: str | None) -> bool:
-    """Settle a job once (a concurrent settler loses quietly) and release its volumes.
-
-    The paths are removed before their locks go, in the same transaction: a job queued for the same
-    path may be launched the moment the lock is released and must find the path free.
-    """
+    """Settle a job once (a concurrent settler loses quietly) and release its volumes."""
     with store.transaction() as conn:
         changed = jobs_repo.settle(conn, job_id, status.value, phase, detail, time.time())
-        if changed and volume_locks_repo.holds_any(conn, job_id):
-            remove_volume_roots(job_dir_for(job_id))
-        volume_locks_repo.release(conn, job_id)
+        _release_volumes(conn, job_id, changed)
     return changed
+
+
+def requeue(store: Store, row: JobRow, token: str | None, why: str) -> bool:
+    """Put a claimed job none of whose processes ran back in the queue (it keeps its place), unless its
+    launch `token` is no longer current (it was claimed again meanwhile); the reason goes to its log. A job
+    asked to cancel is cancelled instead."""
+    if row.cancel_requested:
+        return finish(store, row.job_id, JobStatus.CANCELLED, None, "cancelled")
+    with store.transaction() as conn:  # claims write their record under this lock, so the token read is current
+        changed = launcher.claim_token(row.job_dir) == token and jobs_repo.requeue_unlaunched(conn, row.job_id)
+        if changed:
+            _release_volumes(conn, row.job_id, changed)
+    if changed:
+        launcher.note(row.job_dir, f"launch: {why}; none of it ran, so it is queued again")
+    return changed
+
+
+def _release_volumes(conn: sqlite3.Connection, job_id: str, settled: bool) -> None:
+    """The paths are removed before their locks go, in the same transaction: a job queued for the same
+    path may be launched the moment the lock is released and must find the path free."""
+    if settled and volume_locks_repo.holds_any(conn, job_id):
+        remove_volume_roots(job_dir_for(job_id))
+    volume_locks_repo.release(conn, job_id)
