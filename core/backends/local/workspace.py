@@ -14,6 +14,7 @@ from collections import OrderedDict
 from kinetic_tui.core.backends.local.backend import LocalBackend
 from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
+from kinetic_tui.core.store.pipeline_steps_repo import any_running
 
 KEEP = 4
 _lock = threading.Lock()
