@@ -102,6 +102,8 @@ class Workspace:
 
     async def aclose(self) -> None:
         """Let detached in-process work settle (a detached job keeps running in its own process)."""
+        if self._watchers:
+            await asyncio.sleep(0)  # let each start, so cancelling it closes the work it follows
         for task in list(self._watchers):
             task.cancel()
         while self._background:

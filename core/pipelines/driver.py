@@ -23,7 +23,7 @@ from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
 from kinetic_tui.core.backends.base import Backend, JobRecord
 from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.jobs import JobHandle
-from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator
+from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step
 from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, RunStatus, Step, StepResult, StepStatus
 from kinetic_tui.core.platform.pipelines.execution import Ready, StepError, blocked_status, prepare, settled_status
@@ -45,6 +45,7 @@ class Home(Protocol):
 
     @property
     def backend(self) -> Backend: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class RunDriver:
     def _load(self, name: str, number: int, record: dict[str, Any]) -> LoadedRun:
         loaded = self._loaded.get((name, number))
         if loaded is None:
-            steps = self.artifacts.get_value(record["code"])
+            steps = unpack_code(self.artifacts.get_value(record["code"]))
             pipeline = Pipeline(name, steps, cache=self.store.pipelines.cache, accelerator=record["accelerator"])
             nodes, layers, frames = pipeline.compiled()
             order = [i for layer in layers for i in layer]

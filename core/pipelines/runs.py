@@ -58,12 +58,36 @@ def _pools(backend: Backend) -> str:
     return ", ".join(f"{p.name} ({p.accelerator}, {p.nodes} nodes)" for p in backend.pools()) or "none"
 
 
+_FIELDS = ("name", "inputs", "when", "version", "accelerator", "pool", "retries")
+
+
 def package_code(steps: tuple[Step | ConditionStep, ...], root: Path | None) -> bytes:
-    """The steps with their functions by value (every module under the package root), as a job's payload."""
+    """The steps as plain records with their functions by value (every module under the package root), as a
+    job's payload is packed. Records, not Step objects: a checkout that holds this package would otherwise
+    ship our own classes by value, and the driver could not recognise them."""
+    records = [
+        {
+            "condition": isinstance(step, ConditionStep),
+            "fn": step.predicate if isinstance(step, ConditionStep) else step.fn,
+            **{field: getattr(step, field) for field in _FIELDS},
+        }
+        for step in steps
+    ]
     if root is None:
-        return bytes(cloudpickle.dumps(steps))
+        return bytes(cloudpickle.dumps(records))
     with project_by_value(root):
-        return dumps_keeping_filenames(steps, root)
+        return dumps_keeping_filenames(records, root)
+
+
+def unpack_code(records: list[dict[str, Any]]) -> list[Step | ConditionStep]:
+    """The steps `package_code` packed."""
+    steps: list[Step | ConditionStep] = []
+    for record in records:
+        fields = {field: record[field] for field in _FIELDS}
+        steps.append(
+            ConditionStep(predicate=record["fn"], **fields) if record["condition"] else Step(fn=record["fn"], **fields)
+        )
+    return steps
 
 
 def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rerun: bool) -> int:
@@ -79,7 +103,8 @@ def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rer
     nodes, _, _ = pipeline.compiled()
     for step in pipeline.steps:
         step_accelerator(backend, pipeline, step)
-    root = module_root(ref.partition(":")[0])
+    module = ref.partition(":")[0]
+    root = None if module.partition(".")[0] == "kinetic_tui" else module_root(module)  # ours travels by name
     code = workspace_artifacts(backend).put_bytes(package_code(pipeline.steps, root))
     header = {
         "pipeline": name,
@@ -126,13 +151,10 @@ def wait(store: Store, name: str, number: int, timeout: float | None = None) -> 
 
 
 def resume(store: Store, name: str, number: int | None) -> StoredRun:
-    """Bring the driver of a Running run back; a settled run is said to be settled, unchanged."""
+    """Bring the driver of a Running run back; a settled run is returned as it is (nothing runs again)."""
     run = chosen(store, name, number)
-    if run.run.status is not RunStatus.RUNNING:
-        raise ValidationError(
-            f"pipeline {name!r} run {run.number} already finished ({run.run.status.value}); nothing to resume"
-        )
-    supervisor.ensure_running(store.path.parent)
+    if run.run.status is RunStatus.RUNNING:
+        supervisor.ensure_running(store.path.parent)
     return run
 
 

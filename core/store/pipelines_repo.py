@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun, RunStatus
-from kinetic_tui.core.store import pipeline_steps_repo
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.store.pipeline_steps_repo import compose, steps
 from kinetic_tui.core.validation import known_names
 
 
@@ -147,5 +147,4 @@ class PipelineRepo:
         """A settled run from its record; a Running one from its step rows."""
         if status != RunStatus.RUNNING.value:
             return PipelineRun.from_record(record)
-        rows = pipeline_steps_repo.steps(self._db, name, number)
-        return pipeline_steps_repo.compose(record, rows, RunStatus.RUNNING)
+        return compose(record, steps(self._db, name, number), RunStatus.RUNNING)

@@ -15,6 +15,7 @@ from kinetic_tui.core.backends.local.backend import LocalBackend
 from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
 from kinetic_tui.core.store.pipeline_steps_repo import any_running
+from kinetic_tui.core.supervisor import process as supervisor
 
 KEEP = 4
 _lock = threading.Lock()
@@ -30,6 +31,8 @@ def local_backend() -> LocalBackend:
             while len(_backends) > KEEP:
                 _, evicted = _backends.popitem(last=False)
                 evicted.store.close()
+            if any_running(backend.store):  # a pipeline run whose driver may be gone: any process of ours
+                supervisor.ensure_running()  # that opens the home brings it back
         else:
             _backends.move_to_end(path)
         return backend
