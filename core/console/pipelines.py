@@ -5,6 +5,7 @@ params or placement are refused records nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.artifacts import prune, workspace_artifacts
@@ -109,12 +110,17 @@ class Pipelines:
         return await self._follow(name, number, wait)
 
     async def _follow(self, name: str, number: int, wait: bool | None) -> PipelineRunSnapshot:
-        """The run now (detached), or once it settled (waiting), announcing each step's final state."""
+        """The run now (detached), or once it settled (waiting), announcing each step's final state. The
+        looks are short reads between async sleeps, so a console that stops following leaves no thread."""
         if not self.workspace.wants_wait(wait):
             stored = await self.workspace.blocking(runs.chosen, self.store, name, number)
             self.workspace.spawn(f"pipeline run {name}", self._follow(name, number, True), watch_only=True)
             return PipelineRunSnapshot.of(stored.number, stored.run)
-        stored = await self.workspace.blocking(runs.wait, self.store, name, number)
+        looks = 0
+        while await self.workspace.blocking(runs.is_running, self.store, name, number, looks):
+            looks += 1
+            await asyncio.sleep(runs.POLL)
+        stored = await self.workspace.blocking(runs.chosen, self.store, name, number)
         for step, result in stored.run.steps.items():
             self.workspace.events.publish(StepStatusChanged(name, number, step, result.status.value))
         self.workspace.events.publish(

@@ -134,20 +134,14 @@ def chosen(store: Store, name: str, number: int | None) -> StoredRun:
     return found
 
 
-def wait(store: Store, name: str, number: int, timeout: float | None = None) -> StoredRun:
-    """Follow a run until it settles, bringing its driver back if it is gone (TimeoutError leaves it running)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    looks = 0
-    while True:
-        found = pipeline_steps_repo.header(store, name, number)
-        if found is None or found[0] is not RunStatus.RUNNING:
-            return chosen(store, name, number)
-        looks += 1
-        if looks % 20 == 0:  # about once a second: a killed driver is picked up by whoever follows the run
-            supervisor.ensure_running(store.path.parent)
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"pipeline {name!r} run {number} is still Running after {timeout} s; it keeps running")
-        time.sleep(POLL)
+def is_running(store: Store, name: str, number: int, looks: int = 0) -> bool:
+    """Whether the run is still Running; about once a second of looks (`looks`, counted by the follower), a
+    driver that was killed is brought back: whoever follows a run keeps it driven."""
+    found = pipeline_steps_repo.header(store, name, number)
+    running = found is not None and found[0] is RunStatus.RUNNING
+    if running and looks and looks % 20 == 0:
+        supervisor.ensure_running(store.path.parent)
+    return running
 
 
 def resume(store: Store, name: str, number: int | None) -> StoredRun:

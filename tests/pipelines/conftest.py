@@ -42,8 +42,18 @@ def parallel():
                                  Step("join", lambda i: {"both": [i["a"], i["b"]]}, {"a": "a.done", "b": "b.done"})])
 
 
+def gate(name):
+    # runs until the test creates MARKS/release-NAME: the clock here cannot be trusted
+    def step(inputs):
+        mark(name)
+        while not (MARKS / f"release-{name}").exists():
+            time.sleep(0.02)
+        return {"done": name}
+    return step
+
+
 def slow():
-    return Pipeline("slow", [Step("wait", sleeper("wait", float(os.environ.get("PIPE_SLEEP", "4")))),
+    return Pipeline("slow", [Step("wait", gate("wait")),
                              Step("after", lambda i: {"seen": i["x"]}, {"x": "wait.done"})])
 
 
@@ -96,7 +106,7 @@ def nowhere():
 
 
 def chained():
-    return Pipeline("chained", [Step("first", sleeper("first", float(os.environ.get("PIPE_SLEEP", "3")))),
+    return Pipeline("chained", [Step("first", gate("first")),
                                 Step("second", lambda i: {"version": "old", "got": i["x"]}, {"x": "first.done"})])
 """
 
@@ -111,6 +121,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinetic_home: Path)
         yield root
     finally:
         supervisor.stop(kinetic_home)
+
+
+def release(name: str) -> None:
+    import os
+
+    (Path(os.environ["PIPE_MARKS"]) / f"release-{name}").touch()
 
 
 def marks(name: str) -> list[float]:
