@@ -106,10 +106,11 @@ def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rer
     module = ref.partition(":")[0]
     root = None if module.partition(".")[0] == "kinetic_tui" else module_root(module)  # ours travels by name
     code = workspace_artifacts(backend).put_bytes(package_code(pipeline.steps, root))
-    header = {
+    order = pipeline.topological_order()
+    header: dict[str, Any] = {
         "pipeline": name,
         "params": merged,
-        "order": pipeline.topological_order(),
+        "order": order,
         "conditions": [node.name for node in nodes if node.is_condition],
         "code": code,
         "root": None if root is None else str(root),
@@ -117,7 +118,7 @@ def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rer
         "timeout": pipeline.timeout,
         "started_at": time.time(),
     }
-    number = pipeline_steps_repo.start(store, name, header, header["order"])
+    number = pipeline_steps_repo.start(store, name, header, order)
     artifacts_repo.hold(store, "run", f"{name}/{number}", [code])
     supervisor.ensure_running(store.path.parent)
     return number
