@@ -69,6 +69,7 @@ MAX_LOAD_TICKS = 1_000_000  # ticks one `load` drives
 MAX_LOADED_MODELS = 1_000  # models an endpoint keeps loaded
 MAX_TAIL_LINES = 10_000_000  # lines `logs --tail` keeps
 MAX_SECONDS = 31_536_000.0  # a timeout: one year
+MAX_STEP_RETRIES = 100  # retries of one pipeline step
 
 
 def int_bounds(minimum: int, maximum: int | None) -> str:

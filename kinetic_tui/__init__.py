@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # what `__getattr__` resolves, so type checkers see the real 
     from kinetic_tui.core.jobs import JobHandle as JobHandle
     from kinetic_tui.core.jobs import attach as attach
     from kinetic_tui.core.jobs import list_jobs as list_jobs
+    from kinetic_tui.core.platform.pipelines import ConditionStep as ConditionStep
+    from kinetic_tui.core.platform.pipelines import Pipeline as Pipeline
+    from kinetic_tui.core.platform.pipelines import Step as Step
     from kinetic_tui.version import __version__ as __version__
 
 _checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
@@ -48,6 +51,9 @@ _EXPORTS = {
     "BatchError": "kinetic_tui.core.batches",
     "attach_batch": "kinetic_tui.core.batches",
     "parse_accelerator": "kinetic_tui.core.accelerators",
+    "Pipeline": "kinetic_tui.core.platform.pipelines",
+    "Step": "kinetic_tui.core.platform.pipelines",
+    "ConditionStep": "kinetic_tui.core.platform.pipelines",
     # read from the installed metadata on first use: importlib.metadata costs ~20 ms at every start
     "__version__": "kinetic_tui.version",
 }

@@ -49,8 +49,12 @@ def test_public_names_are_the_core_objects_and_listed_in_all() -> None:
     from kinetic_tui.core.decorator import map, run
     from kinetic_tui.core.job_status import JobStatus
     from kinetic_tui.core.jobs import JobHandle, attach, list_jobs
+    from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, Step
 
     expected = {
+        "Pipeline": Pipeline,
+        "Step": Step,
+        "ConditionStep": ConditionStep,
         "run": run,
         "Data": Data,
         "JobHandle": JobHandle,

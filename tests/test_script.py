@@ -71,6 +71,9 @@ pipeline register console_user:tiny
 pipeline run tiny
 rerun tiny
 rerun tiny --param x=6
+pipeline resume tiny --run 2
+pipeline cancel tiny
+artifacts prune
 pipelines
 # show and help
 show job {job1}
@@ -84,7 +87,8 @@ show pool cpu
 help
 help promote
 """
-EXPECTED_FAILURES = ["result", "interrupt", "promote"]  # a failed job's result, a Stopped run, an incumbent
+# a failed job's result, a Stopped run, an incumbent, cancelling a finished run
+EXPECTED_FAILURES = ["result", "interrupt", "promote", "pipeline"]
 
 
 def _run(text: str, **kwargs: object) -> tuple[int, str, str]:
@@ -217,18 +221,20 @@ def test_render_text_formats_records_tables_and_logs() -> None:
 
 
 @pytest.mark.usefixtures("user_project")
-def test_detached_work_settles_before_the_script_ends_and_its_failure_counts() -> None:
-    code, out, _ = _run(
-        "pipeline register console_user:tiny\nrerun tiny --detach\npipeline run tiny --detach\n", output="json"
-    )
+def test_a_detached_run_returns_at_once_and_bad_input_fails_before_anything_starts() -> None:
+    code, out, _ = _run("pipeline register console_user:tiny\nrerun tiny --detach\n", output="json")
     assert code == 1
     records = json_lines(out)
-    assert [r["ok"] for r in records] == [True, True, True, False]
     assert records[-1] == {
-        "line": 0,
-        "command": "rerun tiny",
+        "line": 2,
+        "command": "rerun tiny --detach",
         "ok": False,
         "error": {"type": "ValidationError", "message": NO_RUNS},
     }
-    code, out, _ = _run("pipelines\n", output="json")
-    assert [run["status"] for run in json_lines(out)[0]["result"][0]["runs"]] == ["Succeeded"]
+    code, out, _ = _run("pipeline run tiny --detach\n", output="json")
+    (started,) = json_lines(out)
+    assert code == 0 and (started["result"]["status"], started["result"]["run"]) == ("Running", 1)
+    code, out, _ = _run("pipeline resume tiny\npipelines\n", output="json")
+    followed, listing = json_lines(out)
+    assert code == 0 and followed["result"]["status"] == "Succeeded"
+    assert [run["status"] for run in listing["result"][0]["runs"]] == ["Succeeded"]

@@ -78,6 +78,10 @@ def _flag(name: str, kind: ValueType | None, text: str, default: Any = None, **e
     return Flag(name, kind, text, False if kind is None and default is None else default, **extra)
 
 
+def _pipeline_run() -> Flag:
+    return _flag("--run", integer(1, MAX_VERSION), "the run's number (default: the latest)")
+
+
 def _pipeline_params() -> Flag:
     return _flag("--param", PARAM, "override a pipeline parameter", {}, repeatable=True)
 
@@ -352,6 +356,26 @@ _TABLE = (
         (_pipeline_params(),),
         starts_work=True,
         run=lambda c, a, w: c.pipelines.rerun(a["pipeline"], a["param"], w),
+    ),
+    Verb(
+        "pipeline resume",
+        "bring back the driver of a pipeline run that lost it (settled steps are not run again)",
+        (_pos("name", "NAME", "pipeline name", names="pipeline"),),
+        (_pipeline_run(),),
+        starts_work=True,
+        run=lambda c, a, w: c.pipelines.resume(a["name"], a["run"], w),
+    ),
+    Verb(
+        "pipeline cancel",
+        "cancel a running pipeline run and its step jobs",
+        (_pos("name", "NAME", "pipeline name", names="pipeline"),),
+        (_pipeline_run(),),
+        run=lambda c, a, w: c.pipelines.cancel(a["name"], a["run"]),
+    ),
+    Verb(
+        "artifacts prune",
+        "remove the artifacts no cache entry, run or model version references",
+        run=lambda c, a, w: c.pipelines.prune_artifacts(),
     ),
     Verb("pipelines", "list pipelines and their runs", mutates=False, run=lambda c, a, w: c.pipelines.list()),
     Verb(

@@ -41,7 +41,7 @@ class Console:
         self.training = Training(self.workspace, source)
         self.registry = Registry(self.workspace, self.training)
         self.endpoints = Endpoints(self.workspace, self.registry)
-        self.pipelines = Pipelines(self.workspace)
+        self.pipelines = Pipelines(self.workspace, source)
 
     @property
     def events(self) -> EventBus:

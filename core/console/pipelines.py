@@ -1,11 +1,14 @@
 """`console.pipelines`: definitions by reference, runs whose step cache and history live in the store, so a
-rerun in another process with the same params executes nothing. Steps run in-process, inside the run's
-transaction: a run whose params are refused records nothing and caches nothing."""
+rerun in another process with the same params executes nothing. Each executing step is a job, driven by
+the workspace supervisor (`core/pipelines/`): a run outlives the client that started it, and a run whose
+params or placement are refused records nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kinetic_tui.core.artifacts import prune, workspace_artifacts
 from kinetic_tui.core.console.references import importable_cwd
 from kinetic_tui.core.console.snapshots import (
     PipelineRunSnapshot,
@@ -19,9 +22,11 @@ from kinetic_tui.core.events import (
     PipelineRunFinished,
     StepStatusChanged,
 )
+from kinetic_tui.core.pipelines import runs
 from kinetic_tui.core.platform.pipelines.results import RunStatus, StepStatus
 
 if TYPE_CHECKING:
+    from kinetic_tui.core.backends.base import Backend
     from kinetic_tui.core.console.workspace import Workspace
 
 
@@ -39,9 +44,11 @@ def check_run(run: PipelineRunSnapshot) -> PipelineRunSnapshot:
 
 
 class Pipelines:
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, backend: Backend) -> None:
+        """`backend` is the profile's: a step's job runs on it (on a gke profile, as a GKE Job)."""
         self.workspace = workspace
         self.store = workspace.store
+        self.backend = backend
 
     def _snapshot(self, name: str) -> PipelineSnapshot:
         importable_cwd()
@@ -59,12 +66,7 @@ class Pipelines:
         """A recorded run with its per-step results (the latest without `number`)."""
 
         def read() -> PipelineRunSnapshot:
-            runs = self.store.pipelines.runs(name)
-            if not runs:
-                raise ValidationError(f"pipeline {name!r} has no runs yet; run it with: pipeline run {name}")
-            chosen = runs[-1] if number is None else next((r for r in runs if r.number == number), None)
-            if chosen is None:
-                raise ValidationError(f"pipeline {name!r} has no run {number}; runs are 1..{len(runs)}")
+            chosen = runs.chosen(self.store, name, number)
             return PipelineRunSnapshot.of(chosen.number, chosen.run)
 
         return await self.workspace.query(read)
@@ -99,35 +101,47 @@ class Pipelines:
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise ValidationError(f"params: expected a mapping of param name to JSON value, got {params!r}")
-        if self.workspace.wants_wait(wait):
-            return await self.workspace.act(self._run_and_record, name, params, rerun)
-        number = await self.workspace.blocking(self._next_run_number, name)  # expected: another run may land first
-        self.workspace.spawn(f"{'rerun' if rerun else 'pipeline run'} {name}", self._run_detached(name, params, rerun))
-        return PipelineRunSnapshot(name, number, "Running", dict(params), {}, (), ())
 
-    async def _run_detached(self, name: str, params: dict[str, Any], rerun: bool) -> None:
-        check_run(await self.workspace.act(self._run_and_record, name, params, rerun))  # failed: announced
+        def start() -> int:
+            importable_cwd()
+            return runs.start(self.store, self.backend, name, params, rerun)
 
-    def _next_run_number(self, name: str) -> int:
-        return len(self.store.pipelines.runs(name)) + 1
+        number = await self.workspace.blocking(start)
+        return await self._follow(name, number, wait)
 
-    def _run_and_record(
-        self, name: str, params: dict[str, Any], rerun: bool
-    ) -> tuple[PipelineRunSnapshot, list[Event]]:
-        importable_cwd()
-        pipeline = self.store.pipelines.load(name)
-        if rerun:
-            runs = self.store.pipelines.runs(name)
-            if not runs:
-                raise ValidationError(f"pipeline {name!r} has no runs to rerun; start one with: pipeline run {name}")
-            params = {**runs[-1].run.params, **params}
-        run = pipeline.run(params)
-        number = self.store.pipelines.record_run(run)
-        events: list[Event] = [
-            StepStatusChanged(name, number, step, result.status.value) for step, result in run.steps.items()
-        ]
-        events.append(PipelineRunFinished(name, number, run.status.value, tuple(run.executed())))
-        return PipelineRunSnapshot.of(number, run), events
+    async def _follow(self, name: str, number: int, wait: bool | None) -> PipelineRunSnapshot:
+        """The run now (detached), or once it settled (waiting), announcing each step's final state. The
+        looks are short reads between async sleeps, so a console that stops following leaves no thread."""
+        if not self.workspace.wants_wait(wait):
+            stored = await self.workspace.blocking(runs.chosen, self.store, name, number)
+            self.workspace.spawn(f"pipeline run {name}", self._follow(name, number, True), watch_only=True)
+            return PipelineRunSnapshot.of(stored.number, stored.run)
+        looks = 0
+        while await self.workspace.blocking(runs.is_running, self.store, name, number, looks):
+            looks += 1
+            await asyncio.sleep(runs.POLL)
+        stored = await self.workspace.blocking(runs.chosen, self.store, name, number)
+        for step, result in stored.run.steps.items():
+            self.workspace.events.publish(StepStatusChanged(name, number, step, result.status.value))
+        self.workspace.events.publish(
+            PipelineRunFinished(name, number, stored.run.status.value, tuple(stored.run.executed()))
+        )
+        return check_run(PipelineRunSnapshot.of(stored.number, stored.run))
+
+    async def resume(self, name: str, number: int | None = None, wait: bool | None = None) -> PipelineRunSnapshot:
+        """Bring back the driver of a Running run (the latest without `number`) and follow it."""
+        stored = await self.workspace.blocking(runs.resume, self.store, name, number)
+        return await self._follow(name, stored.number, wait)
+
+    async def cancel(self, name: str, number: int | None = None) -> PipelineRunSnapshot:
+        """Cancel a Running run's step jobs and settle it Cancelled; a finished run is refused, unchanged."""
+        stored = await self.workspace.blocking(runs.cancel, self.store, self.backend, name, number)
+        self.workspace.events.publish(PipelineRunFinished(name, stored.number, stored.run.status.value, ()))
+        return PipelineRunSnapshot.of(stored.number, stored.run)
+
+    async def prune_artifacts(self) -> dict[str, Any]:
+        """Remove the artifacts nothing references; what was removed and kept."""
+        return await self.workspace.blocking(lambda: prune(self.store, workspace_artifacts(self.backend)))
 
     # kept last: a signature below it would read `list[...]` as this method, not the builtin
     async def list(self) -> tuple[PipelineSnapshot, ...]:

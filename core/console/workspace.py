@@ -48,6 +48,7 @@ class Workspace:
         self.offload = offload
         self.events = EventBus()
         self._background: set[asyncio.Task[Any]] = set()
+        self._watchers: set[asyncio.Task[Any]] = set()
 
     def run(self, call: Callable[..., T], *args: Any) -> T:
         """Call on this workspace's home, in the caller's thread."""
@@ -83,9 +84,10 @@ class Workspace:
     def wants_wait(self, wait: bool | None) -> bool:
         return self.default_wait if wait is None else wait
 
-    def spawn(self, label: str, work: Coroutine[Any, Any, Any]) -> None:
+    def spawn(self, label: str, work: Coroutine[Any, Any, Any], watch_only: bool = False) -> None:
         """Detached work keeps running after the action returns; `aclose` waits for it. Nobody awaits its
-        result, so a failure is announced as an event instead of vanishing."""
+        result, so a failure is announced as an event instead of vanishing. `watch_only` work only follows
+        something that lives on without this process (a pipeline run): `aclose` stops following it."""
 
         async def guarded() -> None:
             try:
@@ -94,10 +96,15 @@ class Workspace:
                 self.events.publish(DetachedWorkFailed(label, type(exc).__name__, one_line(exc)))
 
         task = asyncio.get_running_loop().create_task(guarded())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        tasks = self._watchers if watch_only else self._background
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def aclose(self) -> None:
         """Let detached in-process work settle (a detached job keeps running in its own process)."""
+        if self._watchers:
+            await asyncio.sleep(0)  # let each start, so cancelling it closes the work it follows
+        for task in list(self._watchers):
+            task.cancel()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)

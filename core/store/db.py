@@ -15,9 +15,12 @@ Settings and why:
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +31,7 @@ from kinetic_tui.core.paths import job_data_in, state_db_path
 from kinetic_tui.core.store.migrations import MIGRATIONS
 
 DEFAULT_TIMEOUT = 5.0
+LOCK_LOG = "KINETIC_LOCK_LOG"  # a file each lock wait is appended to ("PID SECONDS PATH")
 
 
 class StoreError(KineticError):
@@ -119,6 +123,8 @@ class Database:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # seconds each recent write of this process waited for another's lock
+        self.lock_waits: collections.deque[float] = collections.deque(maxlen=1000)
         if not rebuilding:
             self._refuse_lost_file()
         self._open_checked()
@@ -296,7 +302,10 @@ class Database:
                 conn.execute(f"RELEASE {savepoint}")
             return
         try:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+            if write:
+                self._begin_write(conn)
+            else:
+                conn.execute("BEGIN DEFERRED")
             local.depth = 1
             yield conn
             conn.execute("COMMIT")
@@ -309,6 +318,32 @@ class Database:
             raise error from exc
         finally:
             local.depth = 0
+
+    def _begin_write(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, first without waiting: finding the write lock held is a lock wait, counted in
+        `lock_waits` (seconds each) and appended to the file KINETIC_LOCK_LOG names, so a test or an operator
+        can prove that nothing waits on a long-running action."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        start = time.monotonic()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            self._record_wait(time.monotonic() - start)
+
+    def _record_wait(self, seconds: float) -> None:
+        self.lock_waits.append(seconds)
+        log = os.environ.get(LOCK_LOG)
+        if log:
+            with open(log, "a") as out:
+                out.write(f"{os.getpid()} {seconds:.6f} {self.path}\n")
 
     @property
     def in_transaction(self) -> bool:

@@ -232,4 +232,35 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         CREATE INDEX training_runs_by_study ON training_runs (study);
     """,
     ),
+    (
+        9,
+        """
+        -- runs whose steps are jobs: the run's own state beside its record, one row per step state
+        ALTER TABLE pipeline_runs ADD COLUMN status TEXT;  -- NULL: a run recorded whole, before steps were jobs
+        CREATE INDEX pipeline_runs_by_status ON pipeline_runs (status);
+        CREATE TABLE pipeline_steps (
+            pipeline TEXT NOT NULL,
+            number   INTEGER NOT NULL,
+            step     TEXT NOT NULL,
+            status   TEXT NOT NULL,
+            job_id   TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result   TEXT NOT NULL,  -- JSON: outputs, cache_key, duration, error
+            PRIMARY KEY (pipeline, number, step),
+            FOREIGN KEY (pipeline, number) REFERENCES pipeline_runs(pipeline, number) ON DELETE CASCADE
+        );
+        -- the content-addressed artifact store (core/artifacts.py) and what keeps each artifact alive
+        CREATE TABLE artifacts (
+            digest     TEXT PRIMARY KEY,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE artifact_refs (
+            digest TEXT NOT NULL,
+            kind   TEXT NOT NULL CHECK (kind IN ('cache', 'run', 'model')),
+            holder TEXT NOT NULL,
+            PRIMARY KEY (digest, kind, holder)
+        );
+        CREATE INDEX artifact_refs_by_holder ON artifact_refs (kind, holder);
+    """,
+    ),
 ]

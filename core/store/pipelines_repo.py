@@ -12,8 +12,9 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
+from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun, RunStatus
 from kinetic_tui.core.store.db import Database, dumps
+from kinetic_tui.core.store.pipeline_steps_repo import compose, steps
 from kinetic_tui.core.validation import known_names
 
 
@@ -135,6 +136,15 @@ class PipelineRepo:
         with self._db.transaction(write=False):
             self.definition(name)
             rows = self._db.query(
-                "SELECT number, record FROM pipeline_runs WHERE pipeline = ? ORDER BY number", (name,)
+                "SELECT number, record, status FROM pipeline_runs WHERE pipeline = ? ORDER BY number", (name,)
             )
-        return [StoredRun(number, PipelineRun.from_record(json.loads(record))) for number, record in rows]
+            return [
+                StoredRun(number, self._run(name, number, json.loads(record), status))
+                for number, record, status in rows
+            ]
+
+    def _run(self, name: str, number: int, record: dict[str, Any], status: str | None) -> PipelineRun:
+        """A settled run from its record; a Running one from its step rows."""
+        if status != RunStatus.RUNNING.value:
+            return PipelineRun.from_record(record)
+        return compose(record, steps(self._db, name, number), RunStatus.RUNNING)

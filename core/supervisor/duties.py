@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from kinetic_tui.core.pipelines.driver import PipelineRuns
 from kinetic_tui.core.store import Store, jobs_repo
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class Studies:
         home.training.refresh()
 
 
-DUTIES: tuple[Duty, ...] = (JobQueue(), Studies())
+DUTIES: tuple[Duty, ...] = (JobQueue(), Studies(), PipelineRuns())
 
 
 def due(home: Supervised) -> list[Duty]:

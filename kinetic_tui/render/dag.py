@@ -118,6 +118,10 @@ def step_rows(run_record: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+# the settled outcomes a run's history row counts (the DAG shows every status, NotRun and Cancelled too)
+HISTORY_COUNTS = (StepStatus.EXECUTED, StepStatus.CACHED, StepStatus.SKIPPED, StepStatus.FAILED)
+
+
 def run_history_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     """(#run, status, executed, cached, skipped, failed, params) per run; runs numbered from 1 unless the
     record carries its own `run` number (console snapshots do)."""
@@ -131,7 +135,7 @@ def run_history_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]
             (
                 f"#{record.get('run', number)}",
                 status_cell(RunStatus, record["status"]),
-                *(str(counts.get(status.value, 0)) for status in StepStatus),
+                *(str(counts.get(status.value, 0)) for status in HISTORY_COUNTS),
                 _summary(record.get("params") or {}, OUTPUTS_WIDTH),
             )
         )

@@ -39,10 +39,8 @@ class Look(NamedTuple):
         return f"{self.glyph} {self.word}"
 
 
-# Pipeline steps have two live states the core's StepStatus never records (a run reports only settled
-# steps); the console shows them while a run is in flight, so they are part of the step vocabulary here.
-STEP_RUNNING = "Running"
-STEP_PENDING = "Pending"
+# the step a DAG draws before any run recorded it
+STEP_PENDING = StepStatus.PENDING.value
 
 LOOKS: Mapping[type, Mapping[str, Look]] = {
     JobStatus: {
@@ -71,12 +69,16 @@ LOOKS: Mapping[type, Mapping[str, Look]] = {
         StepStatus.CACHED: Look("≡", "Cached", "cyan"),
         StepStatus.SKIPPED: Look("⊘", "Skipped", "bright_black"),
         StepStatus.FAILED: Look("✗", "Failed", "bright_red"),
-        STEP_RUNNING: Look("▶", "Running", "yellow"),
-        STEP_PENDING: Look("·", "Pending", "dim"),
+        StepStatus.NOT_RUN: Look("∅", "NotRun", "magenta"),
+        StepStatus.RUNNING: Look("▶", "Running", "yellow"),
+        StepStatus.PENDING: Look("·", "Pending", "dim"),
+        StepStatus.CANCELLED: Look("■", "Cancelled", "magenta"),
     },
     RunStatus: {
         RunStatus.SUCCEEDED: Look("✓", "Succeeded", "green"),
         RunStatus.FAILED: Look("✗", "Failed", "bright_red"),
+        RunStatus.RUNNING: Look("▶", "Running", "yellow"),
+        RunStatus.CANCELLED: Look("■", "Cancelled", "magenta"),
     },
 }
 

@@ -73,8 +73,9 @@ class PipelinesView(TableView):
         pipelines = await self.console.pipelines.list()
         self.pipelines = {pipeline.name: pipeline for pipeline in pipelines}
         for pipeline in pipelines:
-            for summary in pipeline.runs:
-                if (pipeline.name, summary.run) not in self.runs:
+            for summary in pipeline.runs:  # a settled run never changes; a Running one is read again
+                known = self.runs.get((pipeline.name, summary.run))
+                if known is None or known.status == "Running":
                     self.runs[pipeline.name, summary.run] = await self.console.pipelines.get_run(
                         pipeline.name, summary.run
                     )

@@ -444,9 +444,12 @@ def test_random_gated_dags_obey_the_skip_cascade_and_failure_semantics(case, rng
     expected: dict[int, StepStatus] = {}
     for i in range(len(names)):  # indices are a topological order by construction
         producers = list(parents[i]) + ([gates[i][0]] if gates[i] else [])
-        blocked = any(expected[p] in (StepStatus.SKIPPED, StepStatus.FAILED) for p in producers)
+        failed = any(expected[p] in (StepStatus.FAILED, StepStatus.NOT_RUN) for p in producers)
+        blocked = any(expected[p] is StepStatus.SKIPPED for p in producers)
         gated_off = gates[i] is not None and not blocked and branches[gates[i][0]] != gates[i][1]
-        if blocked or gated_off:
+        if failed:
+            expected[i] = StepStatus.NOT_RUN
+        elif blocked or gated_off:
             expected[i] = StepStatus.SKIPPED
         else:
             expected[i] = StepStatus.FAILED if kinds[i] == "fail" else StepStatus.EXECUTED
@@ -464,7 +467,7 @@ def test_random_gated_dags_obey_the_skip_cascade_and_failure_semantics(case, rng
         result = run.steps[names[i]]
         if status is StepStatus.FAILED:
             assert result.error == f"step {names[i]!r} raised RuntimeError: boom"
-        if status is StepStatus.SKIPPED:
+        if status in (StepStatus.SKIPPED, StepStatus.NOT_RUN):
             assert (result.outputs, result.cache_key, result.error) == ({}, None, None)
 
     rerun = pipeline.run()
@@ -475,7 +478,7 @@ def test_random_gated_dags_obey_the_skip_cascade_and_failure_semantics(case, rng
     assert rerun.executed() == []
 
 
-def test_a_failing_step_skips_its_descendants_while_others_still_run():
+def test_a_failing_step_leaves_its_descendants_not_run_while_others_still_run():
     steps = [
         Step("bad", _fail),
         Step("child", combine, {"x": "bad.out"}),
@@ -489,8 +492,8 @@ def test_a_failing_step_skips_its_descendants_while_others_still_run():
         "bad": "Failed",
         "other": "Executed",
         "after_other": "Executed",
-        "child": "Skipped",
-        "grandchild": "Skipped",
+        "child": "NotRun",
+        "grandchild": "NotRun",
     }
     assert run.executed() == ["other", "after_other"]
 
@@ -522,7 +525,7 @@ def test_outputs_that_are_not_a_dict_fail_the_step(fn, needle):
     run = Pipeline("p", [Step("bad", fn), Step("child", combine, {"x": "bad.out"})]).run()
     assert run.steps["bad"].status is StepStatus.FAILED
     assert needle in run.steps["bad"].error
-    assert run.steps["child"].status is StepStatus.SKIPPED
+    assert run.steps["child"].status is StepStatus.NOT_RUN
     assert run.status is RunStatus.FAILED
 
 

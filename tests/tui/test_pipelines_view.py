@@ -47,8 +47,8 @@ async def test_rerun_with_an_edited_param_records_a_new_run_with_it(pipeline, ma
         area.text = edit_line(area.text, "threshold", "0.99")
         await pilot.press("ctrl+s")
         await settle(pilot.app, pilot)
-        await pipeline.aclose()  # the command bar detaches: let the run finish
-        run = await pipeline.pipelines.get_run("canonical")
+        # the command bar detaches: the run goes on in the supervisor; follow it to the end
+        run = await pipeline.pipelines.resume("canonical", 2, wait=True)
         assert (run.run, run.params["threshold"], run.params["raw_rows"]) == (2, 0.99, 400)
         assert run.branch_taken == {"accuracy_gate": False}
         await app.current_view.reload()

@@ -1,7 +1,11 @@
 """The run: each ready step in plan order reuses its cached outputs or calls its function.
 
-A step whose producer was Skipped or Failed, or whose gate took the other branch, is Skipped; a step that
-raises or returns something other than a dict of outputs is Failed, and the run goes on with the rest.
+A step whose gate took the other branch, or whose producer was Skipped, is Skipped; a step whose producer
+Failed (or was NotRun) is NotRun; a step that raises or returns something other than a dict of outputs is
+Failed, and the run goes on with the rest.
+
+The rules for one step (`blocked_status`, `prepare`, `call_step`) are shared with the driver that runs each
+step as a job, so both apply them identically; `run_layers` is the in-process run.
 """
 
 from __future__ import annotations
@@ -9,12 +13,32 @@ from __future__ import annotations
 import copy
 import time
 import types
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, NamedTuple
 
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, framed_key
 from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.platform.pipelines.results import PipelineRun, RunStatus, StepResult, StepStatus
+
+# a producer in one of these leaves its consumers NotRun rather than Skipped
+_FAILURE = (StepStatus.FAILED, StepStatus.NOT_RUN, StepStatus.CANCELLED)
+
+
+class Ready(NamedTuple):
+    """A step that must execute: its cache key and its resolved inputs."""
+
+    key: str
+    resolved: dict[str, Any]
+
+
+def blocked_status(node: Node, status: Callable[[int], StepStatus], branch: Mapping[int, bool]) -> StepStatus | None:
+    """NotRun or Skipped for a step that must not execute given its settled producers, else None."""
+    producers = [status(p) for p in node.producers]
+    if any(s in _FAILURE for s in producers):
+        return StepStatus.NOT_RUN
+    if StepStatus.SKIPPED in producers or (node.gate is not None and branch[node.gate] != node.branch):
+        return StepStatus.SKIPPED
+    return None
 
 
 def run_layers(
@@ -27,32 +51,30 @@ def run_layers(
 ) -> PipelineRun:
     """Run every node layer by layer with the merged `params`, reading and filling `cache`."""
     outputs: dict[str, dict[str, Any]] = {}
-    blocked: set[int] = set()  # Skipped or Failed: every consumer is Skipped
+    statuses: dict[int, StepStatus] = {}
     branch: dict[int, bool] = {}
     results: dict[str, StepResult] = {}
     executed: list[str] = []
     for layer in layers:
         for i in layer:
             node = nodes[i]
-            if (blocked and not blocked.isdisjoint(node.producers)) or (
-                node.gate is not None and branch[node.gate] != node.branch
-            ):
-                blocked.add(i)
-                results[node.name] = StepResult(StepStatus.SKIPPED, {}, None, 0.0)
+            blocked = blocked_status(node, statuses.__getitem__, branch) if node.producers else None
+            if blocked is not None:
+                statuses[i] = blocked
+                results[node.name] = StepResult(blocked, {}, None, 0.0)
                 continue
             result = results[node.name] = _run_node(node, frames[i], outputs, params, cache)
+            statuses[i] = result.status
             if result.status is StepStatus.FAILED:
-                blocked.add(i)
                 continue
             outputs[node.name] = result.outputs
             if node.is_condition:
                 branch[i] = result.outputs["branch"]
             if result.status is StepStatus.EXECUTED:
                 executed.append(node.name)
-    failed = any(r.status is StepStatus.FAILED for r in results.values())
     return PipelineRun(
         pipeline=pipeline,
-        status=RunStatus.FAILED if failed else RunStatus.SUCCEEDED,
+        status=settled_status(results.values()),
         params=params,
         steps=results,
         branch_taken={nodes[i].name: taken for i, taken in branch.items()},
@@ -60,15 +82,19 @@ def run_layers(
     )
 
 
+def settled_status(results: Any) -> RunStatus:
+    return RunStatus.FAILED if any(r.status is StepStatus.FAILED for r in results) else RunStatus.SUCCEEDED
+
+
 _NO_PARAMS: Mapping[str, Any] = types.MappingProxyType({})
 
 
-class _StepError(Exception):
-    """Internal: why a step failed, turned into its StepResult.error."""
+class StepError(Exception):
+    """Why a step failed, turned into its StepResult.error."""
 
 
 def _resolve_inputs(
-    node: Node, outputs: dict[str, dict[str, Any]], params: dict[str, Any]
+    node: Node, outputs: Mapping[str, dict[str, Any]], params: dict[str, Any]
 ) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(input values, read params) of a step whose producers all ran."""
     read: Mapping[str, Any]
@@ -80,7 +106,7 @@ def _resolve_inputs(
     for key, src, out in node.step_refs:
         produced = outputs[src]
         if out not in produced:
-            raise _StepError(
+            raise StepError(
                 f"step {node.name!r}: input {key!r} references '{src}.{out}', but step {src!r} produced no output "
                 f"{out!r} (it produced: {', '.join(sorted(produced)) or 'nothing'})"
             )
@@ -88,17 +114,48 @@ def _resolve_inputs(
     return resolved, read
 
 
-def _call(node: Node, resolved: dict[str, Any]) -> dict[str, Any]:
+def call_step(
+    name: str, fn: Callable[[dict[str, Any]], Any], is_condition: bool, resolved: dict[str, Any]
+) -> dict[str, Any]:
+    """The step's outputs (a condition's as {"branch": bool}); StepError when it raises or returns a non-dict."""
     # The step gets its own copy, so mutating an input cannot reach a producer's (cached) outputs.
     try:
-        value = node.fn(copy.deepcopy(resolved))
-        if node.is_condition:
+        value = fn(copy.deepcopy(resolved))
+        if is_condition:
             return {"branch": bool(value)}
     except Exception as exc:
-        raise _StepError(f"step {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+        raise StepError(f"step {name!r} raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise _StepError(f"step {node.name!r} must return a dict of output name -> value, got {value!r:.80}")
+        raise StepError(
+            f"step {name!r} must return a dict of output name -> value, got {value!r:.80} ({type(value).__name__})"
+        )
     return value
+
+
+def prepare(
+    node: Node,
+    frame: tuple[str, str],
+    outputs: Mapping[str, dict[str, Any]],
+    params: dict[str, Any],
+    cache: Mapping[str, dict[str, Any]],
+) -> StepResult | Ready:
+    """A Cached or Failed result decided without executing, or what executing needs."""
+    start = time.perf_counter()
+    key = None
+    try:
+        resolved, read = _resolve_inputs(node, outputs, params)
+        try:
+            key = framed_key(frame, resolved, read)
+        except NOT_JSON as exc:
+            raise StepError(
+                f"step {node.name!r}: inputs are not JSON-serialisable, so they cannot be cached ({exc})"
+            ) from exc
+    except StepError as exc:
+        return StepResult(StepStatus.FAILED, {}, key, time.perf_counter() - start, str(exc))
+    cached = cache.get(key)
+    if cached is not None:
+        return StepResult(StepStatus.CACHED, cached, key, time.perf_counter() - start)
+    return Ready(key, resolved)
 
 
 def _run_node(
@@ -109,20 +166,12 @@ def _run_node(
     cache: MutableMapping[str, dict[str, Any]],
 ) -> StepResult:
     start = time.perf_counter()
-    key = None
+    prepared = prepare(node, frame, outputs, params, cache)
+    if isinstance(prepared, StepResult):
+        return prepared
     try:
-        resolved, read = _resolve_inputs(node, outputs, params)
-        try:
-            key = framed_key(frame, resolved, read)
-        except NOT_JSON as exc:
-            raise _StepError(
-                f"step {node.name!r}: inputs are not JSON-serialisable, so they cannot be cached ({exc})"
-            ) from exc
-        cached = cache.get(key)
-        if cached is not None:
-            return StepResult(StepStatus.CACHED, cached, key, time.perf_counter() - start)
-        produced = _call(node, resolved)
-    except _StepError as exc:
-        return StepResult(StepStatus.FAILED, {}, key, time.perf_counter() - start, str(exc))
-    cache[key] = produced
-    return StepResult(StepStatus.EXECUTED, produced, key, time.perf_counter() - start)
+        produced = call_step(node.name, node.fn, node.is_condition, prepared.resolved)
+    except StepError as exc:
+        return StepResult(StepStatus.FAILED, {}, prepared.key, time.perf_counter() - start, str(exc))
+    cache[prepared.key] = produced
+    return StepResult(StepStatus.EXECUTED, produced, prepared.key, time.perf_counter() - start)

@@ -12,9 +12,10 @@ from typing import Any
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, canonical, key_frame
 from kinetic_tui.core.platform.pipelines.execution import run_layers
-from kinetic_tui.core.platform.pipelines.planner import compile_steps, kahn_layers, names_sorted
+from kinetic_tui.core.platform.pipelines.planner import Node, compile_steps, kahn_layers, names_sorted
 from kinetic_tui.core.platform.pipelines.results import PipelineRun
 from kinetic_tui.core.platform.pipelines.steps import ConditionStep, Step
+from kinetic_tui.core.validation import MAX_SECONDS, require_number
 
 
 def check_params(field_name: str, params: Any) -> dict[str, Any]:
@@ -37,7 +38,11 @@ class Pipeline:
         steps: Iterable[Step | ConditionStep],
         params: Mapping[str, Any] | None = None,
         cache: MutableMapping[str, dict[str, Any]] | None = None,
+        accelerator: str = "cpu",
+        timeout: float | None = None,
     ) -> None:
+        """`accelerator` is where steps that name none run as jobs; `timeout` (seconds) bounds a run whose
+        steps are jobs: past it, the run is cancelled."""
         if not isinstance(name, str) or not name:
             raise ValidationError(f"pipeline name must be a non-empty string, got {name!r}")
         steps = tuple(steps)
@@ -49,6 +54,10 @@ class Pipeline:
         defaults = check_params(f"pipeline {name!r} params", {} if params is None else params)
         if cache is not None and not isinstance(cache, MutableMapping):
             raise ValidationError(f"pipeline {name!r}: cache must be a MutableMapping, got {type(cache).__name__}")
+        if not isinstance(accelerator, str) or not accelerator:
+            raise ValidationError(f"pipeline {name!r}: accelerator must be a non-empty string, got {accelerator!r}")
+        if timeout is not None:
+            require_number(f"pipeline {name!r}: timeout", timeout, minimum=0, exclusive=True, maximum=MAX_SECONDS)
         self._nodes = compile_steps(name, steps)
         self._by_name = names_sorted(self._nodes)
         self._known_params = defaults.keys() | {p for node in self._nodes for _, p in node.param_refs}
@@ -58,11 +67,24 @@ class Pipeline:
         self.steps = steps
         self.params = defaults  # the defaults that run(params) merges over
         self.cache: MutableMapping[str, dict[str, Any]] = {} if cache is None else cache
+        self.accelerator = accelerator
+        self.timeout = timeout
 
     def _plan(self) -> list[list[int]]:
         if self._layers is None:
             self._layers = kahn_layers(self.name, self._nodes, self._by_name)
         return self._layers
+
+    def compiled(self) -> tuple[list[Node], list[list[int]], list[tuple[str, str]]]:
+        """(nodes, Kahn rounds of node indices, cache-key frames): what a driver of job steps walks."""
+        layers = self._plan()
+        if self._key_frames is None:
+            self._key_frames = [key_frame(node.name, node.version) for node in self._nodes]
+        return self._nodes, layers, self._key_frames
+
+    def merged_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`params` over the defaults; ValidationError for unknown or missing names."""
+        return self._merge_params(params)
 
     def layers(self) -> list[list[str]]:
         """The Kahn rounds, each sorted by name: what the console draws as the DAG's layers."""
@@ -97,8 +119,5 @@ class Pipeline:
 
     def run(self, params: Mapping[str, Any] | None = None) -> PipelineRun:
         """Run every step in topological order; raises (changing nothing) only for bad params or a cycle."""
-        layers = self._plan()
-        merged = self._merge_params(params)
-        if self._key_frames is None:
-            self._key_frames = [key_frame(node.name, node.version) for node in self._nodes]
-        return run_layers(self.name, self._nodes, layers, self._key_frames, merged, self.cache)
+        nodes, layers, frames = self.compiled()
+        return run_layers(self.name, nodes, layers, frames, self._merge_params(params), self.cache)

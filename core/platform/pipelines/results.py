@@ -13,15 +13,29 @@ from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, canonical
 
 
 class StepStatus(enum.StrEnum):
+    """Skipped: a gate took the other branch (or a producer was Skipped). NotRun: a producer finally
+    failed (or was NotRun), so the step could not have its inputs. Pending, Running and Cancelled exist
+    only for steps that run as jobs."""
+
     EXECUTED = "Executed"
     CACHED = "Cached"
     SKIPPED = "Skipped"
     FAILED = "Failed"
+    NOT_RUN = "NotRun"
+    PENDING = "Pending"
+    RUNNING = "Running"
+    CANCELLED = "Cancelled"
+
+    @property
+    def settled(self) -> bool:
+        return self not in (StepStatus.PENDING, StepStatus.RUNNING)
 
 
 class RunStatus(enum.StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    RUNNING = "Running"
+    CANCELLED = "Cancelled"
 
 
 class StepResult(NamedTuple):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.core.validation import MAX_STEP_RETRIES, require_int
 
 PARAMS = "params"
 
@@ -40,6 +41,13 @@ def _normalise_step(step: Step | ConditionStep, fn_field: str, fn: Any) -> None:
         raise ValidationError(f"step {name!r}: when must be None or (GATE, True|False), got {when!r}")
     if step.version is not None and not isinstance(step.version, str):
         raise ValidationError(f"step {name!r}: version must be a string or None, got {step.version!r}")
+    for where in ("accelerator", "pool"):
+        value = getattr(step, where)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValidationError(f"step {name!r}: {where} must be a non-empty string or None, got {value!r}")
+    if step.accelerator is not None and step.pool is not None:
+        raise ValidationError(f"step {name!r}: give accelerator= or pool=, not both")
+    require_int(f"step {name!r}: retries", step.retries, 0, MAX_STEP_RETRIES)
     object.__setattr__(step, "inputs", dict(step.inputs))
     object.__setattr__(step, "_param_refs", tuple(param_refs))
     object.__setattr__(step, "_step_refs", tuple(step_refs))
@@ -55,6 +63,10 @@ class Step:
     inputs: Mapping[str, str] = field(default_factory=dict)
     when: tuple[str, bool] | None = None
     version: str | None = None
+    # where it runs as a job: an accelerator, or a pool (its accelerator); None: the pipeline's default
+    accelerator: str | None = None
+    pool: str | None = None
+    retries: int = 0  # further attempts after a failure, each a new job
     _param_refs: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)  # (input, param)
     # (input, step, output)
     _step_refs: tuple[tuple[str, str, str], ...] = field(init=False, repr=False, compare=False)
@@ -73,6 +85,10 @@ class ConditionStep:
     inputs: Mapping[str, str] = field(default_factory=dict)
     when: tuple[str, bool] | None = None
     version: str | None = None
+    # where it runs as a job: an accelerator, or a pool (its accelerator); None: the pipeline's default
+    accelerator: str | None = None
+    pool: str | None = None
+    retries: int = 0  # further attempts after a failure, each a new job
     _param_refs: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)  # (input, param)
     # (input, step, output)
     _step_refs: tuple[tuple[str, str, str], ...] = field(init=False, repr=False, compare=False)

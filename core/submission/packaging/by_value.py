@@ -21,6 +21,9 @@ import cloudpickle
 from kinetic_tui.core.submission.packaging.root import interpreter_dirs
 
 _BY_VALUE_LOCK = threading.Lock()
+# our own package always travels by name: every job's environment has it (this interpreter locally, the image
+# on a cluster), and by value its module state (C encoders, locks) would not even pickle
+OURS = "kinetic_tui"
 
 
 @contextlib.contextmanager
@@ -78,7 +81,7 @@ def _register_by_value(root: Path) -> list[Any]:
     registered = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if not file or name == "__main__" or name in already:
+        if not file or name == "__main__" or name in already or name.partition(".")[0] == OURS:
             continue
         directory = os.path.dirname(os.path.abspath(file))
         if directory not in real_dirs:
