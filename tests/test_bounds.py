@@ -60,6 +60,8 @@ NUMERIC_ARGUMENTS = [
     ("observe", "--tick", "observe e 1 --tick {}"),
     ("load", "--concurrency", "load e --concurrency {} --ticks 1"),
     ("load", "--ticks", "load e --concurrency 1 --ticks {}"),
+    ("pipeline resume", "--run", "pipeline resume p --run {}"),
+    ("pipeline cancel", "--run", "pipeline cancel p --run {}"),
 ]
 HUGE = "99999999999999999999999"
 

@@ -43,11 +43,14 @@ EXPECTED_VERBS = [
     "pipeline register",
     "pipeline run",
     "rerun",
+    "pipeline resume",
+    "pipeline cancel",
+    "artifacts prune",
     "pipelines",
     "show",
     "help",
 ]
-STARTING_VERBS = {"submit", "train", "resume", "tune", "pipeline run", "rerun", "load"}
+STARTING_VERBS = {"submit", "train", "resume", "tune", "pipeline run", "rerun", "pipeline resume", "load"}
 
 # Every verb with every one of its flags, and the exact typed arguments it must produce.
 FULL = [
@@ -139,6 +142,9 @@ FULL = [
         False,
     ),
     ("""rerun canonical --param 'tags=["a"]' --wait""", {"pipeline": "canonical", "param": {"tags": ["a"]}}, True),
+    ("pipeline resume canonical --run 2 --detach", {"name": "canonical", "run": 2}, False),
+    ("pipeline cancel canonical --run 3", {"name": "canonical", "run": 3}, None),
+    ("artifacts prune", {}, None),
     ("pipelines", {}, None),
     ("show Training t1", {"kind": "training", "name": "t1"}, None),
     ("help pipeline run", {"verb": "pipeline run"}, None),
@@ -661,7 +667,7 @@ def test_generated_valid_commands_parse_to_their_typed_values_and_round_trip(cas
         ("po", ["pool", "pools"]),
         ("pool ", ["add", "remove"]),
         ("pool r", ["remove"]),
-        ("pipeline ", ["register", "run"]),
+        ("pipeline ", ["cancel", "register", "resume", "run"]),
         ("tr", ["train"]),
         ("train x --e", ["--epochs"]),
         (

@@ -11,8 +11,8 @@ by a load pattern, the canonical pipeline run three times); only what would diff
   launch window, so they are not patched while jobs run: once everything has settled, `pin_job_times`
   rewrites them through the store, one fixed slot per job in submission order (the least hacky path: the
   backend keeps real time for real processes, and the rows read as if each job had taken JOB_TOOK s);
-- pipeline step durations: the pipeline module's `perf_counter` is pinned while the runs execute, so every
-  step reads 0ms;
+- pipeline step durations: a step's duration is its job's run time, so once the runs have settled
+  `pin_step_durations` rewrites every step's to 0 through the store;
 - the runner's per-phase wall times in the job logs ("phase verify ok (0.00s)") read 0.00s on a fast machine
   and 0.01s on a loaded one: `pin_phase_timings` rewrites them to 0.00s once the jobs have ended;
 - the workspace lives at one fixed path (ROOT), because the runner logs its work directory: the session
@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import itertools
+import json
 import os
 import re
 import shutil
@@ -33,10 +34,12 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.console import Console
+from kinetic_tui.core.supervisor import process as supervisor
 
 ROOT = Path("/tmp/kinetic-tui-snapshots")  # fixed: it appears in the job logs the snapshots show
 FROZEN = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the console's clock while the workspace is built
@@ -85,16 +88,6 @@ def counted_job_ids() -> Iterator[None]:
         yield
 
 
-@contextmanager
-def still_step_clock() -> Iterator[None]:
-    """Pipeline steps all take 0 s: their durations are measured with `perf_counter` in one module."""
-    import kinetic_tui.core.platform.pipelines.execution as execution
-
-    frozen_time = types.SimpleNamespace(perf_counter=lambda: 0.0)
-    with mock.patch.object(execution, "time", frozen_time):
-        yield
-
-
 def write_project(root: Path) -> Path:
     """The user project whose functions the snapshot jobs run (a fixed module name, no machine paths)."""
     project = root / "project"
@@ -116,6 +109,20 @@ def pin_job_times(console: Console) -> None:
                 (created, created + 1, created + 1 + JOB_TOOK, seq),
             )
         store.write("UPDATE pools SET created_at = ?", (FROZEN,))
+
+
+def pin_step_durations(console: Console) -> None:
+    """Every pipeline step reads 0ms: a step's duration is its job's run time, measured by the supervisor."""
+    store = console.workspace.store
+    with store.transaction():
+        for pipeline, number, record in store.query("SELECT pipeline, number, record FROM pipeline_runs"):
+            run = json.loads(record)
+            for step in run.get("steps", {}).values():
+                step["duration"] = 0.0
+            store.write(
+                "UPDATE pipeline_runs SET record = ? WHERE pipeline = ? AND number = ?",
+                (json.dumps(run), pipeline, number),
+            )
 
 
 def pin_phase_timings(home: Path) -> None:
@@ -149,11 +156,24 @@ async def fill(console: Console) -> None:
         await console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
     for concurrency, ticks in LOAD_PATTERN:
         await console.endpoints.load(ENDPOINT, concurrency, ticks, wait=True)
-    with still_step_clock():
-        await console.pipelines.register(CANONICAL)
-        await console.pipelines.run(PIPELINE, wait=True)
-        await console.pipelines.rerun(PIPELINE, wait=True)
-        await console.pipelines.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=True)
+    await console.pipelines.register(CANONICAL)
+    await drive_here(console, console.pipelines.run(PIPELINE, wait=False))
+    await drive_here(console, console.pipelines.rerun(PIPELINE, wait=False))
+    await drive_here(console, console.pipelines.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=False))
+
+
+async def drive_here(console: Console, started: Any) -> None:
+    """Drive a pipeline run in this process with the supervisor's own driver (none is started while the
+    workspace is built), so its step jobs get counted ids like every other job here."""
+    from kinetic_tui.core.pipelines.driver import RunDriver
+    from kinetic_tui.core.store import pipeline_steps_repo
+
+    run = await started
+    store = console.workspace.store
+    driver = RunDriver(store, console.pipelines.backend)
+    while pipeline_steps_repo.header(store, run.pipeline, run.run)[0].value == "Running":
+        console.workspace.run(driver.tick)
+        await asyncio.sleep(0.02)
 
 
 def build(root: Path) -> Path:
@@ -164,7 +184,7 @@ def build(root: Path) -> Path:
     try:
         os.chdir(project)
         sys.path.insert(0, str(project))
-        with counted_job_ids():
+        with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args: False):
             console = Console(home=home, clock=lambda: FROZEN, default_wait=True)
             try:
                 asyncio.run(fill(console))
@@ -172,6 +192,7 @@ def build(root: Path) -> Path:
                 asyncio.run(console.aclose())
                 launcher.shutdown_server()  # every job has ended; the fork server is not needed to view them
         pin_job_times(console)
+        pin_step_durations(console)
         pin_phase_timings(home)
     finally:
         os.chdir(saved_cwd)
