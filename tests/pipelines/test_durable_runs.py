@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import kinetic_tui as kinetic
 from kinetic_tui.core.backends.local.workspace import store as workspace_store
 from kinetic_tui.core.supervisor import process as supervisor
 from tests.pipelines.conftest import marks, release, script
@@ -32,8 +33,9 @@ def _wait_for(predicate, timeout: float = 30.0) -> None:
 
 
 def _job_finished(name: str) -> bool:
-    rows = workspace_store().query("SELECT status FROM jobs WHERE json_extract(handle, '$.display_name') = ?", (name,))
-    return bool(rows) and rows[0][0] == "SUCCEEDED"
+    """The job's status as a handle sees it (a look settles a job that ended while nobody drove it)."""
+    rows = workspace_store().query("SELECT job_id FROM jobs WHERE json_extract(handle, '$.display_name') = ?", (name,))
+    return bool(rows) and kinetic.attach(rows[0][0]).status().value == "SUCCEEDED"
 
 
 def test_twenty_commands_from_another_process_never_wait_for_the_write_lock_while_a_step_runs(
