@@ -2,7 +2,7 @@
 choice values, names, ids, numbers, JSON and random text. Whatever the words, only documented errors come
 out: an exit code of 0, 1 or 2, no Python traceback, and a refused command leaves state.db as it was.
 
-Commands that start work (submit, train, tune, load, pipeline runs) are left out: their arguments are
+Commands that start work (submit, train, tune, load, pipeline runs and resumes) are left out: their arguments are
 fuzzed through the same verb table by the command-language tests, and a run here would start processes.
 `KINETIC_CLI_FUZZ_EXAMPLES=N` runs N examples instead of the quick suite's number.
 """
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kinetic_tui.cli.main import main
 
-STARTS_WORK = {"submit", "train", "resume", "tune", "load", "pipeline run", "rerun", "doctor"}
+STARTS_WORK = {"submit", "train", "resume", "tune", "load", "pipeline run", "pipeline resume", "rerun", "doctor"}
 EXAMPLES = int(os.environ.get("KINETIC_CLI_FUZZ_EXAMPLES") or 150)
 
 
