@@ -106,7 +106,8 @@ def nowhere():
 
 
 def placed():
-    return Pipeline("placed", [Step("only", lambda i: {})], accelerator="v5e-2x2", timeout=30.0, container_image="img:1")
+    return Pipeline("placed", [Step("only", lambda i: {})], accelerator="v5e-2x2", timeout=30.0,
+                    container_image="img:1")
 
 
 def chained():
