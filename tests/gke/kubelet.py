@@ -389,6 +389,18 @@ class Cluster:
         return backend_class(kind)(self.clients, self.storage(), self.namespace, **options)
 
 
+def created_jobs(c: Cluster) -> list[dict[str, Any]]:
+    """The Jobs created in this test's namespace (the API server is shared by the module's tests)."""
+    return [
+        r.data
+        for r in c.api.requests()
+        if r.method == "POST"
+        and isinstance(r.data, dict)
+        and r.data.get("kind") == "Job"
+        and r.data["metadata"]["namespace"] == c.namespace
+    ]
+
+
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApi]:
     with kube_api() as api:

@@ -14,7 +14,7 @@ import pytest
 from kinetic_tui.core.backends.gke.pools import GkePools
 from kinetic_tui.core.backends.local.workspace import local_backend, store
 from kinetic_tui.core.supervisor import process as supervisor
-from tests.gke.kubelet import Cluster, cluster, kube, serving
+from tests.gke.kubelet import Cluster, cluster, created_jobs, kube, serving
 from tests.helpers import projects
 from tests.pipelines.conftest import script
 
@@ -45,18 +45,6 @@ def gke_project(
         supervisor.stop(kinetic_home)
 
 
-def jobs_created(c: Cluster) -> list[dict[str, Any]]:
-    """The Job bodies the API server was asked to create in the cluster's namespace."""
-    return [
-        r.data
-        for r in c.api.requests()
-        if r.method == "POST"
-        and isinstance(r.data, dict)
-        and r.data.get("kind") == "Job"
-        and r.data["metadata"].get("namespace") == c.namespace
-    ]
-
-
 def test_the_canonical_three_runs_on_gke_are_jobs_and_an_identical_rerun_creates_none(
     gke_project: Cluster,
 ) -> None:
@@ -70,7 +58,7 @@ def test_the_canonical_three_runs_on_gke_are_jobs_and_an_identical_rerun_creates
     assert first["executed"] == [*EXECUTED, "register"]
     assert {s["name"]: s["status"] for s in first["steps"]}["notify"] == "Skipped"
     assert exits == [0] * 6
-    created = jobs_created(c)
+    created = created_jobs(c)
     assert len(created) == 6  # every executed step was a GKE Job, and nothing else was
     assert {job["spec"]["template"]["spec"]["containers"][0]["image"] for job in created} == {IMAGE}
     assert sorted(job["metadata"]["annotations"]["kinetic/display-name"] for job in created) == sorted(
@@ -80,7 +68,7 @@ def test_the_canonical_three_runs_on_gke_are_jobs_and_an_identical_rerun_creates
     code, records = script("rerun canonical\n")
     assert code == 0, records
     assert records[0]["result"]["executed"] == []
-    assert len(jobs_created(c)) == 6  # an identical rerun launches no Job
+    assert len(created_jobs(c)) == 6  # an identical rerun launches no Job
 
     with serving(c.kubelet, count=6) as exits:
         code, records = script("rerun canonical --param raw_rows=800 --param threshold=0.99\n")
@@ -88,5 +76,5 @@ def test_the_canonical_three_runs_on_gke_are_jobs_and_an_identical_rerun_creates
     third = records[0]["result"]
     assert third["branch_taken"] == {"accuracy_gate": False}
     assert third["executed"] == [*EXECUTED, "notify"]
-    assert exits == [0] * 6 and len(jobs_created(c)) == 12
+    assert exits == [0] * 6 and len(created_jobs(c)) == 12
     assert local_backend().jobs() == []  # no step ran on this machine's backend
