@@ -13,8 +13,9 @@ import pytest
 
 from kinetic_tui.core.backends.gke.pools import GkePools
 from kinetic_tui.core.backends.local.workspace import local_backend, store
+from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.supervisor import process as supervisor
-from tests.gke.kubelet import Cluster, cluster, created_jobs, kube, serving
+from tests.gke.kubelet import Cluster, cluster, created_jobs, kube, serving, wait_for_workload
 from tests.helpers import projects
 from tests.pipelines.conftest import script
 
@@ -78,3 +79,19 @@ def test_the_canonical_three_runs_on_gke_are_jobs_and_an_identical_rerun_creates
     assert third["executed"] == [*EXECUTED, "notify"]
     assert exits == [0] * 6 and len(created_jobs(c)) == 12
     assert local_backend().jobs() == []  # no step ran on this machine's backend
+
+
+def test_cancelling_a_run_on_gke_cancels_its_running_step_job(gke_project: Cluster) -> None:
+    c = gke_project
+    code, records = script("pipeline register gke_pipe_user:canonical\npipeline run canonical --detach\n")
+    assert code == 0, records
+    name = wait_for_workload(c.kubelet, "job")  # preprocess's Job, left pending: no kubelet runs it
+    code, records = script("pipeline cancel canonical\n")
+    assert code == 0, records
+    assert records[0]["result"]["status"] == "Cancelled"
+    steps = {s["name"]: s["status"] for s in records[0]["result"]["steps"]}
+    assert steps["preprocess"] == "Cancelled" and set(steps.values()) == {"Cancelled"}
+    assert c.backend().refresh(name).status is JobStatus.CANCELLED
+    listed = c.clients.batch.list_namespaced_job(c.namespace, _preload_content=False).data
+    assert name not in listed.decode()  # the cancelled Job was deleted from the cluster
+    assert len(created_jobs(c)) == 1
