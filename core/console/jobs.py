@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.backends.base import Backend, JobRecord
@@ -20,6 +20,7 @@ from kinetic_tui.core.console.snapshots import (
     JobResultSnapshot,
     JobSnapshot,
     LogsSnapshot,
+    json_safe,
 )
 from kinetic_tui.core.decorator import RemoteCallable
 from kinetic_tui.core.errors import KineticError, ValidationError
@@ -167,6 +168,23 @@ class Jobs:
             return JobResultSnapshot.of(job_id, row.status.value, value)
 
         return await self.workspace.blocking(fetch)
+
+    async def values(self, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The returned values of SUCCEEDED jobs (JSON-safe, as `result` gives them), by job id: what a
+        listing shows in its result column. Each costs a result read, so callers pass the rows they show;
+        a value that can no longer be read (cleaned up, unpicklable here) is left out."""
+
+        def read() -> dict[str, Any]:
+            found = {}
+            for job_id in job_ids:
+                require_job_id(job_id)
+                try:
+                    found[job_id] = json_safe(JobHandle.from_record(self.source.record(job_id)).result(cleanup=False))
+                except Exception:  # a listing outlives a result it cannot read
+                    continue
+            return found
+
+        return await self.workspace.blocking(read)
 
     async def cancel(self, job_id: str) -> JobSnapshot:
         require_job_id(job_id)

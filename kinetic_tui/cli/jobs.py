@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import shlex
 import time
+from typing import Any
 
 import click
 
-from kinetic_tui.cli.options import cleanup_timing_params, infra_params, with_params
+from kinetic_tui.cli.options import cleanup_timing_params, infra_params, note_local_overrides, with_params
 from kinetic_tui.cli.output import UsageLineError, guard, json_flag, run_line
 from kinetic_tui.cli.verbs import VerbCommand, VerbValue
 from kinetic_tui.core.commands.verbs import VERBS
@@ -26,7 +27,54 @@ def jobs() -> None:
     """Jobs: list, inspect, cancel, clean up."""
 
 
-jobs.add_command(VerbCommand(VERBS["jobs"], "list", infra_params(namespace=True)))
+@jobs.command("list")
+@click.option("--status", type=VerbValue(VERBS["jobs"].flag_table["--status"]), help="only jobs in this status")
+@click.option("--wide", is_flag=True, help="every column, nothing cut (default: the columns that fit the terminal)")
+@with_params(infra_params(namespace=True))
+@json_flag
+def jobs_list(status: str | None, wide: bool, as_json: bool) -> None:
+    """List jobs, newest first, with what each came to (--json: the `jobs` verb's records)."""
+    note_local_overrides()
+    line = shlex.join(["jobs", *(["--status", status] if status is not None else [])])
+    if as_json:
+        run_line(line, as_json=True)
+        return
+    import shutil
+
+    from kinetic_tui.cli.job_table import job_table
+
+    listed, values = guard(lambda: listing(line))
+    width = None if wide else shutil.get_terminal_size().columns
+    click.echo(job_table(listed, values, time.time(), width))
+
+
+def listing(line: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The `jobs` line's records (the parser judges the words, exit 2 when they do not parse) and the
+    values of the newest SUCCEEDED ones."""
+    import asyncio
+
+    from kinetic_tui.cli.job_table import VALUE_ROWS
+    from kinetic_tui.core.commands import ParseError, parse_script
+    from kinetic_tui.core.commands.execute import execute
+    from kinetic_tui.core.console import Console
+
+    try:
+        ((_, command),) = parse_script(line)
+    except ParseError as exc:
+        raise UsageLineError(exc.message) from None
+
+    async def read() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        console = Console(default_wait=True, offload=False)
+        try:
+            records = await execute(console, command)
+            done = [job["job_id"] for job in records if job["status"] == "SUCCEEDED"][:VALUE_ROWS]
+            return records, await console.jobs.values(done)
+        finally:
+            await console.aclose()
+
+    return asyncio.run(read())
+
+
 for _verb in ("status", "logs"):
     jobs.add_command(VerbCommand(VERBS[_verb], extra=infra_params(namespace=True)))
 jobs.add_command(VerbCommand(VERBS["cancel"], extra=[*cleanup_timing_params(), *infra_params(namespace=True)]))
