@@ -64,8 +64,9 @@ def test_train_help_lists_every_flag_with_its_value_and_help(cli):
 
 
 def _script(line: str, output: str) -> tuple[int, str, str]:
+    """The line run as the CLI runs it: a command's errors name no script line."""
     out, err = io.StringIO(), io.StringIO()
-    code = run_script(line, output=output, stdout=out, stderr=err)
+    code = run_script(line, output=output, stdout=out, stderr=err, numbered=False)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -85,7 +86,7 @@ def test_a_verb_command_does_exactly_what_its_line_does_in_a_script(cli, args):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == code and code in (1, 2)
     assert result.stdout == out and result.stderr == err
-    assert err.count("\n") <= 1
+    assert err.count("\n") <= 1 and not err.startswith("line ")
 
 
 def test_split_json_flag_reads_json_as_click_does():

@@ -1,7 +1,7 @@
 """`jobs list` as a table that fits the terminal.
 
-The columns are dropped by priority until the rest fit the width (the id, the status and the result go
-last); the result column takes the width left and is cut at its end (`jobs result JOB` prints it whole),
+The columns are dropped by priority until the rest fit the width (the id, the status and the result
+stay); the result column takes the width left and is cut at its end (`jobs result JOB` prints it whole),
 a name longer than its share is cut in the middle, so both its start and its distinguishing end stay.
 `--wide` keeps every column and cuts nothing. The result column says what each job came to: the value a
 SUCCEEDED job returned, the error of a FAILED one, `cancelled`, or `-` while it runs.
@@ -30,7 +30,8 @@ COLUMNS = (
     ("created_at", 10),
 )
 _GAP = 2
-_MIN_RESULT = 24
+_MIN_RESULT = 24  # other columns go before the result gets narrower than this
+_ALWAYS = 2  # the id, the status and the result stay at any width
 _MAX_NAME = 24
 # the newest rows whose values are read for the result column: each is a result read (a download on GKE)
 VALUE_ROWS = 200
@@ -80,13 +81,12 @@ def job_table(jobs: Sequence[Mapping[str, Any]], values: Mapping[str, Any], now:
     if width is not None:
         natural["name"] = min(natural["name"], max(_MAX_NAME, len("name")))
         budget = {**natural, "result": min(natural["result"], _MIN_RESULT)}
-        for column, _ in sorted(COLUMNS, key=lambda item: -item[1]):
-            if sum(budget[c] for c in shown) + _GAP * (len(shown) - 1) <= width or len(shown) == 1:
+        for column, priority in sorted(COLUMNS, key=lambda item: -item[1]):
+            if priority <= _ALWAYS or sum(budget[c] for c in shown) + _GAP * (len(shown) - 1) <= width:
                 break
             shown.remove(column)
         fixed = sum(natural[c] for c in shown if c != "result") + _GAP * (len(shown) - 1)
-        if "result" in shown:
-            natural["result"] = max(_MIN_RESULT, min(natural["result"], width - fixed))
+        natural["result"] = min(natural["result"], max(8, width - fixed))
     cut = {"name": _cut_middle}
     lines = [
         "  ".join(column.ljust(natural[column]) for column in shown).rstrip(),

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kinetic_tui.cli.options import cleanup_timing_params, infra_params, note_local_overrides, with_params
+from kinetic_tui.cli.options import cleanup_timing_params, infra_params, with_params
 from kinetic_tui.cli.output import UsageLineError, guard, json_flag, run_line
 from kinetic_tui.cli.verbs import VerbCommand, VerbValue
 from kinetic_tui.core.commands.verbs import VERBS
@@ -27,25 +27,31 @@ def jobs() -> None:
     """Jobs: list, inspect, cancel, clean up."""
 
 
-@jobs.command("list")
-@click.option("--status", type=VerbValue(VERBS["jobs"].flag_table["--status"]), help="only jobs in this status")
-@click.option("--wide", is_flag=True, help="every column, nothing cut (default: the columns that fit the terminal)")
-@with_params(infra_params(namespace=True))
-@json_flag
-def jobs_list(status: str | None, wide: bool, as_json: bool) -> None:
-    """List jobs, newest first, with what each came to (--json: the `jobs` verb's records)."""
-    note_local_overrides()
-    line = shlex.join(["jobs", *(["--status", status] if status is not None else [])])
-    if as_json:
-        run_line(line, as_json=True)
-        return
-    import shutil
+class JobsList(VerbCommand):
+    """`jobs list`: the `jobs` verb (`--json` prints its records); its text is a table fitted to the
+    terminal (`kinetic_tui.cli.job_table`), every column with `--wide`."""
 
-    from kinetic_tui.cli.job_table import job_table
+    def __init__(self) -> None:
+        wide = click.Option(
+            ["--wide"], is_flag=True, help="every column, nothing cut (default: the columns that fit the terminal)"
+        )
+        super().__init__(VERBS["jobs"], "list", [wide, *infra_params(namespace=True)])
 
-    listed, values = guard(lambda: listing(line))
-    width = None if wide else shutil.get_terminal_size().columns
-    click.echo(job_table(listed, values, time.time(), width))
+    def _run(self, **parsed: Any) -> None:
+        line, as_json = self.typed_line()
+        if as_json:
+            run_line(line, as_json=True)
+            return
+        import shutil
+
+        from kinetic_tui.cli.job_table import job_table
+
+        listed, values = guard(lambda: listing(line))
+        width = None if parsed["wide"] else shutil.get_terminal_size().columns
+        click.echo(job_table(listed, values, time.time(), width))
+
+
+jobs.add_command(JobsList())
 
 
 def listing(line: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
