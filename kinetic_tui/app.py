@@ -314,6 +314,7 @@ class KineticApp(App[int]):
             "group": (console.registry.models, "group"),
             "endpoint": (console.endpoints.list, "name"),
             "pipeline": (console.pipelines.list, "name"),
+            "function": (console.jobs.known_functions, "ref"),
         }
         names: dict[str, list[str]] = {}
         for kind, (read, attribute) in readers.items():

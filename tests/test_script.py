@@ -43,6 +43,9 @@ result {job2}
 submit console_user:sleepy --args [30] --detach
 cancel {job3}
 jobs --status CANCELLED
+submit console_user:add --args [1,1] --save pair
+submit pair --args [4,4]
+functions
 # training, tuning, registry
 train base --hp learning_rate=0.2 --epochs 4 --checkpoint-every 2 --interrupt-before-epoch 3
 interrupt base
