@@ -12,7 +12,7 @@ from kinetic_tui.core.console import Console
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.store.names import object_names
 from kinetic_tui.widgets.command_bar import complete_line
-from tests.test_console_support import state_dump, user_project  # noqa: F401 (a fixture)
+from tests.test_console_support import state_dump, user_project
 
 pytestmark = pytest.mark.usefixtures("user_project")
 
