@@ -2,7 +2,8 @@
 
 Exit codes are an API: 0 every command succeeded; 1 a command failed (the script stops there unless
 `keep_going`, and what earlier lines did stays done); 2 a line did not parse, reported with its line and
-column before anything runs. Errors are one line each; a traceback is printed only with `debug`.
+column before anything runs. Errors are one line each (a failed job's remote traceback follows its line);
+our own traceback is printed only with `debug`.
 """
 
 from __future__ import annotations
