@@ -21,6 +21,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,9 @@ def _judged(data: Mapping[str, Any], valid_ids: set[str]) -> UserConfig:
         raise _Problem('keymap: expected a table of binding id = "key"')
     for binding_id, keys in keymap.items():
         if binding_id not in valid_ids:
-            raise _Problem(f"keymap.{binding_id}: unknown binding id; valid: {', '.join(sorted(valid_ids))}")
+            close = get_close_matches(binding_id, sorted(valid_ids), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise _Problem(f"keymap.{binding_id}: unknown binding id{hint}; valid: {', '.join(sorted(valid_ids))}")
         if not isinstance(keys, str) or not all(_KEY.fullmatch(key.strip()) for key in keys.split(",")):
             raise _Problem(f'keymap.{binding_id}: expected a key such as "x" or "ctrl+q", got {keys!r}')
     return UserConfig({key: value.replace(" ", "") for key, value in keymap.items()}, theme)

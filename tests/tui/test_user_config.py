@@ -50,7 +50,10 @@ def test_every_binding_of_the_console_has_an_id():
     [
         ('theme = "solarized"\n', "theme 'solarized': expected one of ansi-dark, ansi-light"),
         ('colour = "red"\n', "unknown key 'colour'; valid: theme, keymap"),
-        ('[keymap]\n"jobs.cancl" = "x"\n', "keymap.jobs.cancl: unknown binding id; valid: app.command_bar, app.filter"),
+        (
+            '[keymap]\n"jobs.cancl" = "x"\n',
+            "keymap.jobs.cancl: unknown binding id (did you mean 'jobs.cancel'?); valid: app.command_bar, app.filter",
+        ),
         ('[keymap]\n"jobs.cancel" = 5\n', "keymap.jobs.cancel: expected a key such as"),
         ('[keymap]\n"jobs.cancel" = "ctrl x"\n', "keymap.jobs.cancel: expected a key such as"),
         ("keymap = 3\n", "keymap: expected a table"),
@@ -89,7 +92,7 @@ async def test_a_bad_file_is_reported_once_and_the_console_runs_with_the_default
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         (note,) = notes(app, "error")
-        assert "keymap.app.hlep: unknown binding id; valid: " in note and "app.help" in note
+        assert "keymap.app.hlep: unknown binding id (did you mean 'app.help'?); valid: app.command_bar, " in note
         assert app.theme == THEMES[0]
         await pilot.press("question_mark")  # the default key still works
         assert isinstance(app.screen, HelpScreen)
