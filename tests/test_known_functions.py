@@ -3,8 +3,15 @@ through the Console, the command language, shell completion and the command bar'
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 from click.shell_completion import ShellComplete
+from click.testing import CliRunner
 
 from kinetic_tui.cli.main import main
 from kinetic_tui.core.backends.local import launcher
@@ -67,3 +74,26 @@ async def test_completion_offers_the_known_functions_in_the_shell_and_the_bar(co
     names = {"function": [f.ref for f in await console.jobs.known_functions()]}
     assert complete_line("submit th", names) == ["three"]
     assert complete_line("submit ", names) == ["console_user:add", "three"]
+
+
+def test_the_cli_saves_lists_and_completes_functions():
+    runner = CliRunner()
+    saved = runner.invoke(main, ["submit", "console_user:add", "--kwargs", '{"a": 1, "b": 2}', "--save", "sum"])
+    assert saved.exit_code == 0 and "result: 3" in saved.stdout
+    again = json.loads(runner.invoke(main, ["submit", "sum", "--json"]).stdout)
+    assert again["ok"] and again["result"]["result"] == 3
+    listed = runner.invoke(main, ["functions"]).stdout.splitlines()
+    assert listed[0].split()[:3] == ["ref", "target", "saved"]
+    assert listed[1].split()[:3] == ["sum", "console_user:add", "True"] and "{a: 1, b: 2}" in listed[1]
+    assert listed[2].split()[:3] == ["console_user:add", "console_user:add", "False"]
+    exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert exe, "the kinetic-tui console script is not installed"
+    env = {
+        **os.environ,
+        "_KINETIC_TUI_COMPLETE": "bash_complete",
+        "COMP_WORDS": "kinetic-tui submit s",
+        "COMP_CWORD": "2",
+    }
+    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["plain,sum"]
+    launcher.shutdown_server()
