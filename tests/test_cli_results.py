@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from kinetic_tui.cli.main import main
 from kinetic_tui.core.backends.local import launcher
+from tests.helpers.installed_cli import executable
 
 PROJECT = """\
 def boom(x, scale=1):
@@ -97,8 +98,7 @@ def test_jobs_list_fits_the_terminal_and_shows_what_each_job_came_to(project):
 
 def test_the_installed_executable_prints_the_remote_traceback(project):
     job = _submit("boom", "--args", "[2]")
-    exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    assert exe, "the kinetic-tui console script is not installed"
+    exe = executable()
     done = subprocess.run([exe, "result", job], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith(f"error: job {job} failed in phase 'execute'")

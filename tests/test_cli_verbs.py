@@ -20,6 +20,7 @@ from kinetic_tui.cli.verbs import VerbCommand, split_json_flag
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.commands.verbs import VERBS
 from kinetic_tui.script import run_script
+from tests.helpers.installed_cli import bash_complete
 
 
 @pytest.fixture
@@ -128,17 +129,5 @@ def test_completion_without_a_workspace_offers_nothing(tmp_path, monkeypatch):
 
 def test_bash_completion_through_the_installed_entry_point(cli):
     assert cli("pool", "add", "gpus", "--accelerator", "l4", "--nodes", "1").exit_code == 0
-    exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    assert exe, "the kinetic-tui console script is not installed"
-    env = {
-        **os.environ,
-        "_KINETIC_TUI_COMPLETE": "bash_complete",
-        "COMP_WORDS": "kinetic-tui pool remove g",
-        "COMP_CWORD": "3",
-    }
-    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["plain,gpus"]
-    env.update(COMP_WORDS="kinetic-tui train x --ch", COMP_CWORD="3")
-    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.stdout.splitlines() == ["plain,--checkpoint-every"]
+    assert bash_complete("kinetic-tui pool remove g", 3) == ["plain,gpus"]
+    assert bash_complete("kinetic-tui train x --ch", 3) == ["plain,--checkpoint-every"]

@@ -19,6 +19,7 @@ from kinetic_tui.core.console import Console
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.store.names import object_names
 from kinetic_tui.widgets.command_bar import complete_line
+from tests.helpers.installed_cli import bash_complete
 from tests.test_console_support import state_dump, user_project
 
 pytestmark = pytest.mark.usefixtures("user_project")
@@ -86,14 +87,5 @@ def test_the_cli_saves_lists_and_completes_functions():
     assert listed[0].split()[:3] == ["ref", "target", "saved"]
     assert listed[1].split()[:3] == ["sum", "console_user:add", "True"] and "{a: 1, b: 2}" in listed[1]
     assert listed[2].split()[:3] == ["console_user:add", "console_user:add", "False"]
-    exe = shutil.which("kinetic-tui", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    assert exe, "the kinetic-tui console script is not installed"
-    env = {
-        **os.environ,
-        "_KINETIC_TUI_COMPLETE": "bash_complete",
-        "COMP_WORDS": "kinetic-tui submit s",
-        "COMP_CWORD": "2",
-    }
-    done = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["plain,sum"]
+    assert bash_complete("kinetic-tui submit s", 2) == ["plain,sum"]
     launcher.shutdown_server()
