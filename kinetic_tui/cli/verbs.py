@@ -94,11 +94,15 @@ class VerbCommand(click.Command):
             return []
 
     def _run(self, **_parsed: Any) -> None:
+        run_line(*self.typed_line())
+
+    def typed_line(self) -> tuple[str, bool]:
+        """The command-language line of the arguments as typed, and whether `--json` was given."""
         typed = click.get_current_context().meta[_WORDS]
         if self.extra:
             note_local_overrides()
         words, as_json = split_json_flag(cli_words(typed, self.verb.flags, self.extra))
-        run_line(shlex.join([*self.verb.name.split(), *words]), as_json)
+        return shlex.join([*self.verb.name.split(), *words]), as_json
 
 
 def split_json_flag(args: list[str]) -> tuple[list[str], bool]:
