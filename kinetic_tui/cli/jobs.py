@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kinetic_tui.cli.options import cleanup_timing_params, infra_params, with_params
+from kinetic_tui.cli.options import cleanup_timing, cleanup_timing_params, infra_params, with_params
 from kinetic_tui.cli.output import UsageLineError, guard, json_flag, run_line
 from kinetic_tui.cli.verbs import VerbCommand, VerbValue
 from kinetic_tui.core.commands.verbs import VERBS
@@ -83,7 +83,20 @@ def listing(line: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 for _verb in ("status", "logs"):
     jobs.add_command(VerbCommand(VERBS[_verb], extra=infra_params(namespace=True)))
-jobs.add_command(VerbCommand(VERBS["cancel"], extra=[*cleanup_timing_params(), *infra_params(namespace=True)]))
+
+
+def _await_stopped(parsed: dict[str, Any]) -> None:
+    """After the `cancel` verb: wait, as Kinetic does, until the job's processes or workload are gone."""
+    from kinetic_tui.core.jobs import attach
+
+    job = parsed.get("job")
+    if job:
+        guard(lambda: attach(job).wait_removed(files=False, **cleanup_timing()))
+
+
+jobs.add_command(
+    VerbCommand(VERBS["cancel"], extra=[*cleanup_timing_params(), *infra_params(namespace=True)], after=_await_stopped)
+)
 
 
 def _cleanup(job: str, k8s: bool, gcs: bool) -> None:
@@ -91,7 +104,12 @@ def _cleanup(job: str, k8s: bool, gcs: bool) -> None:
     from kinetic_tui.core.validation import require_job_id
 
     guard(lambda: require_job_id(job), UsageLineError)
-    guard(lambda: attach(job).cleanup(k8s=k8s, gcs=gcs))
+    timing = cleanup_timing()
+    guard(
+        lambda: attach(job).cleanup(
+            k8s=k8s, gcs=gcs, cleanup_timeout=timing["timeout"], cleanup_poll_interval=timing["poll_interval"]
+        )
+    )
 
 
 @jobs.command("result")
