@@ -146,6 +146,24 @@ def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs):
     assert a["end"] <= b["start"] and b["end"] <= c["start"]
 
 
+def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(jobs, tmp_path):
+    """Strict FIFO per pool: the head (its batch at max_concurrent) holds back a job the free nodes could run."""
+    local_backend().add_pool("slices", "v4-2x2x2", 4)  # room for two 2-host slices
+    gated = kinetic.run(accelerator="v4-2x2x2")(jobs.gated)
+    release = tmp_path / "release"
+    first, head = gated.map([str(release)] * 2, max_concurrent=1).handles()
+    behind = gated.run_async(str(release))
+    assert first.status() is JobStatus.RUNNING
+    assert head.status() is behind.status() is JobStatus.PENDING
+    assert local_backend().pool("slices").in_use == 2
+    release.write_text("")
+    for handle in (first, head, behind):
+        handle.result(timeout=TIMEOUT)
+    backend = local_backend()
+    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
+    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+
+
 def test_a_job_that_ended_unobserved_frees_its_node_for_the_next_submission(user_project, jobs):
     backend = local_backend()
     _resize_cpu_pool(1)
