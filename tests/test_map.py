@@ -149,7 +149,7 @@ def test_max_concurrent_caps_how_many_inputs_run_at_once(tasks: ModuleType, tmp_
     limited, free = tmp_path / "limited", tmp_path / "free"
     limited.mkdir(), free.mkdir()
     batch = tasks.gated.map([(i, str(limited)) for i in range(5)], max_concurrent=2)
-    wait_for(lambda: _started(limited) == 2, TIMEOUT, "two inputs to start")
+    wait_for(lambda: _started(limited) >= 2, TIMEOUT, "two inputs to start")
     assert sorted(s.value for s in batch.status_list()) == ["PENDING"] * 3 + ["RUNNING"] * 2
     (limited / "release").write_text("")
     assert batch.results(timeout=TIMEOUT) == list(range(5))
