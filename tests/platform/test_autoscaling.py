@@ -34,6 +34,14 @@ def test_spec_worked_example():
     ]
 
 
+def test_the_defaults_are_min_1_max_5_target_10_and_cooldowns_3_out_5_in():
+    endpoint = Endpoint("web")
+    assert endpoint.instance_count == 1
+    # 11 wants 2 at target 10; the next scale-out waits 3 ticks; the scale-in after it 5; 99 is capped at 5
+    observed = [endpoint.observe(c, t) for c, t in ((11, 0), (45, 2), (45, 3), (5, 7), (5, 8), (99, 20))]
+    assert observed == [2, 2, 5, 5, 1, 5]
+
+
 def test_desired_instances_clamps_and_treats_idle_as_min():
     endpoint = Endpoint("web", min_instances=2, max_instances=6, target_per_instance=10)
     assert [endpoint.desired_instances(c) for c in (-3, 0, 1, 10, 11, 35, 10_000)] == [2, 2, 2, 2, 2, 4, 6]
