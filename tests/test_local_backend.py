@@ -134,14 +134,16 @@ def test_remove_is_refused_while_the_pool_has_active_jobs(jobs):
 # -- the queue -------------------------------------------------------------------------------------------
 
 
-def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs):
+def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs, tmp_path):
     local_backend().add_pool("one", "v5litepod-2x2", 1)
-    hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    first, second, third = hold.run_async(0.6), hold.run_async(0.2), hold.run_async(0.2)
+    gated = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated)
+    release = str(tmp_path / "release")
+    first, second, third = gated.run_async(release), gated.run_async(release), gated.run_async(release)
     assert [first.pool, second.pool, third.pool] == ["one"] * 3
     assert first.status() is JobStatus.RUNNING
     assert second.status() is third.status() is JobStatus.PENDING
     assert local_backend().pool("one").queued == 2
+    Path(release).write_text("")
     a, b, c = (h.result(timeout=TIMEOUT) for h in (first, second, third))
     assert a["end"] <= b["start"] and b["end"] <= c["start"]
 

@@ -234,6 +234,6 @@ def test_from_record_rejects_damaged_records():
     with pytest.raises(ValueError, match="last_scale_tick: 4 is after the last tick 2"):
         Endpoint.from_record({**record, "last_scale_tick": 4, "last_tick": 2}, [])
     with pytest.raises(ValueError, match="unknown action 'boom'"):
-        Endpoint.from_record(record, [(0, 1, 1, 1, "boom")])
+        Endpoint.from_record(record, [(0, 1, 1, 1, "boom"), (1, 1, 1, 1, "none"), (2, 1, 1, 1, "bang")])  # the first
     with pytest.raises(ValueError, match="history: each event needs tick, concurrency"):
         Endpoint.from_record(record, [(0, 1, 1, "none")])
