@@ -1,10 +1,12 @@
-"""Suite-wide fixtures: every test gets its own KINETIC_HOME; hypothesis runs deterministically."""
+"""Suite-wide fixtures: every test gets its own KINETIC_HOME; property tests draw fresh inputs each run from
+one recorded seed, printed at the end of the run so a failure replays with `--hypothesis-seed`."""
 
 import os
+import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, core, settings
 
 from tests.helpers import processes
 
@@ -13,11 +15,25 @@ pytest_plugins = ["tests.gcs_emulator"]
 settings.register_profile(
     "ci",
     deadline=None,
-    derandomize=True,
+    print_blob=True,
     max_examples=100,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+SEED_OPTION = "--hypothesis-seed"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Without `--hypothesis-seed`, pick one: every run explores new inputs, and the seed is on record."""
+    if config.getoption(SEED_OPTION) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+        core.global_force_seed = int(config.option.hypothesis_seed)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    seed = terminalreporter.config.getoption(SEED_OPTION)
+    terminalreporter.write_line(f"hypothesis seed {seed}: replay a failure with pytest {SEED_OPTION}={seed}")
 
 
 @pytest.fixture(autouse=True)

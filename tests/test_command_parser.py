@@ -296,6 +296,12 @@ def test_describe_prints_a_line_that_parses_back_to_the_same_command(line):
     assert parse_line(command.describe()) == command
 
 
+def test_describe_writes_an_empty_string_value_as_json_so_it_parses_back():
+    command = parse_line("tune s --space 'opt=\"\",adam' --strategy grid --max-trials 1")
+    assert command.args["space"] == {"opt": ["", "adam"]}
+    assert parse_line(command.describe()) == command
+
+
 def test_describe_omits_defaults_and_canonicalises():
     assert parse_line("promote g 2 production").describe() == "promote g 2 Production"
     assert parse_line("train   't 1'  --epochs 5 --hp opt=adam").describe() == "train 't 1' --hp opt=adam"

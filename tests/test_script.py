@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kinetic_tui.core.backends.local import pools
 from kinetic_tui.core.commands.execute import float_text, render_text
 from kinetic_tui.core.commands.verbs import VERBS
 from kinetic_tui.core.errors import ValidationError
@@ -131,7 +132,8 @@ def _run_in_chunks(script: str) -> list[dict]:
 
 
 @pytest.mark.usefixtures("user_project")
-def test_every_verb_matches_the_golden_output() -> None:
+def test_every_verb_matches_the_golden_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pools, "host_cores", lambda: 2)  # as recorded; tests/test_core_counts.py covers others
     records = _run_in_chunks(EVERY_VERB)
     ran = {" ".join(record["command"].split()[:2]) for record in records} | {
         record["command"].split()[0] for record in records

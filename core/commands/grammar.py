@@ -226,8 +226,9 @@ def dump_json(value: Any) -> str:
 
 
 def _render_loose(value: Any, reserved: str = "") -> str:
-    """Bare text when it reads back as the same string (`adam`), JSON otherwise (`"1"`, `0.1`)."""
-    if isinstance(value, str) and _loose(value) == value and not any(char in value for char in reserved):
+    """Bare text when it reads back as the same string (`adam`), JSON otherwise (`"1"`, `0.1`, `""`: an empty
+    bare value is refused as missing)."""
+    if isinstance(value, str) and value and _loose(value) == value and not any(char in value for char in reserved):
         return value
     return dump_json(value)
 
