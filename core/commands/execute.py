@@ -78,7 +78,7 @@ def render_text(verb: str, result: Any) -> str:
     """A result from `execute` as people read it: records as `key: value` lines, lists as tables."""
     if isinstance(result, str):
         return result
-    if verb == "logs":
+    if verb in ("logs", "endpoint logs"):
         return "\n".join(result["lines"])
     if isinstance(result, list):
         if all(isinstance(item, dict) for item in result):

@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any, cast
 
+from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.platform.training import (
     ManagedTrainingRunner,
@@ -167,5 +168,15 @@ def train(
     if job.status is TrainingStatus.FAILED:
         emit({"type": "failed", "error": job.error})
         raise TrainingFailed(f"training job {name!r} failed: {job.error}")
-    emit({"type": "completed", "epoch": job.current_epoch, "metric": job.metric, "artifact_hash": job.artifact_hash})
+    # the trained model: the final state, content-addressed in the jobs bucket's artifact store
+    model = ArtifactStore(storage).put_value(reporter.last_state)
+    emit(
+        {
+            "type": "completed",
+            "epoch": job.current_epoch,
+            "metric": job.metric,
+            "artifact_hash": job.artifact_hash,
+            "model_artifact": model,
+        }
+    )
     return job.to_record()

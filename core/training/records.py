@@ -42,6 +42,7 @@ class RunMeta:
     job_ids: list[str] = field(default_factory=list)
     last_metric: Any = None
     code: str | None = None  # the snapshot digest of the step's project every attempt ships
+    model_artifact: str | None = None  # the final state's digest in the artifact store, once Completed
 
 
 @dataclass

@@ -1,0 +1,51 @@
+"""What an endpoint serves: one registry version, named by its trained state (an artifact in the artifact
+store) and its predict entry point, loaded on first use by the instance that serves it.
+
+Endpoints persist their registered models by pickle (by reference to this class), so this module's path and
+the class's fields are part of the store format: keep both stable (models pickled before it moved here
+load through `kinetic_tui.core.console.served_model`); fields added later have defaults, so a model pickled
+before them still loads (as a version without an artifact). The loaded state is never
+pickled: it lives in the serving process (`kinetic_tui.core.serving.model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class VersionModel:
+    group: str
+    version: int
+    artifact_hash: str
+    metric: Any
+    artifact: str | None = None  # digest of the final training state; None: registered before models were kept
+    predict_ref: str | None = None  # MODULE:FUNC; None: the built-in predict
+    code: str | None = None  # digest of the predict's project archive; None: importable by name
+    bucket: str | None = None  # the jobs bucket holding the artifacts, and a URI that reaches it
+    uri: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.group}:v{self.version}"
+
+    def predict(self, record: Any) -> Any:
+        """The version's predict over its trained state; loads both first if this process has not."""
+        from kinetic_tui.core.serving.model import loaded
+
+        return loaded(self).predict(record)
+
+    def to_spec(self) -> dict[str, Any]:
+        """What an instance is sent to load and run this version."""
+        return {
+            "group": self.group,
+            "version": self.version,
+            "artifact_hash": self.artifact_hash,
+            "metric": self.metric,
+            "artifact": self.artifact,
+            "predict_ref": self.predict_ref,
+            "code": self.code,
+            "bucket": self.bucket,
+            "uri": self.uri,
+        }
