@@ -26,7 +26,7 @@ from tests.helpers import processes
 
 T = TypeVar("T")
 
-USER_PROJECT = '''
+USER_PROJECT = """
 import time
 
 
@@ -53,7 +53,7 @@ def slow(state, record):
 
 
 not_callable = 3
-'''
+"""
 
 
 class Home:

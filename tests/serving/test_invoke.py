@@ -106,7 +106,11 @@ def test_a_port_in_use_is_refused_at_create_and_nothing_is_recorded(served: Home
 
 @pytest.mark.parametrize(
     ("predict", "says"),
-    [("nomodule:predict", "does not import"), ("usermodel:missing", "has no"), ("usermodel:not_callable", "not callable")],
+    [
+        ("nomodule:predict", "does not import"),
+        ("usermodel:missing", "has no"),
+        ("usermodel:not_callable", "not callable"),
+    ],
 )
 def test_register_refuses_a_predict_that_does_not_import_or_is_not_callable(
     served: Home, predict: str, says: str
