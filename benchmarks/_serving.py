@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-
 from _workspace import fresh_workspace
+
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute
 from kinetic_tui.core.console import Console

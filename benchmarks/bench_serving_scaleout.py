@@ -64,9 +64,8 @@ def main() -> None:
     if reacted is None:
         print("no new instance answered within 15 s: NOT met")
     else:
-        print(
-            f"step to new instance answering: {reacted:.2f} s (goal <= {GOAL:.0f} s): {'met' if reacted <= GOAL else 'NOT met'}"
-        )
+        verdict = "met" if reacted <= GOAL else "NOT met"
+        print(f"step to new instance answering: {reacted:.2f} s (goal <= {GOAL:.0f} s): {verdict}")
     print(f"load average {load_average()}")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console import endpoint_processes as processes
+import kinetic_tui.core.console.endpoint_processes as processes
 from kinetic_tui.core.console.snapshots import (
     EndpointSnapshot,
     InvocationSnapshot,

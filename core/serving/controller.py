@@ -23,8 +23,10 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from kinetic_tui.core.artifacts import ArtifactStore
+from kinetic_tui.core.backends.base import Backend
 from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.serving import cache_record
 from kinetic_tui.core.serving import config as cfg
@@ -34,10 +36,6 @@ from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.training.entry import parse_event
 from kinetic_tui.core.training.pools import accelerator
-
-if TYPE_CHECKING:
-    from kinetic_tui.core.backends.base import Backend
-    from kinetic_tui.core.supervisor.duties import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +97,22 @@ def start_router(name: str, home: Path) -> int:
             env={**os.environ, "KINETIC_HOME": str(home)},
         )
     return process.pid
+
+
+class Supervised(Protocol):
+    """What the duty needs of the home the supervisor serves."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def artifacts(self) -> ArtifactStore: ...
 
 
 @dataclass

@@ -21,8 +21,8 @@ from aiohttp import web
 
 from kinetic_tui.core.errors import one_line
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
-from kinetic_tui.core.serving import model as loader
-from kinetic_tui.core.serving.version import VersionModel
+from kinetic_tui.core.serving.model import NotServable
+from kinetic_tui.core.serving.version import VersionModel, load, unload
 from kinetic_tui.core.training.entry import emit
 
 CACHE_HEADER = "X-Kinetic-Cache"  # "HITS MISSES" on every answer
@@ -47,16 +47,16 @@ class Instance:
         evicted_before = len(self.models.evict_events)
         try:
             if served.name not in self.models.loaded:
-                loader.unload(served.name)
-                events.append({"kind": "load", "model": served.name, "seconds": loader.load(served).seconds})
+                unload(served.name)
+                events.append({"kind": "load", "model": served.name, "seconds": load(served).seconds})
             output = self.models.invoke(served.name, record)
-        except loader.NotServable as exc:
+        except NotServable as exc:
             return 409, error_body("NotServable", str(exc)), events
         except Exception as exc:  # the user's predict (or its import) failed: the instance keeps serving
             return 500, error_body(type(exc).__name__, one_line(exc)), events
         finally:
             for name in self.models.evict_events[evicted_before:]:
-                loader.unload(name)
+                unload(name)
                 events.append({"kind": "evict", "model": name, "seconds": 0.0})
         try:
             body = {"model": served.name, "output": json.loads(json.dumps(output, allow_nan=False))}

@@ -1,10 +1,6 @@
-"""Loading a version to serve it: its trained state from the artifact store and its predict entry point
-(the user's `predict(state, record) -> JSON value`, shipped by value as its project's archive, or the
-built-in predict of the built-in training step).
-
-A loaded version lives in the serving process only, keyed by version and artifact; `unload` drops it when
-the instance's LRU evicts it, so a later use loads it again (a miss that really costs a load).
-"""
+"""What a version serves with: the user's `predict(state, record) -> JSON value` (checked and shipped by
+value as its project's archive at `register`, imported from that archive where it serves) or the built-in
+predict of the built-in training step."""
 
 from __future__ import annotations
 
@@ -13,12 +9,10 @@ import io
 import json
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.errors import KineticError, ValidationError
@@ -26,9 +20,6 @@ from kinetic_tui.core.submission.packaging.archive import build_context_zip
 from kinetic_tui.core.submission.packaging.plan import PLAN_ARCNAME, make_plan
 from kinetic_tui.core.submission.packaging.root import module_root
 from kinetic_tui.core.training.entry import check_step_ref
-
-if TYPE_CHECKING:
-    from kinetic_tui.core.serving.version import VersionModel
 
 Predict = Callable[[Any, Any], Any]
 
@@ -58,50 +49,6 @@ def _numeric_sum(value: Any) -> float:
     return 0.0
 
 
-@dataclass
-class Loaded:
-    state: Any
-    function: Predict
-    seconds: float
-
-    def predict(self, record: Any) -> Any:
-        return self.function(self.state, record)
-
-
-_loaded: dict[tuple[str, str | None], Loaded] = {}
-
-
-def _key(model: VersionModel) -> tuple[str, str | None]:
-    return model.name, model.artifact
-
-
-def is_loaded(model: VersionModel) -> bool:
-    return _key(model) in _loaded
-
-
-def loaded(model: VersionModel) -> Loaded:
-    found = _loaded.get(_key(model))
-    return found if found is not None else load(model)
-
-
-def load(model: VersionModel) -> Loaded:
-    """Fetch the state and import the predict; the wall time it took is kept with it."""
-    if model.artifact is None:
-        raise NotServable(unservable(model.group, model.version, model.artifact_hash))
-    start = time.perf_counter()
-    store = ArtifactStore.at(model.bucket or "", model.uri or "")
-    state = store.get_value(model.artifact)
-    function = builtin_predict if model.predict_ref is None else _import_predict(store, model.predict_ref, model.code)
-    result = Loaded(state, function, time.perf_counter() - start)
-    _loaded[_key(model)] = result
-    return result
-
-
-def unload(name: str) -> None:
-    for key in [key for key in _loaded if key[0] == name]:
-        del _loaded[key]
-
-
 def unservable(group: str, version: int, source: str | None) -> str:
     return (
         f"model {group}:v{version} was registered without its model (before versions carried one); register "
@@ -109,7 +56,7 @@ def unservable(group: str, version: int, source: str | None) -> str:
     )
 
 
-def _import_predict(store: ArtifactStore, ref: str, code: str | None) -> Predict:
+def import_predict(store: ArtifactStore, ref: str, code: str | None) -> Predict:
     """Import MODULE:FUNC from the version's own code archive (extracted once per process), so two
     versions whose projects define the same module each get their own."""
     module_name = ref.partition(":")[0]

@@ -5,13 +5,18 @@ Endpoints persist their registered models by pickle (by reference to this class)
 the class's fields are part of the store format: keep both stable (models pickled before it moved here
 load through `kinetic_tui.core.console.served_model`); fields added later have defaults, so a model pickled
 before them still loads (as a version without an artifact). The loaded state is never
-pickled: it lives in the serving process (`kinetic_tui.core.serving.model`).
+pickled: it lives in the serving process only, keyed by version and artifact; `unload` drops it when the
+instance's LRU evicts it, so a later use loads it again (a miss that really costs a load).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
+
+from kinetic_tui.core.artifacts import ArtifactStore
+from kinetic_tui.core.serving.model import NotServable, Predict, builtin_predict, import_predict, unservable
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,6 @@ class VersionModel:
 
     def predict(self, record: Any) -> Any:
         """The version's predict over its trained state; loads both first if this process has not."""
-        from kinetic_tui.core.serving.model import loaded
-
         return loaded(self).predict(record)
 
     def to_spec(self) -> dict[str, Any]:
@@ -49,3 +52,43 @@ class VersionModel:
             "bucket": self.bucket,
             "uri": self.uri,
         }
+
+
+@dataclass
+class Loaded:
+    state: Any
+    function: Predict
+    seconds: float
+
+    def predict(self, record: Any) -> Any:
+        return self.function(self.state, record)
+
+
+_loaded: dict[tuple[str, str | None], Loaded] = {}
+
+
+def _key(model: VersionModel) -> tuple[str, str | None]:
+    return model.name, model.artifact
+
+
+def loaded(model: VersionModel) -> Loaded:
+    found = _loaded.get(_key(model))
+    return found if found is not None else load(model)
+
+
+def load(model: VersionModel) -> Loaded:
+    """Fetch the state and import the predict; the wall time it took is kept with it."""
+    if model.artifact is None:
+        raise NotServable(unservable(model.group, model.version, model.artifact_hash))
+    start = time.perf_counter()
+    store = ArtifactStore.at(model.bucket or "", model.uri or "")
+    state = store.get_value(model.artifact)
+    function = builtin_predict if model.predict_ref is None else import_predict(store, model.predict_ref, model.code)
+    result = Loaded(state, function, time.perf_counter() - start)
+    _loaded[_key(model)] = result
+    return result
+
+
+def unload(name: str) -> None:
+    for key in [key for key in _loaded if key[0] == name]:
+        del _loaded[key]

@@ -92,7 +92,7 @@ def instances(db: Database, name: str) -> list[Instance]:
         "SELECT instance, state, url, pid, started_at FROM serving_instances WHERE endpoint = ? "
         "ORDER BY started_at, instance",
         (name,),
-    )  # type: ignore[return-value]
+    )
 
 
 def add_instance(db: Database, name: str, instance: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from tests.serving.served import USER_PROJECT, Home
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
     home = tmp_path_factory.mktemp("served-home")
     project = tmp_path_factory.mktemp("served-project")
@@ -37,5 +37,5 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
     finally:
         workspace.stop_everything()
         sys.path.remove(str(project))
-        sys.modules.pop("usermodel", None)  # the next module's project is another directory
+        sys.modules.pop("usermodel", None)
         patch.undo()
