@@ -15,7 +15,6 @@ instance is kept in the training accounting, not reserved in the backend's queue
 from __future__ import annotations
 
 import builtins  # the class defines `list`, so its annotations name the builtin explicitly
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +35,7 @@ from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.submission.packaging.snapshot import open_snapshot
 from kinetic_tui.core.training.code import package_step
-from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
+from kinetic_tui.core.training.entry import check_step_ref, read_checkpoint, train
 from kinetic_tui.core.training.pools import accelerator, instances, require_targetable, targetable
 from kinetic_tui.core.training.progress import events_in, fold, settle
 from kinetic_tui.core.training.records import Run, RunMeta, RunRepo, StudySnapshot, TrainingSnapshot, require_run_name
@@ -317,9 +316,7 @@ class TrainingService:
 
     def _load_checkpoint(self, run: Run, epoch: int) -> Checkpoint:
         where = run.meta.checkpoints
-        saved = json.loads(
-            bucket_storage(where["bucket"], where["uri"]).get_bytes(checkpoint_key(where["prefix"], epoch))
-        )
+        saved = read_checkpoint(bucket_storage(where["bucket"], where["uri"]), where["prefix"], epoch)
         return Checkpoint(saved["epoch"], saved["state"], saved["metric"])
 
 
