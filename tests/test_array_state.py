@@ -24,7 +24,8 @@ import numpy as np
 
 def array_step(hyperparameters, epoch, state):
     weights = state.get("weights", np.zeros((2, 3), dtype=np.float32))
-    weights = weights + np.float32(hyperparameters.get("lr", 0.5)) * (epoch + np.arange(6, dtype=np.float32).reshape(2, 3))
+    step = epoch + np.arange(6, dtype=np.float32).reshape(2, 3)
+    weights = weights + np.float32(hyperparameters.get("lr", 0.5)) * step
     return {"weights": weights, "loss": float(1.0 / (1.0 + weights.sum()))}
 """
 
