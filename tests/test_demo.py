@@ -133,6 +133,7 @@ def test_fill_runs_the_whole_scenario_through_the_console(demo_dir: Path, kineti
             await _check_training_and_registry(console)
             await _check_endpoint_and_pipeline(console)
         finally:  # never leave the two-minute job behind, whatever failed, nor the demo home's fork server
+            await console.endpoints.stop(ENDPOINT)
             for job in await console.jobs.list(status="RUNNING"):
                 await console.jobs.cancel(job.job_id)
             with using_home(console.workspace.home):  # the demo home's server, not the test's home's

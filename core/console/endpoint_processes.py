@@ -13,6 +13,7 @@ from typing import Any
 
 from kinetic_tui.core.backends.base import Backend
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
+from kinetic_tui.core.paths import using_home
 from kinetic_tui.core.serving import config as cfg
 from kinetic_tui.core.serving.controller import pid_alive
 from kinetic_tui.core.store import Store, serving_repo
@@ -84,6 +85,22 @@ def wait_stopped(store: Store, home: Path, name: str, timeout: float = START_TIM
             raise EndpointNotServing(f"endpoint {name!r}: its processes did not stop within {timeout:g} s")
         hand_over(home)
         time.sleep(0.05)
+
+
+def stop_all(home: Path, timeout: float = START_TIMEOUT) -> list[str]:
+    """Stop every endpoint of `home` (its routers and instances, through its supervisor); the names."""
+    path = home / "state.db"
+    if not path.is_file():
+        return []
+    with using_home(home), Store(path) as store:
+        names = serving_repo.endpoints_with_processes(store)
+        for name in names:
+            serving_repo.set_wanted(store, name, "stopped")
+        for name in names:
+            wait_stopped(store, home, name, timeout)
+    if names:
+        supervisor.stop(home)
+    return names
 
 
 def serving_view(store: Store, name: str) -> dict[str, Any] | None:
