@@ -269,7 +269,9 @@ class EndpointControllers:
     ) -> None:
         """Drain every instance, stop each once idle, then the router."""
         alive = router is not None and pid_alive(router.get("pid"))
-        answer = _ask(config, "", home.home) if alive else None
+        answer = _ask(config, "/cache", home.home, "POST") if alive else None
+        if answer is not None:  # what the instances loaded since the last tick is recorded before they go
+            cache_record.save(store, config.name, answer, home.artifacts)
         in_flight: dict[str, int] = {} if answer is None else answer["in_flight_by_instance"]
         for row in rows:
             if row[1] != "draining":
