@@ -27,6 +27,7 @@ from kinetic_tui.core.platform.autoscaling import Endpoint
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
 from kinetic_tui.core.serving import client
 from kinetic_tui.core.serving.config import DEFAULT_TICK_SECONDS, EndpointConfig, read_token, token_path, write_token
+from kinetic_tui.core.serving.routes import route
 from kinetic_tui.core.store import serving_repo
 from kinetic_tui.core.validation import (
     MAX_LOAD_CONCURRENCY,
@@ -271,8 +272,12 @@ class Endpoints:
         controller then starts or drains instances to the count it decided."""
         return await self.workspace.act(self._observe, name, concurrency, tick)
 
-    def _client_config(self, name: str) -> tuple[EndpointConfig, str]:
-        self._model_group(name)
+    def _client_config(self, name: str, check_route: bool = False) -> tuple[EndpointConfig, str]:
+        """The endpoint's config and token; with `check_route`, NotFoundError unless its group has a
+        Production version (what `load` sends its requests to)."""
+        group = self._model_group(name)
+        if check_route:
+            route(self.store, self.registry.load(), None, name, group, group)
         return processes.serving_config(self.store, name), read_token(name)
 
     async def invoke(self, name: str, model: str | None, record: Any) -> InvocationSnapshot:
@@ -294,7 +299,7 @@ class Endpoints:
         require_int("ticks", ticks, 1, MAX_LOAD_TICKS)
         if concurrency > MAX_LOAD_CONCURRENCY:
             raise ValidationError(f"concurrency: at most {MAX_LOAD_CONCURRENCY} requests in flight, got {concurrency}")
-        config, token = await self.workspace.query(self._client_config, name)
+        config, token = await self.workspace.query(self._client_config, name, True)
         work = self._drive_load(config, token, concurrency, ticks)
         if self.workspace.wants_wait(wait):
             return await work

@@ -22,7 +22,7 @@ def _versions_named(registry: ModelRegistry, group: str) -> str:
 
 
 def route(
-    store: Store, registry: ModelRegistry, artifacts: ArtifactStore, endpoint: str, group: str, requested: str
+    store: Store, registry: ModelRegistry, artifacts: ArtifactStore | None, endpoint: str, group: str, requested: str
 ) -> tuple[VersionModel, str | None]:
     """The version `requested` names with its source training (NotFoundError naming the known versions
     otherwise)."""
@@ -47,7 +47,7 @@ def route(
     if found is None:
         return VersionModel(model.group, model.version, model.artifact_hash, metric), model.source
     artifact, predict, code = found
-    bucket, uri = artifacts.storage.bucket, artifacts.uri()
+    bucket, uri = (artifacts.storage.bucket, artifacts.uri()) if artifacts else (None, None)
     return (
         VersionModel(model.group, model.version, model.artifact_hash, metric, artifact, predict, code, bucket, uri),
         model.source,
