@@ -60,31 +60,40 @@ def router_answers(config: cfg.EndpointConfig) -> bool:
     return False
 
 
+HAND_OVER_EVERY = 2.0  # seconds between checks that a supervisor runs while waiting on one
+
+
 def hand_over(home: Path) -> None:
     """The supervisor runs the controllers: bring it up if it is not."""
     supervisor.ensure_running(home)
 
 
+def _waiting(home: Path, done: Any, timeout: float, failure: str) -> None:
+    """Until `done()`: bring the supervisor back if it went (one that is still starting holds no lease yet,
+    so this looks only every HAND_OVER_EVERY s, never starting a second one in that window)."""
+    deadline = time.monotonic() + timeout
+    handed = time.monotonic()
+    while not done():
+        if time.monotonic() > deadline:
+            raise EndpointNotServing(failure)
+        if time.monotonic() - handed > HAND_OVER_EVERY:
+            handed = time.monotonic()
+            hand_over(home)
+        time.sleep(0.05)
+
+
 def wait_running(store: Store, home: Path, name: str, timeout: float = START_TIMEOUT) -> None:
     config = serving_config(store, name)
-    deadline = time.monotonic() + timeout
-    while not router_answers(config):
-        if time.monotonic() > deadline:
-            raise EndpointNotServing(
-                f"endpoint {name!r}: its router did not answer on 127.0.0.1:{config.port} within {timeout:g} s; "
-                f"see `endpoint logs {name}`"
-            )
-        hand_over(home)
-        time.sleep(0.05)
+    failure = (
+        f"endpoint {name!r}: its router did not answer on 127.0.0.1:{config.port} within {timeout:g} s; "
+        f"see `endpoint logs {name}`"
+    )
+    _waiting(home, lambda: router_answers(config), timeout, failure)
 
 
 def wait_stopped(store: Store, home: Path, name: str, timeout: float = START_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while name in serving_repo.endpoints_with_processes(store):
-        if time.monotonic() > deadline:
-            raise EndpointNotServing(f"endpoint {name!r}: its processes did not stop within {timeout:g} s")
-        hand_over(home)
-        time.sleep(0.05)
+    failure = f"endpoint {name!r}: its processes did not stop within {timeout:g} s"
+    _waiting(home, lambda: name not in serving_repo.endpoints_with_processes(store), timeout, failure)
 
 
 def stop_all(home: Path, timeout: float = START_TIMEOUT) -> list[str]:
@@ -96,6 +105,7 @@ def stop_all(home: Path, timeout: float = START_TIMEOUT) -> list[str]:
         names = serving_repo.endpoints_with_processes(store)
         for name in names:
             serving_repo.set_wanted(store, name, "stopped")
+        hand_over(home)
         for name in names:
             wait_stopped(store, home, name, timeout)
     if names:

@@ -284,11 +284,11 @@ class Endpoints:
         """One request to the endpoint's router over HTTP (MODEL: GROUP for Production, or GROUP:vN)."""
         config, token = await self.workspace.query(self._client_config, name)
         answer = await client.invoke(config, token, model, record)
-        models = await self.workspace.query(self.store.endpoints.get_multimodel, name)
-        loaded = tuple(models.loaded)
-        self.workspace.events.publish(ModelInvoked(name, answer["model"], loaded, models.hits, models.misses))
+        cache = answer["cache"]  # the answering instance's LRU
+        loaded, hits, misses = tuple(cache["loaded"]), cache["hits"], cache["misses"]
+        self.workspace.events.publish(ModelInvoked(name, answer["model"], loaded, hits, misses))
         return InvocationSnapshot(
-            name, model or config.model_group, answer["model"], answer["output"], loaded, models.hits, models.misses
+            name, model or config.model_group, answer["model"], answer["output"], loaded, hits, misses
         )
 
     async def load(self, name: str, concurrency: int, ticks: int, wait: bool | None = None) -> LoadSnapshot:
@@ -310,6 +310,8 @@ class Endpoints:
         name = config.name
         before = len((await self.workspace.query(self._endpoint, name)).history)
         requests = 0
+        if config.tick_seconds == 0:  # the router's window starts with this load, not at its last tick
+            await client.tick(config, token)
         for _ in range(ticks):
             counts = await client.drive(config, token, concurrency, config.tick_seconds or DEFAULT_TICK_SECONDS)
             requests += counts["ok"] + counts["failed"]

@@ -59,7 +59,11 @@ class Instance:
                 unload(name)
                 events.append({"kind": "evict", "model": name, "seconds": 0.0})
         try:
-            body = {"model": served.name, "output": json.loads(json.dumps(output, allow_nan=False))}
+            body = {
+                "model": served.name,
+                "output": json.loads(json.dumps(output, allow_nan=False)),
+                "cache": {"loaded": self.models.loaded, "hits": self.models.hits, "misses": self.models.misses},
+            }
         except (TypeError, ValueError) as exc:
             return (
                 500,

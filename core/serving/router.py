@@ -2,7 +2,7 @@
 over the endpoint's ready instances and measuring what the autoscaler needs.
 
 API:
-  POST /v1/endpoints/NAME/invoke  {"record": ..., "model": "GROUP" | "GROUP:vN"}  -> {"model", "output"}
+  POST /v1/endpoints/NAME/invoke  {"record": ..., "model": "GROUP" | "GROUP:vN"}  -> {"model", "output", "cache"}
   GET  /v1/endpoints/NAME         config, instances, in flight, counters, latency
   POST /v1/endpoints/NAME/tick    the average in flight since the previous tick (the autoscaler's input)
   POST /v1/endpoints/NAME/cache   the instances' model loads and evictions since the previous call

@@ -233,8 +233,7 @@ def _local_first_pool(
 @yes_option("do not ask (local: cancel active jobs; gke: destroy the stack)")
 def down(yes: bool) -> None:
     """Take the cluster down (local: stop the endpoints and the supervisor, cancel active jobs, stop the fork
-    server; gke:
-    destroy the Pulumi stack)."""
+    server; gke: destroy the Pulumi stack)."""
     infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke

@@ -23,7 +23,8 @@ def test_production_answers_with_the_built_in_predict_over_its_trained_state(ser
 
 def test_a_version_answers_with_the_user_predict_over_the_user_state(served: Home) -> None:
     status, body = served.http("main", {"record": {"x": 2}, "model": "g:v2"})
-    assert (status, body) == (200, {"model": "g:v2", "output": {"y": 3.0}})  # w = 3 epochs * lr 0.5
+    assert (status, body["model"], body["output"]) == (200, "g:v2", {"y": 3.0})  # w = 3 epochs * lr 0.5
+    assert "g:v2" in body["cache"]["loaded"]
 
 
 def test_the_cli_invokes_over_http_with_the_token(served: Home) -> None:
@@ -52,7 +53,8 @@ def test_a_predict_that_raises_is_500_with_its_type_and_message_and_serving_goes
     assert status == 500
     assert body["error"]["type"] == "ValueError" and "cannot score" in body["error"]["message"]
     assert "Traceback" not in str(body)
-    assert served.http("main", {"record": {"x": 1}, "model": "g:v2"}) == (200, {"model": "g:v2", "output": {"y": 1.5}})
+    status, body = served.http("main", {"record": {"x": 1}, "model": "g:v2"})
+    assert (status, body["output"]) == (200, {"y": 1.5})
 
 
 def test_non_json_output_is_500_naming_the_type(served: Home) -> None:
