@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.backends.base import Backend
+from kinetic_tui.core.backends.local.launch_files import pid_alive as process_alive
 from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.serving import cache_record
 from kinetic_tui.core.serving import config as cfg
@@ -44,24 +45,16 @@ ADMIN_TIMEOUT = 2.0
 
 
 def pid_alive(pid: int | None) -> bool:
+    """Whether a router process runs; one this process started and that exited is reaped here, so it is
+    not left a zombie."""
     if not pid:
         return False
-    try:  # a router this process started and that exited is reaped here, not left a zombie
+    try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
     except ChildProcessError:
         pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive; neither is a pid reused by a process that is not a router of ours
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rfind(")") + 2] != "Z"
-    except OSError:
-        return True
+    return process_alive(pid)
 
 
 def admin(config: cfg.EndpointConfig, path: str, home: Path, method: str = "GET") -> dict[str, Any]:
