@@ -60,7 +60,8 @@ def router_answers(config: cfg.EndpointConfig) -> bool:
     return False
 
 
-HAND_OVER_EVERY = 2.0  # seconds between checks that a supervisor runs while waiting on one
+HAND_OVER_EVERY = 10.0  # seconds between checks that a supervisor runs while waiting on one (a loaded
+# machine may take seconds to start one, and one still starting holds no lease to be seen by)
 
 
 def hand_over(home: Path) -> None:
@@ -76,7 +77,7 @@ def _waiting(home: Path, done: Any, timeout: float, failure: str) -> None:
     while not done():
         if time.monotonic() > deadline:
             raise EndpointNotServing(failure)
-        if time.monotonic() - handed > HAND_OVER_EVERY:
+        if time.monotonic() - handed > HAND_OVER_EVERY and supervisor.running(home) is None:
             handed = time.monotonic()
             hand_over(home)
         time.sleep(0.05)
