@@ -104,13 +104,14 @@ def stop_all(home: Path, timeout: float = START_TIMEOUT) -> list[str]:
         return []
     with using_home(home), Store(path) as store:
         names = serving_repo.endpoints_with_processes(store)
+        if not names:
+            return []
         for name in names:
             serving_repo.set_wanted(store, name, "stopped")
         hand_over(home)
         for name in names:
             wait_stopped(store, home, name, timeout)
-    if names:
-        supervisor.stop(home)
+    supervisor.stop(home)
     return names
 
 
