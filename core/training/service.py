@@ -30,7 +30,7 @@ from kinetic_tui.core.platform.training import (
     TrainingStatus,
 )
 from kinetic_tui.core.storage import bucket_storage
-from kinetic_tui.core.store import Store
+from kinetic_tui.core.store import Store, artifacts_repo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.submission.packaging.snapshot import open_snapshot
@@ -290,6 +290,8 @@ class TrainingService:
                 fold(run, events, lambda epoch: self._load_checkpoint(run, epoch))
                 if row.status.finished:
                     settle(run, row, events, exit_code)
+                    if run.meta.model_artifact:  # the trained model outlives a prune until nothing needs it
+                        artifacts_repo.hold(self.store, "run", f"training:{name}", [run.meta.model_artifact])
                 self.runs.save(run)
         return TrainingSnapshot.of(run)
 
