@@ -20,6 +20,9 @@ from kinetic_tui.core.store import serving_repo
 
 async def serve(name: str) -> int:
     from kinetic_tui.core.artifacts import workspace_artifacts
+    from kinetic_tui.core.supervisor import process as supervisor
+
+    supervisor.SERVING = True  # the controller that started this router runs the home; never start another
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.backends.registry import backend_for
     from kinetic_tui.core.profiles import resolve_infra
