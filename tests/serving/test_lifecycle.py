@@ -38,9 +38,14 @@ def test_a_crashed_instance_is_replaced_and_its_request_gets_503_at_once(served:
             status, body = served.http("fragile", {"record": {"sleep": 30}, "model": "g:v5"})
             answers.append((status, body, time.monotonic()))
 
+        wait_for(lambda: first[0] in served.http("fragile", path="")[1]["instances"], 30, "the router routing to it")
         thread = threading.Thread(target=slow_request)
         thread.start()
-        wait_for(lambda: served.http("fragile", path="")[1]["in_flight"] == 1, 30, "the request in flight")
+        wait_for(
+            lambda: served.http("fragile", path="")[1]["in_flight_by_instance"].get(first[0]) == 1,
+            30,
+            "the request in flight on that instance",
+        )
         killed = time.monotonic()
         os.kill(first[3], signal.SIGKILL)
         thread.join(30)
