@@ -29,6 +29,7 @@ from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.backends.base import Backend
 from kinetic_tui.core.backends.local.launch_files import pid_alive as process_alive
 from kinetic_tui.core.errors import NotFoundError, one_line
+from kinetic_tui.core.pipelines.driver import Home
 from kinetic_tui.core.serving import cache_record
 from kinetic_tui.core.serving import config as cfg
 from kinetic_tui.core.serving.instance import serve_instance
@@ -92,17 +93,8 @@ def start_router(name: str, home: Path) -> int:
     return process.pid
 
 
-class Supervised(Protocol):
-    """What the duty needs of the home the supervisor serves."""
-
-    @property
-    def home(self) -> Path: ...
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def backend(self) -> Backend: ...
+class Supervised(Home, Protocol):
+    """What the duty needs of the home the supervisor serves: a pipeline driver's, and its artifact store."""
 
     @property
     def artifacts(self) -> ArtifactStore: ...
