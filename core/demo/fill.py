@@ -12,6 +12,7 @@ scenario creates. `fill` refuses any workspace without the marker, so it can nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,7 @@ from typing import Any
 
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.console.endpoint_processes import stop_all
-from kinetic_tui.core.errors import ValidationError, one_line
+from kinetic_tui.core.errors import KineticError, ValidationError, one_line
 from kinetic_tui.core.events import Event
 
 MARKER = ".kinetic-demo"
@@ -85,7 +86,8 @@ def demo_home(fresh: bool = True) -> Path:
             f"file); point it at a new directory"
         )
     if fresh and root.exists():
-        stop_all(root)  # the previous demo's endpoints: their routers and instances serve from this home
+        with contextlib.suppress(KineticError):  # a store that cannot be opened has no endpoint to stop
+            stop_all(root)  # the previous demo's endpoints: their routers and instances serve from this home
         shutil.rmtree(root)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     root.chmod(0o700)  # mkdir's mode is filtered by the umask
