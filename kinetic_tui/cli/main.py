@@ -260,10 +260,8 @@ def down(yes: bool) -> None:
     for row in active:
         guard(partial(backend.cancel, row.job_id, start=False))
     launcher.shutdown_server()
-    click.echo(
-        f"local cluster down ({len(stopped)} endpoints stopped, {len(active)} jobs cancelled, "
-        f"{len(settled)} finished jobs settled)"
-    )
+    endpoints = f"; {len(stopped)} endpoints stopped" if stopped else ""
+    click.echo(f"local cluster down ({len(active)} jobs cancelled, {len(settled)} finished jobs settled){endpoints}")
 
 
 @main.command()
