@@ -21,7 +21,19 @@ from hypothesis import strategies as st
 
 from kinetic_tui.cli.main import main
 
-STARTS_WORK = {"submit", "train", "resume", "tune", "load", "pipeline run", "pipeline resume", "rerun", "doctor"}
+STARTS_WORK = {
+    "submit",
+    "train",
+    "resume",
+    "tune",
+    "load",
+    "pipeline run",
+    "pipeline resume",
+    "rerun",
+    "doctor",
+    "endpoint create",
+    "endpoint start",
+}
 EXAMPLES = int(os.environ.get("KINETIC_CLI_FUZZ_EXAMPLES") or 150)
 
 

@@ -92,7 +92,7 @@ def test_a_job_a_map_and_a_training_leave_only_owner_only_entries_in_a_fresh_hom
     assert (listed, squares, status) == (["a.txt"], [x * x for x in range(6)], "Completed")
     assert "tightened" not in done.stderr  # a home we create is private from the start
     written = ("state.db", "profiles.json", "handle.json", "data-cache", "forkserver.sock", "mine.txt", "lanes")
-    for expected in (*written, "progress.jsonl", "results.bin", "supervisor.log", "checkpoint-000001.json"):
+    for expected in (*written, "progress.jsonl", "results.bin", "supervisor.log", "checkpoint-000001.pkl"):
         assert expected in names, f"{expected} was never written, so its mode was not checked"
     assert any(name.startswith("result") and name.endswith(".pkl") for name in names)
 
@@ -161,7 +161,7 @@ def test_the_command_line_leaves_only_owner_only_entries_in_a_fresh_home(tmp_pat
         with using_home(home):
             launcher.shutdown_server()
     assert done.returncode == 0, done.stdout + done.stderr
-    for expected in ("state.db", "handle.json", "checkpoint-000001.json"):
+    for expected in ("state.db", "handle.json", "checkpoint-000001.pkl"):
         assert expected in names, f"{expected} was never written, so its mode was not checked"
     assert open_to_others == []
     assert stat.S_IMODE(home.stat().st_mode) == 0o700

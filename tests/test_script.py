@@ -62,14 +62,18 @@ promote fraud 2 Production
 models
 models fraud
 # endpoints
-endpoint create scorer --model fraud --min 1 --max 4 --target 10 --max-loaded-models 1
+endpoint create scorer --model fraud --min 1 --max 4 --target 10 --max-loaded-models 1 --tick-seconds 0
 observe scorer 45
 observe scorer 5
 observe scorer 5 --tick 9
 scale scorer --max 3
 invoke scorer fraud '{"amount": 12}'
 invoke scorer fraud:v1 '{"amount": 12}'
-load scorer --concurrency 25 --ticks 4
+load scorer --concurrency 0 --ticks 2
+endpoint stop scorer
+endpoint logs scorer --tail 0
+endpoint start scorer
+endpoint stop scorer
 # pipelines
 pipeline register console_user:tiny
 pipeline run tiny

@@ -73,7 +73,7 @@ def test_opening_the_store_rewrites_every_old_module_path(tmp_path: Path) -> Non
             + db.query("SELECT * FROM tuning_runs")
             + db.query("SELECT * FROM pipeline_runs")
         )
-    assert "kinetic_tui.core.console.served_model" in modules_named(blob)
+    assert "kinetic_tui.core.serving.version" in modules_named(blob)  # re-pickled: the class moved there since
     assert not modules_named(blob) & module_moves.MOVED.keys()
     assert pickle.loads(blob) == VersionModel(group, version, artifact, json.loads(metrics)["metric"])
     assert not any(f"{old}:" in json.dumps(dumped) for old in module_moves.MOVED)
@@ -82,12 +82,6 @@ def test_opening_the_store_rewrites_every_old_module_path(tmp_path: Path) -> Non
 def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
     """models, pipelines, a rerun that hits the cache for every step, the endpoint's answer, jobs, trainings."""
     home = fixture_home(tmp_path / "home")
-    conn = sqlite3.connect(home / "state.db")
-    try:
-        (row,) = conn.execute("SELECT group_name, version, artifact_hash, metrics FROM model_versions").fetchall()
-    finally:
-        conn.close()
-    expected = VersionModel(row[0], row[1], row[2], json.loads(row[3])["metric"]).predict(RECORD)
     script = textwrap.dedent(f"""
         import asyncio, json
         from kinetic_tui.core.console import Console
@@ -98,7 +92,11 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
                 groups = await console.registry.models()
                 pipelines = await console.pipelines.list()
                 rerun = await console.pipelines.rerun("canonical")
-                answer = await console.endpoints.invoke("tour-endpoint", "tour-group:v1", {RECORD!r})
+                try:
+                    await console.endpoints.invoke("tour-endpoint", "tour-group:v1", {RECORD!r})
+                    refused = ""
+                except Exception as exc:  # an endpoint made before endpoints served: no router to ask
+                    refused = str(exc)
                 jobs = await console.jobs.list()
                 trainings = await console.training.list()
             finally:
@@ -106,7 +104,7 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
             print("RESULT " + json.dumps({{
                 "groups": [g.group for g in groups], "pipelines": [p.name for p in pipelines],
                 "executed": list(rerun.executed), "statuses": sorted({{s.status for s in rerun.steps}}),
-                "prediction": answer.prediction, "jobs": len(jobs), "trainings": [t.name for t in trainings]}}))
+                "refused": refused, "jobs": len(jobs), "trainings": [t.name for t in trainings]}}))
 
         asyncio.run(main())
     """)
@@ -122,7 +120,7 @@ def test_the_migrated_home_works_from_a_user_process(tmp_path: Path) -> None:
     result = json.loads(line[len("RESULT ") :])
     assert result["groups"] == ["tour-group"] and result["pipelines"] == ["canonical"]
     assert result["executed"] == [] and set(result["statuses"]) <= {"Cached", "Skipped"}
-    assert result["prediction"] == expected
+    assert "created before endpoints served over HTTP" in result["refused"]
     assert result["jobs"] == 5
     assert result["trainings"] == ["tour-model", "tour-study.trial-1", "tour-study.trial-2", "tour-study.trial-3"]
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import pytest
 
 from kinetic_tui.core.backends.local.workspace import local_backend, store
@@ -162,9 +163,9 @@ def test_checkpoints_are_durable_objects_under_the_first_attempts_output_dir(ser
     first = stopped.job_ids[0]
     output = Path(local_backend().job(first).handle["output_dir"])
     saved = sorted(p.name for p in (output / "training" / "d").iterdir())
-    assert saved == ["checkpoint-000002.json", "checkpoint-000004.json"]
+    assert saved == ["checkpoint-000002.pkl", "checkpoint-000004.pkl"]
     assert (
-        json.loads((output / "training" / "d" / "checkpoint-000004.json").read_text())["state"]
+        cloudpickle.loads((output / "training" / "d" / "checkpoint-000004.pkl").read_bytes())["state"]
         == in_memory(4, 2).checkpoint.state
     )
     assert done.job_ids[0] == first

@@ -129,7 +129,7 @@ def render_text(verb: str, result: Any) -> str:
     indented blocks, lists as tables, nothing cut."""
     if isinstance(result, str):
         return result
-    if verb == "logs":
+    if verb in ("logs", "endpoint logs"):
         return "\n".join(result["lines"])
     if isinstance(result, list):
         return "\n".join(_items(result, ""))

@@ -1,5 +1,7 @@
 """`console.endpoints`: an autoscaling `Endpoint` and a `MultiModelEndpoint` sharing one name, serving the
-versions of one registry group.
+versions of one registry group over HTTP: a router on 127.0.0.1 and instance processes that the
+endpoint's controller (in the workspace supervisor) starts and stops as the autoscaler decides. `invoke`
+and `load` are HTTP requests to the router.
 
 `observe` is the hot path (a script may feed thousands of ticks), so the service keeps the endpoint it last
 saved and reuses it while the stored history still ends with the same event; anything another process
@@ -8,32 +10,37 @@ wrote makes it re-read.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from kinetic_tui.core.console.served_model import VersionModel
+import kinetic_tui.core.console.endpoint_processes as processes
 from kinetic_tui.core.console.snapshots import (
     EndpointSnapshot,
     InvocationSnapshot,
     LoadSnapshot,
+    LogsSnapshot,
     ScalingEventSnapshot,
 )
-from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.events import EndpointChanged, Event, ModelInvoked, ScalingDecided
 from kinetic_tui.core.platform.autoscaling import Endpoint
-from kinetic_tui.core.platform.registry import ModelRegistry
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
-from kinetic_tui.core.validation import MAX_LOAD_CONCURRENCY, MAX_LOAD_TICKS, known_names, require_int
+from kinetic_tui.core.serving import client
+from kinetic_tui.core.serving.config import DEFAULT_TICK_SECONDS, EndpointConfig, read_token, token_path, write_token
+from kinetic_tui.core.serving.routes import route
+from kinetic_tui.core.store import serving_repo
+from kinetic_tui.core.validation import (
+    MAX_LOAD_CONCURRENCY,
+    MAX_LOAD_TICKS,
+    MAX_TICK,
+    known_names,
+    require_int,
+    require_number,
+)
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.registry import Registry
     from kinetic_tui.core.console.workspace import Workspace
-
-_BARRIER_TIMEOUT = 10.0
 
 
 def _scaling_event(endpoint: Endpoint) -> tuple[ScalingEventSnapshot, ScalingDecided]:
@@ -85,39 +92,23 @@ class Endpoints:
             self._model_group(name),
             endpoint or self.store.endpoints.get(name),
             self.store.endpoints.get_multimodel(name),
+            processes.serving_view(self.store, name),
         )
-
-    def _route(self, registry: ModelRegistry, name: str, route: str) -> VersionModel:
-        """GROUP serves the group's Production version; GROUP:vN addresses version N."""
-        group = self._model_group(name)
-        count = len(registry.versions(group))
-        match = re.fullmatch(rf"{re.escape(group)}:v([0-9]+)", route)
-        if route == group:
-            model = registry.get_latest_production(group)
-            if model is None:
-                raise NotFoundError(
-                    f"model {route!r}: group {group!r} has no Production version; promote one or "
-                    f"address a version as {group}:vN (N in 1..{count})"
-                )
-        elif match:
-            model = registry.get(group, int(match.group(1)))
-        else:
-            raise NotFoundError(
-                f"model {route!r}: endpoint {name!r} serves group {group!r}; use {group} (its "
-                f"Production version) or {group}:vN (N in 1..{count})"
-            )
-        return VersionModel(group, model.version, model.artifact_hash, model.metrics.get("metric"))
-
-    @staticmethod
-    def _serving(models: MultiModelEndpoint, model: VersionModel) -> None:
-        """Versions registered after the endpoint was created join it on first use."""
-        if model.name not in models.models:
-            models.register(model.name, model)
 
     # -- queries ---------------------------------------------------------------------------------------
 
     async def get(self, name: str) -> EndpointSnapshot:
-        return await self.workspace.query(self._snapshot, name)
+        """The stored endpoint, with its router's live measurements when it runs."""
+        snapshot = await self.workspace.query(self._snapshot, name)
+        serving = snapshot.serving
+        if serving is None or serving["router_pid"] is None:
+            return snapshot
+        try:
+            config, token = await self.workspace.query(self._client_config, name)
+            live = await client.describe(config, token)
+        except KineticError:
+            return snapshot
+        return dataclasses.replace(snapshot, serving={**serving, "live": live})
 
     # -- actions ---------------------------------------------------------------------------------------
 
@@ -131,29 +122,115 @@ class Endpoints:
         scale_out_cooldown: float = 3,
         scale_in_cooldown: float = 5,
         max_loaded_models: int = 3,
+        port: int = 0,
+        tick_seconds: float = DEFAULT_TICK_SECONDS,
+        pool: str | None = None,
+        accelerator: str | None = None,
     ) -> EndpointSnapshot:
+        """Record the endpoint and hand it to the supervisor, whose controller starts its router on
+        127.0.0.1:`port` (0: a free one, kept for later starts) and `min_instances` instances on the pool;
+        returns once the router answers. A port in use is refused before anything is recorded."""
+        require_number("tick_seconds", tick_seconds, minimum=0, maximum=MAX_TICK)
+        if pool is not None and accelerator is not None:
+            raise ValidationError("endpoint create: give --pool or --accelerator, not both")
+        target = await self.workspace.blocking(self._instance_pool, pool, accelerator)
+        chosen = await self.workspace.blocking(processes.free_port, port)
+        config = EndpointConfig(
+            name,
+            model_group,
+            min_instances,
+            max_instances,
+            target_per_instance,
+            scale_out_cooldown,
+            scale_in_cooldown,
+            max_loaded_models,
+            chosen,
+            float(tick_seconds),
+            target,
+        )
+
         def act() -> tuple[EndpointSnapshot, list[Event]]:
             if self.store.endpoints.model_group(name) is not None:
                 raise ValidationError(f"endpoint {name!r} already exists; scale it or pick another name")
-            versions = self.registry.load().versions(model_group)
+            registry = self.registry.load()
+            registry.versions(model_group)  # an unknown group is refused by name
             endpoint = Endpoint(
                 name, min_instances, max_instances, target_per_instance, scale_out_cooldown, scale_in_cooldown
             )
             models = MultiModelEndpoint(max_loaded_models)
-            for version in versions:
-                served = VersionModel(
-                    model_group, version.version, version.artifact_hash, version.metrics.get("metric")
-                )
-                models.register(served.name, served)
             self.store.endpoints.add_model_group(name, model_group)
             self._save_endpoint(endpoint)
             self.store.endpoints.save_multimodel(name, models)
+            serving_repo.add_endpoint(self.store, name, config.to_record())
             return (
                 EndpointSnapshot.of(model_group, endpoint, models),
                 [EndpointChanged(name, "created", endpoint.instance_count)],
             )
 
-        return await self.workspace.act(act)
+        if await self.workspace.query(self.store.endpoints.model_group, name) is not None:
+            raise ValidationError(f"endpoint {name!r} already exists; scale it or pick another name")
+        await self.workspace.blocking(write_token, name)
+        try:
+            await self.workspace.act(act)
+        except BaseException:
+            await self.workspace.blocking(lambda: token_path(name).unlink(missing_ok=True))
+            raise
+        return await self._running(name)
+
+    def _instance_pool(self, pool: str | None, accelerator: str | None) -> str:
+        """The pool instances take nodes from: the one named, the one an accelerator is placed on, or cpu."""
+        backend = self.registry.training.service.backend
+        if pool is not None:
+            return backend.pool(pool).name
+        wanted = accelerator or "cpu"
+        placed = backend.placement(wanted, 1)
+        if placed is None:
+            names = ", ".join(f"{p.name} ({p.accelerator})" for p in backend.pools()) or "none"
+            raise ValidationError(
+                f"accelerator {wanted!r}: no pool provides it (pools: {names}); add one with "
+                f"pool add NAME --accelerator {wanted} --nodes N"
+            )
+        return placed
+
+    async def _running(self, name: str) -> EndpointSnapshot:
+        await self.workspace.blocking(processes.hand_over, self.workspace.home)
+        await self.workspace.blocking(processes.wait_running, self.store, self.workspace.home, name)
+        return await self.get(name)
+
+    async def start(self, name: str) -> EndpointSnapshot:
+        """Bring a stopped endpoint back from the store: its config, scaling history and cooldown clock."""
+
+        def act() -> tuple[None, list[Event]]:
+            self._model_group(name)
+            processes.serving_config(self.store, name)
+            serving_repo.set_wanted(self.store, name, "running")
+            return None, [EndpointChanged(name, "started", self._endpoint(name).instance_count)]
+
+        await self.workspace.act(act)
+        if not await self.workspace.blocking(token_path(name).exists):
+            await self.workspace.blocking(write_token, name)
+        return await self._running(name)
+
+    async def stop(self, name: str) -> EndpointSnapshot:
+        """Drain and stop the endpoint's instances (each after its requests in flight), then its router."""
+
+        def act() -> tuple[None, list[Event]]:
+            self._model_group(name)
+            processes.serving_config(self.store, name)
+            serving_repo.set_wanted(self.store, name, "stopped")
+            return None, [EndpointChanged(name, "stopped", 0)]
+
+        await self.workspace.act(act)
+        await self.workspace.blocking(processes.hand_over, self.workspace.home)
+        await self.workspace.blocking(processes.wait_stopped, self.store, self.workspace.home, name)
+        return await self.get(name)
+
+    async def logs(self, name: str, tail: int = 50) -> LogsSnapshot:
+        """The router's log and each instance's, the last `tail` lines of each."""
+        require_int("tail", tail, 0)
+        backend = self.registry.training.service.backend
+        lines = await self.workspace.query(processes.logs, self.store, backend, name, tail)
+        return LogsSnapshot(f"endpoint {name}", tuple(lines))
 
     async def scale(
         self,
@@ -169,6 +246,14 @@ class Endpoints:
             endpoint = self._endpoint(name)
             endpoint.reconfigure(min_instances, max_instances, target_per_instance)
             self._save_endpoint(endpoint)
+            found = serving_repo.endpoint(self.store, name)
+            if found is not None:
+                changed = EndpointConfig.from_record(found[0]).replace(
+                    min_instances=endpoint.min_instances,
+                    max_instances=endpoint.max_instances,
+                    target_per_instance=endpoint.target_per_instance,
+                )
+                serving_repo.save_config(self.store, name, changed.to_record())
             return self._snapshot(name, endpoint), [EndpointChanged(name, "scaled", endpoint.instance_count)]
 
         return await self.workspace.act(act)
@@ -183,93 +268,61 @@ class Endpoints:
         return snapshot, [event]
 
     async def observe(self, name: str, concurrency: float, tick: float | None = None) -> ScalingEventSnapshot:
-        """One autoscaler observation; the default tick is the endpoint's clock (its last tick + 1)."""
+        """One autoscaler observation; the default tick is the endpoint's clock (its last tick + 1). The
+        controller then starts or drains instances to the count it decided."""
         return await self.workspace.act(self._observe, name, concurrency, tick)
 
-    async def invoke(self, name: str, model: str, record: Any) -> InvocationSnapshot:
-        def act() -> tuple[InvocationSnapshot, list[Event]]:
-            served = self._route(self.registry.load(), name, model)
-            models = self.store.endpoints.get_multimodel(name)
-            self._serving(models, served)
-            prediction = models.invoke(served.name, record)
-            self.store.endpoints.save_multimodel(name, models)
-            loaded = tuple(models.loaded)
-            return (
-                InvocationSnapshot(name, model, served.name, prediction, loaded, models.hits, models.misses),
-                [ModelInvoked(name, served.name, loaded, models.hits, models.misses)],
-            )
+    def _client_config(self, name: str, check_route: bool = False) -> tuple[EndpointConfig, str]:
+        """The endpoint's config and token; with `check_route`, NotFoundError unless its group has a
+        Production version (what `load` sends its requests to)."""
+        group = self._model_group(name)
+        if check_route:
+            route(self.store, self.registry.load(), None, name, group, group)
+        return processes.serving_config(self.store, name), read_token(name)
 
-        return await self.workspace.act(act)
+    async def invoke(self, name: str, model: str | None, record: Any) -> InvocationSnapshot:
+        """One request to the endpoint's router over HTTP (MODEL: GROUP for Production, or GROUP:vN)."""
+        config, token = await self.workspace.query(self._client_config, name)
+        answer = await client.invoke(config, token, model, record)
+        cache = answer["cache"]  # the answering instance's LRU
+        loaded, hits, misses = tuple(cache["loaded"]), cache["hits"], cache["misses"]
+        self.workspace.events.publish(ModelInvoked(name, answer["model"], loaded, hits, misses))
+        return InvocationSnapshot(
+            name, model or config.model_group, answer["model"], answer["output"], loaded, hits, misses
+        )
 
     async def load(self, name: str, concurrency: int, ticks: int, wait: bool | None = None) -> LoadSnapshot:
-        """Drive `ticks` ticks of `concurrency` real concurrent invocations of the endpoint's Production
-        model; each tick observes the in-flight concurrency it measured and commits as one action."""
+        """Keep `concurrency` real HTTP invocations of the Production model in flight for `ticks` ticks of
+        the endpoint; its controller scales from the concurrency its router measures (an endpoint with
+        tick 0 has no controller ticks: each load tick observes the router's measurement itself)."""
         require_int("concurrency", concurrency, 0)
         require_int("ticks", ticks, 1, MAX_LOAD_TICKS)
         if concurrency > MAX_LOAD_CONCURRENCY:
             raise ValidationError(f"concurrency: at most {MAX_LOAD_CONCURRENCY} requests in flight, got {concurrency}")
-        model_group = await self.workspace.blocking(self._model_group, name)
-        work = self._drive_load(name, model_group, concurrency, ticks)
+        config, token = await self.workspace.query(self._client_config, name, True)
+        work = self._drive_load(config, token, concurrency, ticks)
         if self.workspace.wants_wait(wait):
             return await work
         self.workspace.spawn(f"load {name}", work)
-        return LoadSnapshot(name, model_group, concurrency, ticks, "started", 0, ())
+        return LoadSnapshot(name, config.model_group, concurrency, ticks, "started", 0, ())
 
-    async def _drive_load(self, name: str, route: str, concurrency: int, ticks: int) -> LoadSnapshot:
-        events: list[ScalingEventSnapshot] = []
-        with ThreadPoolExecutor(max_workers=max(concurrency, 1), thread_name_prefix=f"load-{name}") as pool:
-            for _ in range(ticks):
-                events.append(await self.workspace.act(self._load_tick, name, route, concurrency, pool))
-                await asyncio.sleep(0)  # let the UI breathe between ticks
-        return LoadSnapshot(name, route, concurrency, ticks, "completed", concurrency * ticks, tuple(events))
-
-    def _load_tick(
-        self, name: str, route: str, concurrency: int, pool: ThreadPoolExecutor
-    ) -> tuple[ScalingEventSnapshot, list[Event]]:
-        served = self._route(self.registry.load(), name, route)
-        models = self.store.endpoints.get_multimodel(name)
-        self._serving(models, served)
-        peak = _concurrent_invocations(models, served.name, concurrency, pool, self._next_tick(name))
-        self.store.endpoints.save_multimodel(name, models)
-        return self._observe(name, peak, None)
-
-    def _next_tick(self, name: str) -> float:
-        last = self._endpoint(name).last_tick
-        return 0 if last is None else last + 1
+    async def _drive_load(self, config: EndpointConfig, token: str, concurrency: int, ticks: int) -> LoadSnapshot:
+        name = config.name
+        before = len((await self.workspace.query(self._endpoint, name)).history)
+        requests = 0
+        if config.tick_seconds == 0:  # the router's window starts with this load, not at its last tick
+            await client.tick(config, token)
+        for _ in range(ticks):
+            counts = await client.drive(config, token, concurrency, config.tick_seconds or DEFAULT_TICK_SECONDS)
+            requests += counts["ok"] + counts["failed"]
+            if config.tick_seconds == 0:
+                await self.observe(name, await client.tick(config, token))
+        history = (await self.workspace.query(self._endpoint, name)).history[before:]
+        events = tuple(ScalingEventSnapshot.of(name, event) for event in history)
+        for event in history:
+            self.workspace.events.publish(ScalingDecided(name, *event))
+        return LoadSnapshot(name, config.model_group, concurrency, ticks, "completed", requests, events)
 
     # kept last: a signature below it would read `list[...]` as this method, not the builtin
     async def list(self) -> tuple[EndpointSnapshot, ...]:
         return await self.workspace.query(lambda: tuple(self._snapshot(n) for n in self.store.endpoints.names()))
-
-
-def _concurrent_invocations(
-    models: MultiModelEndpoint, model: str, count: int, pool: ThreadPoolExecutor, tick: float
-) -> int:
-    """Send `count` requests at once and return the most that were in flight together.
-
-    Each request registers as in flight, then waits at a barrier until all have, as a load generator
-    holding `count` connections open would; the endpoint itself serves them one at a time (it is not
-    thread-safe), so a request stays in flight until its turn comes.
-    """
-    if count == 0:
-        return 0
-    barrier, lock, serve = threading.Barrier(count), threading.Lock(), threading.Lock()
-    state = {"in_flight": 0, "peak": 0}
-
-    def request(index: int) -> None:
-        with lock:
-            state["in_flight"] += 1
-            state["peak"] = max(state["peak"], state["in_flight"])
-        # a slow thread start breaks the barrier: serve anyway, the peak shows what was really in flight
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(_BARRIER_TIMEOUT)
-        try:
-            with serve:
-                models.invoke(model, {"tick": tick, "request": index})
-        finally:
-            with lock:
-                state["in_flight"] -= 1
-
-    for future in [pool.submit(request, index) for index in range(count)]:
-        future.result()
-    return state["peak"]

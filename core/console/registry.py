@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, overload
 
+from kinetic_tui.core.artifacts import workspace_artifacts
 from kinetic_tui.core.console.snapshots import (
     GroupSnapshot,
     ModelVersionSnapshot,
@@ -14,6 +15,8 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.events import Event, ModelRegistered, TransitionMade
 from kinetic_tui.core.platform.registry import ModelRegistry, Stage
 from kinetic_tui.core.platform.training import TrainingStatus
+from kinetic_tui.core.serving.model import package_predict
+from kinetic_tui.core.store import artifacts_repo, serving_repo
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.training import Training
@@ -57,22 +60,41 @@ class Registry:
     async def version(self, group: str, version: int) -> ModelVersionSnapshot:
         return await self.workspace.query(lambda: ModelVersionSnapshot.of(self.load().get(group, version)))
 
-    async def register_from_training(self, group: str, training: str) -> ModelVersionSnapshot:
-        """A new version holding a Completed training job's artifact hash, metric and name (as source)."""
+    async def register_from_training(
+        self, group: str, training: str, predict: str | None = None
+    ) -> ModelVersionSnapshot:
+        """A new version holding a Completed training job's artifact hash, metric and name (as source), and
+        what it serves: the training's final state and `predict` (MODULE:FUNC, checked to import and be
+        callable here, its project kept by value; None: the built-in predict of the built-in step)."""
 
-        def act() -> tuple[ModelVersionSnapshot, list[Event]]:
-            run = service.get(training)
-            if run.status != TrainingStatus.COMPLETED or not run.artifact_hash:
+        def act(code: str | None) -> tuple[ModelVersionSnapshot, list[Event]]:
+            run = service.runs.get(training)
+            job = run.job
+            if job.status is not TrainingStatus.COMPLETED or not job.artifact_hash:
                 raise ValidationError(
-                    f"training job {training!r} is {run.status}; only a Completed training job "
+                    f"training job {training!r} is {job.status.value}; only a Completed training job "
                     f"has an artifact to register"
                 )
-            model = self.load().register(group, run.artifact_hash, {"metric": run.metric}, training)
+            if predict is None and run.meta.step is not None:
+                raise ValidationError(
+                    f"training job {training!r} ran step {run.meta.step}; name its serving entry point with "
+                    f"--predict MODULE:FUNC (predict(state, record) -> JSON value)"
+                )
+            model = self.load().register(group, job.artifact_hash, {"metric": job.metric}, training)
+            if run.meta.model_artifact is not None:
+                store = self.workspace.store
+                serving_repo.save_model(store, group, model.version, run.meta.model_artifact, predict, code)
+                held = [run.meta.model_artifact, *([code] if code else [])]
+                artifacts_repo.hold(store, "model", f"{group}:v{model.version}", held)
             return ModelVersionSnapshot.of(model), [ModelRegistered(group, model.version, model.artifact_hash)]
 
         service = self.training.service
+        code = None
+        if predict is not None:
+            artifacts = workspace_artifacts(service.backend)
+            code = await self.workspace.blocking(package_predict, predict, artifacts)
         await self.workspace.blocking(service.refresh, training)  # fold an attempt that finished since the last look
-        return await self.workspace.act(act)
+        return await self.workspace.act(act, code)
 
     async def promote(
         self, group: str, version: int, stage: str | Stage, archive_existing: bool = True

@@ -197,9 +197,14 @@ class EndpointSnapshot(Snapshot):
     load_events: tuple[str, ...]
     evict_events: tuple[str, ...]
     history: tuple[ScalingEventSnapshot, ...]
+    # where and how it serves: url, token file, pool, tick, wanted state, router and instance pids, the live
+    # router's measurements, holds and model loads (None: an endpoint created before endpoints served)
+    serving: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, group: str, endpoint: Endpoint, models: MultiModelEndpoint) -> EndpointSnapshot:
+    def of(
+        cls, group: str, endpoint: Endpoint, models: MultiModelEndpoint, serving: dict[str, Any] | None = None
+    ) -> EndpointSnapshot:
         config = endpoint.config
         return cls(
             endpoint.name,
@@ -219,6 +224,7 @@ class EndpointSnapshot(Snapshot):
             tuple(models.load_events),
             tuple(models.evict_events),
             tuple(ScalingEventSnapshot.of(endpoint.name, event) for event in endpoint.history),
+            serving,
         )
 
 

@@ -12,6 +12,7 @@ scenario creates. `fill` refuses any workspace without the marker, so it can nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.errors import ValidationError, one_line
+from kinetic_tui.core.console.endpoint_processes import stop_all
+from kinetic_tui.core.errors import KineticError, ValidationError, one_line
 from kinetic_tui.core.events import Event
 
 MARKER = ".kinetic-demo"
@@ -66,7 +68,8 @@ ProgressCallback = Callable[[DemoProgress], None]
 def demo_home(fresh: bool = True) -> Path:
     """The demo workspace (`$KINETIC_DEMO_HOME`, default `~/.kinetic-demo`); `fresh` wipes and re-creates it.
 
-    Refuses (ValidationError) a directory that is, or contains, the real KINETIC_HOME, and a non-empty one
+    Wiping first stops the previous demo's endpoints. Refuses (ValidationError) a directory that is, or
+    contains, the real KINETIC_HOME, and a non-empty one
     without the demo marker: a mistyped KINETIC_DEMO_HOME must never cost anyone their files.
     """
     root = Path(os.environ.get("KINETIC_DEMO_HOME") or Path.home() / ".kinetic-demo").expanduser().resolve()
@@ -83,6 +86,8 @@ def demo_home(fresh: bool = True) -> Path:
             f"file); point it at a new directory"
         )
     if fresh and root.exists():
+        with contextlib.suppress(KineticError):  # a store that cannot be opened has no endpoint to stop
+            stop_all(root)  # the previous demo's endpoints: their routers and instances serve from this home
         shutil.rmtree(root)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     root.chmod(0o700)  # mkdir's mode is filtered by the umask
@@ -205,7 +210,7 @@ class _Scenario:
             GROUP,
             min_instances=1,
             max_instances=5,
-            target_per_instance=10,
+            target_per_instance=5,
             scale_out_cooldown=2,
             scale_in_cooldown=3,
             max_loaded_models=2,

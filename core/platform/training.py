@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import cloudpickle
+
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.validation import MAX_EPOCHS, json_copy, positive_int
 
@@ -57,10 +59,32 @@ def default_train_step(hyperparameters: dict[str, Any], epoch: int, state: dict[
     return {"loss": loss}
 
 
+def canonical(value: Any) -> Any:
+    """A state as JSON identifies it: JSON values as they are (so a JSON state hashes as it always did);
+    an array as its dtype, shape and the SHA-256 of its bytes (C order, whatever its memory layout); bytes as
+    their SHA-256; any other value as the SHA-256 of its pickle. TypeError for a value that cannot be pickled."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    if isinstance(value, bytes | bytearray):
+        return {"__bytes__": hashlib.sha256(value).hexdigest()}
+    if all(hasattr(value, name) for name in ("dtype", "shape", "tobytes")):
+        digest = hashlib.sha256(value.tobytes()).hexdigest()
+        return {"__array__": {"dtype": str(value.dtype), "shape": list(value.shape), "sha256": digest}}
+    try:
+        pickled = cloudpickle.dumps(value)
+    except Exception as exc:  # pickling raises many unrelated types for one meaning
+        raise TypeError(f"a {type(value).__name__} in the state cannot be pickled ({exc})") from None
+    return {"__pickle__": hashlib.sha256(pickled).hexdigest()}
+
+
 def compute_artifact_hash(hyperparameters: dict[str, Any], final_state: dict[str, Any], epochs: int) -> str:
     """Identify a trained artifact by what produced it, independent of how often it was interrupted."""
     payload = json.dumps(
-        {"hp": hyperparameters, "final_state": final_state, "epochs": epochs},
+        {"hp": hyperparameters, "final_state": canonical(final_state), "epochs": epochs},
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -91,7 +115,9 @@ class TrainingJob:
         return f"TrainingJob({self.name!r}, status={self.status.value}, epoch={self.current_epoch}/{self.max_epochs})"
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-serialisable snapshot, so the store can rebuild an identical job after a restart."""
+        """A JSON-serialisable snapshot, so the store can rebuild an identical job after a restart. A
+        checkpoint's state is kept as `canonical` shows it: the state itself when it is JSON; a state with
+        arrays or other values is identified there, and lives whole in its binary checkpoint file."""
         checkpoint = self.checkpoint
         return {
             "name": self.name,
@@ -102,7 +128,7 @@ class TrainingJob:
             "current_epoch": self.current_epoch,
             "checkpoint": None
             if checkpoint is None
-            else {"epoch": checkpoint.epoch, "state": copy.deepcopy(checkpoint.state), "metric": checkpoint.metric},
+            else {"epoch": checkpoint.epoch, "state": canonical(checkpoint.state), "metric": checkpoint.metric},
             "interruptions": self.interruptions,
             "metric": self.metric,
             "artifact_hash": self.artifact_hash,
@@ -289,9 +315,11 @@ class ManagedTrainingRunner:
         if not isinstance(new_state, dict):
             raise TypeError(f"train_step must return a dict, got {type(new_state).__name__}")
         try:
-            json.dumps(new_state, sort_keys=True)
+            json.dumps(canonical(new_state), sort_keys=True)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"train_step must return a JSON-serialisable state: {exc}") from None
+            raise TypeError(
+                f"train_step must return a state of JSON values, arrays or picklable values: {exc}"
+            ) from None
         metric = new_state.get(self.objective)
         if isinstance(metric, bool) or not isinstance(metric, int | float) or math.isnan(metric):
             raise ValueError(f"state[{self.objective!r}] must be a number, got {metric!r}")

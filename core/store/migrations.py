@@ -264,6 +264,45 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     """,
     ),
     (
+        10,
+        """
+        -- what a model version serves: its trained state (an artifact) and its predict entry point
+        CREATE TABLE model_serving (
+            model_group TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            artifact    TEXT NOT NULL,  -- digest of the final training state in the artifact store
+            predict     TEXT,           -- MODULE:FUNC, NULL: the built-in predict of the built-in step
+            code        TEXT,           -- digest of the predict's project archive in the artifact store
+            PRIMARY KEY (model_group, version)
+        );
+        -- endpoints that serve: the whole configuration, whether it should run, and its router
+        CREATE TABLE endpoint_serving (
+            name   TEXT PRIMARY KEY,
+            config TEXT NOT NULL,   -- JSON: the EndpointConfig record
+            wanted TEXT NOT NULL CHECK (wanted IN ('running', 'stopped')),
+            router TEXT             -- JSON: pid, port of the live router; NULL when none
+        );
+        CREATE TABLE serving_instances (
+            endpoint TEXT NOT NULL,
+            instance TEXT NOT NULL,  -- the backend job id that runs it
+            state    TEXT NOT NULL CHECK (state IN ('starting', 'ready', 'draining')),
+            url      TEXT,
+            pid      INTEGER,
+            started_at REAL NOT NULL,
+            PRIMARY KEY (endpoint, instance)
+        );
+        -- what serving did beside scaling: instances started, replaced, stopped; holds; model loads
+        CREATE TABLE serving_events (
+            endpoint TEXT NOT NULL,
+            seq      INTEGER NOT NULL,
+            at       REAL NOT NULL,
+            kind     TEXT NOT NULL,
+            detail   TEXT NOT NULL,  -- JSON
+            PRIMARY KEY (endpoint, seq)
+        );
+    """,
+    ),
+    (
         12,
         """
         -- what `submit` offers: every MODULE:FUNC submitted by reference here, and the submissions saved by name

@@ -6,7 +6,8 @@ its own process, so a round only looks, settles and starts. The supervisor lives
 
 Duties now: the job queue (start PENDING jobs as nodes free up) and the tuning studies (submit each next
 trial as the previous ones settle). A new detached mechanism (a pipeline run's driver, an endpoint's
-controller) becomes a supervisor duty by joining `DUTIES`.
+controller) becomes a supervisor duty by joining `DUTIES`; the endpoint controllers keep each endpoint's
+router and instances running as the store wants them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from kinetic_tui.core.pipelines.driver import PipelineRuns
+from kinetic_tui.core.serving.controller import EndpointControllers
 from kinetic_tui.core.store import Store, jobs_repo
 
 if TYPE_CHECKING:
+    from kinetic_tui.core.artifacts import ArtifactStore
     from kinetic_tui.core.backends.base import Backend
     from kinetic_tui.core.backends.local.backend import LocalBackend
     from kinetic_tui.core.training.service import TrainingService
@@ -42,6 +45,13 @@ class Supervised:
     def backend(self) -> Backend:
         """The profile's backend (on a gke profile a study's trials are GKE Jobs)."""
         return self.profile_backend()
+
+    @cached_property
+    def artifacts(self) -> ArtifactStore:
+        """The artifact store in the profile's jobs bucket (what the served versions load from)."""
+        from kinetic_tui.core.artifacts import workspace_artifacts
+
+        return workspace_artifacts(self.backend)
 
     @cached_property
     def training(self) -> TrainingService:
@@ -82,7 +92,7 @@ class Studies:
         home.training.refresh()
 
 
-DUTIES: tuple[Duty, ...] = (JobQueue(), Studies(), PipelineRuns())
+DUTIES: tuple[Duty, ...] = (JobQueue(), Studies(), PipelineRuns(), EndpointControllers())
 
 
 def due(home: Supervised) -> list[Duty]:

@@ -6,7 +6,8 @@ adds I/O around it: a wrapped step reports the epoch the runner has just validat
 next call the state it accepted) before running the next one, so every reported epoch and every written
 checkpoint is one the runner kept.
 
-Durable checkpoints: one immutable object per checkpointed epoch, `{prefix}checkpoint-{epoch:06d}.json`, in
+Durable checkpoints: one immutable binary object (a pickle, so a state may hold arrays) per checkpointed
+epoch, `{prefix}checkpoint-{epoch:06d}.pkl` (`.json` for trainings started before), in
 the jobs bucket under the training's FIRST attempt's output dir (`{first_job_id}/output/training/{name}/`).
 Later attempts get the same prefix and the epoch to resume from (the store's checkpoint epoch), so a
 checkpoint written after the store last heard of one is simply never used and cannot skew a resume.
@@ -23,8 +24,12 @@ import os
 import sys
 from typing import Any, cast
 
-from kinetic_tui.core.errors import KineticError, ValidationError
+import cloudpickle
+
+from kinetic_tui.core.artifacts import ArtifactStore
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.platform.training import (
+    Checkpoint,
     ManagedTrainingRunner,
     TrainingCluster,
     TrainingJob,
@@ -45,7 +50,21 @@ class TrainingFailed(KineticError):
 
 
 def checkpoint_key(prefix: str, epoch: int) -> str:
-    return f"{prefix}checkpoint-{epoch:06d}.json"
+    return f"{prefix}checkpoint-{epoch:06d}.pkl"
+
+
+def write_checkpoint(storage: Storage, prefix: str, record: dict[str, Any]) -> None:
+    """A checkpoint is binary (its pickle), so a state may hold arrays and any picklable value."""
+    storage.put_bytes(checkpoint_key(prefix, record["epoch"]), cloudpickle.dumps(record))
+
+
+def read_checkpoint(storage: Storage, prefix: str, epoch: int) -> dict[str, Any]:
+    """The checkpoint of `epoch`: the binary one, or the JSON one a training started before wrote."""
+    try:
+        record: dict[str, Any] = cloudpickle.loads(storage.get_bytes(checkpoint_key(prefix, epoch)))
+    except NotFoundError:
+        record = json.loads(storage.get_bytes(f"{prefix}checkpoint-{epoch:06d}.json"))
+    return record
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -116,7 +135,7 @@ class _Reporter:
         if checkpoint is not None and checkpoint.epoch > self.saved_epoch:
             self.saved_epoch = checkpoint.epoch
             record = {"epoch": checkpoint.epoch, "state": checkpoint.state, "metric": checkpoint.metric}
-            self.storage.put_bytes(checkpoint_key(self.prefix, checkpoint.epoch), json.dumps(record).encode())
+            write_checkpoint(self.storage, self.prefix, record)
             emit({"type": "checkpoint", "epoch": checkpoint.epoch, "metric": checkpoint.metric})
 
 
@@ -143,15 +162,11 @@ def train(
     job = TrainingJob(name, hyperparameters, max_epochs, checkpoint_every)
     cluster = TrainingCluster(1)
     if resume_from is not None:
-        saved = json.loads(storage.get_bytes(checkpoint_key(checkpoints["prefix"], resume_from)))
+        saved = read_checkpoint(storage, checkpoints["prefix"], resume_from)
         job = TrainingJob.from_record(
-            {
-                **job.to_record(),
-                "status": TrainingStatus.STOPPED.value,
-                "current_epoch": resume_from,
-                "checkpoint": saved,
-            }
+            {**job.to_record(), "status": TrainingStatus.STOPPED.value, "current_epoch": resume_from}
         )
+        job.checkpoint = Checkpoint(saved["epoch"], saved["state"], saved["metric"])
         cluster.adopt(job)
     reporter = _Reporter(job, storage, checkpoints["prefix"], objective)
     runner = ManagedTrainingRunner(cluster, reporter.wrap(load_step(step)), objective=objective)
@@ -167,5 +182,15 @@ def train(
     if job.status is TrainingStatus.FAILED:
         emit({"type": "failed", "error": job.error})
         raise TrainingFailed(f"training job {name!r} failed: {job.error}")
-    emit({"type": "completed", "epoch": job.current_epoch, "metric": job.metric, "artifact_hash": job.artifact_hash})
+    # the trained model: the final state, content-addressed in the jobs bucket's artifact store
+    model = ArtifactStore(storage).put_value(reporter.last_state)
+    emit(
+        {
+            "type": "completed",
+            "epoch": job.current_epoch,
+            "metric": job.metric,
+            "artifact_hash": job.artifact_hash,
+            "model_artifact": model,
+        }
+    )
     return job.to_record()

@@ -55,6 +55,7 @@ def settle(run: Run, row: JobInfo, events: list[dict[str, Any]], exit_code: int 
         job.current_epoch = terminal["epoch"]
         job.metric = terminal["metric"]
         job.artifact_hash = terminal["artifact_hash"]
+        run.meta.model_artifact = terminal.get("model_artifact")
         job.status = TrainingStatus.COMPLETED
     elif terminal is not None:
         job.status, job.error = TrainingStatus.FAILED, terminal["error"]

@@ -43,6 +43,7 @@ class RunMeta:
     last_metric: Any = None
     code: str | None = None  # the snapshot digest of the step's project every attempt ships
     unsubmitted: str | None = None  # the attempt that never reached the backend (its submitter died), if any
+    model_artifact: str | None = None  # the final state's digest in the artifact store, once Completed
 
 
 @dataclass

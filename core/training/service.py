@@ -15,7 +15,6 @@ instance is kept in the training accounting, not reserved in the backend's queue
 from __future__ import annotations
 
 import builtins  # the class defines `list`, so its annotations name the builtin explicitly
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,12 +30,12 @@ from kinetic_tui.core.platform.training import (
     TrainingStatus,
 )
 from kinetic_tui.core.storage import bucket_storage
-from kinetic_tui.core.store import Store
+from kinetic_tui.core.store import Store, artifacts_repo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.submission.packaging.snapshot import open_snapshot
 from kinetic_tui.core.training.code import package_step
-from kinetic_tui.core.training.entry import check_step_ref, checkpoint_key, train
+from kinetic_tui.core.training.entry import check_step_ref, read_checkpoint, train
 from kinetic_tui.core.training.pools import accelerator, instances, require_targetable, targetable
 from kinetic_tui.core.training.progress import events_in, fold, settle
 from kinetic_tui.core.training.records import Run, RunMeta, RunRepo, StudySnapshot, TrainingSnapshot, require_run_name
@@ -292,6 +291,8 @@ class TrainingService:
                 fold(run, events, lambda epoch: self._load_checkpoint(run, epoch))
                 if row.status.finished:
                     settle(run, row, events, exit_code)
+                    if run.meta.model_artifact:  # the trained model outlives a prune until nothing needs it
+                        artifacts_repo.hold(self.store, "run", f"training:{name}", [run.meta.model_artifact])
                 self.runs.save(run)
         return TrainingSnapshot.of(run)
 
@@ -317,9 +318,7 @@ class TrainingService:
 
     def _load_checkpoint(self, run: Run, epoch: int) -> Checkpoint:
         where = run.meta.checkpoints
-        saved = json.loads(
-            bucket_storage(where["bucket"], where["uri"]).get_bytes(checkpoint_key(where["prefix"], epoch))
-        )
+        saved = read_checkpoint(bucket_storage(where["bucket"], where["uri"]), where["prefix"], epoch)
         return Checkpoint(saved["epoch"], saved["state"], saved["metric"])
 
 

@@ -233,8 +233,8 @@ def _local_first_pool(
 @infra_options()
 @yes_option("do not ask (local: cancel active jobs; gke: destroy the stack)")
 def down(yes: bool) -> None:
-    """Take the cluster down (local: stop the supervisor, cancel active jobs, stop the fork server; gke:
-    destroy the Pulumi stack)."""
+    """Take the cluster down (local: stop the endpoints and the supervisor, cancel active jobs, stop the fork
+    server; gke: destroy the Pulumi stack)."""
     infra = gke_profile()
     if infra is not None:
         from kinetic_tui.cli import gke as cli_gke
@@ -244,10 +244,13 @@ def down(yes: bool) -> None:
     note_local_overrides()
     from kinetic_tui.core.backends.local import launcher
     from kinetic_tui.core.backends.local.workspace import local_backend
+    from kinetic_tui.core.console.endpoint_processes import stop_all
     from kinetic_tui.core.job_status import JobStatus
+    from kinetic_tui.core.paths import kinetic_home
     from kinetic_tui.core.supervisor import process as supervisor
 
     backend = guard(local_backend)
+    stopped = guard(partial(stop_all, kinetic_home()))  # endpoints first: their instances drain, then routers
     supervisor.stop()  # first: it must not start a queued job while the queue is being cancelled
     # jobs that finished while nobody looked are settled from their result files first: their results stand
     settled = guard(partial(backend.reconcile, start=False))
@@ -258,7 +261,8 @@ def down(yes: bool) -> None:
     for row in active:
         guard(partial(backend.cancel, row.job_id, start=False))
     launcher.shutdown_server()
-    click.echo(f"local cluster down ({len(active)} jobs cancelled, {len(settled)} finished jobs settled)")
+    endpoints = f"; {len(stopped)} endpoints stopped" if stopped else ""
+    click.echo(f"local cluster down ({len(active)} jobs cancelled, {len(settled)} finished jobs settled){endpoints}")
 
 
 @main.command()

@@ -1,5 +1,7 @@
-"""View 5, Endpoints: the selected endpoint's config, its scaling chart (instances vs desired vs concurrency
-per tick, holds marked) and its multi-model cache in LRU order. `S` rescales, `l` drives a load pattern."""
+"""View 5, Endpoints: the selected endpoint's config, where it serves with its router's and instances' pids
+and what the router measures live (in flight, requests/s, p50/p99, errors), its scaling chart (instances vs
+desired vs concurrency per tick, holds marked) and its multi-model cache in LRU order with load times. `S`
+rescales, `l` drives a load pattern of real requests."""
 
 from __future__ import annotations
 
@@ -37,7 +39,43 @@ def _events(endpoint: EndpointSnapshot) -> str:
     def recent(names: Sequence[str]) -> str:
         return fit(" ".join(names[-RECENT_EVENTS:]), 60) if names else "-"
 
-    return f"recent loads: {recent(endpoint.load_events)}\nrecent evictions: {recent(endpoint.evict_events)}"
+    serving = endpoint.serving or {}
+    timed = [e for e in serving.get("cache_events", ()) if e.get("kind") == "load"][-RECENT_EVENTS:]
+    load_times = " ".join(f"{e['model']} {1000 * e['seconds']:.1f}ms" for e in timed) or "-"
+    return (
+        f"recent loads: {recent(endpoint.load_events)}\nrecent evictions: {recent(endpoint.evict_events)}\n"
+        f"load times: {fit(load_times, 60)}"
+    )
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}ms"
+
+
+def _instance(row: Mapping[str, Any]) -> str:
+    state = "" if row["state"] == "ready" else f" ({row['state']})"
+    return f"{row['instance']}:{row['pid'] or '-'}{state}"
+
+
+def _serving(endpoint: EndpointSnapshot) -> str:
+    """Where it listens, its processes and what its router measures now."""
+    serving = endpoint.serving
+    if serving is None:
+        return "not served over HTTP (created before endpoints served)"
+    instances = " ".join(_instance(row) for row in serving["instances"])
+    head = (
+        f"{serving['wanted']} · {serving['url']} · pool {serving['pool']} · router pid {serving['router_pid'] or '-'}"
+        f"\ninstances (pid): {instances or '-'}"
+    )
+    live = serving.get("live")
+    if live:
+        head += (
+            f"\nin flight {live['in_flight']} · {live['requests_per_second']:g} req/s · p50 {_ms(live['p50_ms'])} "
+            f"· p99 {_ms(live['p99_ms'])} · errors {live['errors']} · rejected {live['rejected']}"
+        )
+    if serving.get("last_hold"):
+        head += f"\nlast hold: {serving['last_hold']}"
+    return head
 
 
 def _flags(values: Mapping[str, str]) -> str:
@@ -76,6 +114,7 @@ class EndpointsView(TableView):
                 id="endpoints",
             )
             yield Static("no endpoints yet: endpoint create NAME --model GROUP", id="config")
+            yield Static("", id="serving")
             yield Label("Scaling: instances vs desired vs concurrency per tick", classes="section")
             yield ScalingChart(id="chart")
             yield Label("Model cache, least recently used first", classes="section")
@@ -87,6 +126,9 @@ class EndpointsView(TableView):
     async def reload(self) -> None:
         endpoints = await self.console.endpoints.list()
         self.endpoints = {endpoint.name: endpoint for endpoint in endpoints}
+        selected = self.main_table.selected_key if self.is_mounted else None
+        if selected in self.endpoints:  # the selected one with its router's live measurements
+            self.endpoints[selected] = await self.console.endpoints.get(selected)
         self.show_rows([endpoint_row(endpoint) for endpoint in endpoints])
 
     def _current(self) -> EndpointSnapshot | None:
@@ -103,6 +145,7 @@ class EndpointsView(TableView):
         if endpoint is None:
             return
         self.query_one("#config", Static).update(_config(endpoint))
+        self.query_one("#serving", Static).update(_serving(endpoint))
         self.query_one("#chart", ScalingChart).show(endpoint.history, endpoint.max_instances)
         cache = cache_rows(endpoint.loaded, endpoint.load_events, endpoint.evict_events, endpoint.hits, endpoint.misses)
         self.query_one("#cache", KeyedTable).sync(cache.rows)

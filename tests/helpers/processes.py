@@ -58,11 +58,14 @@ def reap(home: Path, grace: float) -> dict[int, str]:
 
 
 def stop_infrastructure(home: Path) -> None:
-    """Stop what serves the home (as `down` does, without cancelling jobs): the supervisor, then the fork
-    server, which exits once the jobs it forked are reaped."""
+    """Stop what serves the home (as `down` does, without cancelling jobs): its endpoints (their routers and
+    instances), the supervisor, then the fork server, which exits once the jobs it forked are reaped."""
+    from kinetic_tui.core.console.endpoint_processes import stop_all
     from kinetic_tui.core.paths import using_home
     from kinetic_tui.core.supervisor import process as supervisor
 
+    with contextlib.suppress(Exception):  # a test may have left a store that cannot be opened on purpose
+        stop_all(home)
     with using_home(home):
         supervisor.stop(home)
         if (home / "run" / "forkserver.sock").exists():

@@ -151,15 +151,62 @@ async def fill(console: Console) -> None:
         await console.registry.register_from_training(GROUP, source)
     for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
         await console.registry.promote(GROUP, version, stage)
-    await console.endpoints.create(ENDPOINT, GROUP, scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2)
-    for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
-        await console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
-    for concurrency, ticks in LOAD_PATTERN:
-        await console.endpoints.load(ENDPOINT, concurrency, ticks, wait=True)
+    with controllers_here(console):
+        await console.endpoints.create(
+            ENDPOINT, GROUP, scale_out_cooldown=2, scale_in_cooldown=3, max_loaded_models=2, tick_seconds=0
+        )
+        for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
+            await console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
+        for concurrency, ticks in LOAD_PATTERN:  # observed, not measured: a measured load differs every run
+            for _ in range(ticks):
+                await console.endpoints.observe(ENDPOINT, concurrency)
+        await console.endpoints.stop(ENDPOINT)
     await console.pipelines.register(CANONICAL)
     await drive_here(console, console.pipelines.run(PIPELINE, wait=False))
     await drive_here(console, console.pipelines.rerun(PIPELINE, wait=False))
     await drive_here(console, console.pipelines.rerun(PIPELINE, {"raw_rows": 800, "threshold": 0.99}, wait=False))
+
+
+@contextmanager
+def controllers_here(console: Console) -> Iterator[None]:
+    """Drive the endpoint controllers in this process (no supervisor runs while the workspace is built), so
+    the endpoint's instance jobs get counted ids like every other job here."""
+    import threading
+
+    from kinetic_tui.core.paths import call_on_home
+    from kinetic_tui.core.serving.controller import EndpointControllers
+    from kinetic_tui.core.supervisor.duties import Supervised
+
+    home = Supervised(console.workspace.home, console.workspace.backend, lambda: console.pipelines.backend)
+    controllers, done = EndpointControllers(), threading.Event()
+
+    def drive() -> None:
+        while not done.wait(0.05):
+            call_on_home(home.home, controllers.tick, home)
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def pin_serving(console: Console) -> None:
+    """The endpoint's port (picked free) becomes 8000 and every measured load time 0, through the store."""
+    from kinetic_tui.core.store import serving_repo
+
+    store = console.workspace.store
+    for name in store.endpoints.names():
+        found = serving_repo.endpoint(store, name)
+        if found is not None:
+            serving_repo.save_config(store, name, {**found[0], "port": 8000})
+    with store.transaction():
+        store.write(
+            "UPDATE serving_events SET detail = json_set(detail, '$.seconds', 0.0), at = ? WHERE kind = 'load'",
+            (FROZEN,),
+        )
 
 
 async def drive_here(console: Console, started: Any) -> None:
@@ -193,6 +240,7 @@ def build(root: Path) -> Path:
                 launcher.shutdown_server()  # every job has ended; the fork server is not needed to view them
         pin_job_times(console)
         pin_step_durations(console)
+        pin_serving(console)
         pin_phase_timings(home)
     finally:
         os.chdir(saved_cwd)

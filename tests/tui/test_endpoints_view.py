@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from textual.widgets import Input
 
@@ -18,7 +21,9 @@ async def endpoint(console):
     await console.registry.register_from_training("fraud", "t1")
     await console.registry.promote("fraud", 1, "Staging")
     await console.registry.promote("fraud", 1, "Production")
-    await console.endpoints.create("web", "fraud", min_instances=1, max_instances=5, target_per_instance=10)
+    await console.endpoints.create(
+        "web", "fraud", min_instances=1, max_instances=5, target_per_instance=10, tick_seconds=0
+    )
     await console.endpoints.observe("web", 45, 0)
     await console.endpoints.observe("web", 5, 1)
     return console
@@ -86,13 +91,17 @@ async def test_load_form_drives_ticks_into_the_history(endpoint, make_app):
         await endpoint.aclose()  # the command bar detaches: let the load finish
         after = await endpoint.endpoints.get("web")
         assert len(after.history) == before + 3
-        assert [event.concurrency for event in after.history[-3:]] == [12, 12, 12]
-        assert (after.hits, after.misses) == (35, 1)
+        assert all(event.concurrency > 0 for event in after.history[-3:])  # what the router measured
+        deadline = time.monotonic() + 30
+        while not (await endpoint.endpoints.get("web")).load_events:  # the controller records the load
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
         await app.current_view.reload()
         assert app.query_one("#cache").keys == ["1"]  # one model loaded: the Production version
         summary = str(app.query_one("#cache-summary").render())
-        assert "hit ratio 97.2% (35 hits, 1 misses) · 1 loads · 0 evictions" in summary
-        assert "recent loads: fraud:v1" in summary
+        assert "loads · 0 evictions" in summary  # one load of fraud:v1 per instance that served it
+        assert "recent loads: fraud:v1" in summary and "load times: fraud:v1" in summary
+        assert "router pid" in str(app.query_one("#serving").render())
 
 
 async def test_readonly_hides_scale_and_load(endpoint, make_app):
@@ -118,4 +127,4 @@ async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_vi
         await pilot.press("tab")
         await pilot.pause()
         assert app.focused is app.query_one("#cache")
-        assert summary.region.height == 3 and summary.region.bottom <= footer.region.y  # on screen, whole
+        assert summary.region.height == 4 and summary.region.bottom <= footer.region.y  # on screen, whole

@@ -1,0 +1,277 @@
+"""The endpoint controllers: a workspace-supervisor duty that keeps every endpoint's processes as the store
+wants them.
+
+Each round, for each endpoint: its router process runs (started again if it died); its instances are jobs
+of the profile's backend, one pool node each, as many as the autoscaler's instance count (a scale-out that
+finds no free node is recorded as a hold with that reason; a crashed instance is replaced); a surplus
+instance is drained (the router stops sending it requests) and stopped once its requests in flight have
+finished. Every `tick_seconds` the controller reads the router's average in flight over the tick and
+applies the autoscaler's `observe` rule to it; an endpoint with tick 0 is ticked only by `observe`.
+An endpoint wanted stopped has its instances drained and stopped, then its router.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kinetic_tui.core.artifacts import ArtifactStore
+from kinetic_tui.core.backends.base import Backend
+from kinetic_tui.core.backends.local.launch_files import pid_alive as process_alive
+from kinetic_tui.core.errors import NotFoundError, one_line
+from kinetic_tui.core.pipelines.driver import Home
+from kinetic_tui.core.serving import cache_record
+from kinetic_tui.core.serving import config as cfg
+from kinetic_tui.core.serving.instance import serve_instance
+from kinetic_tui.core.store import Store, serving_repo
+from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.submission.dispatch import submit_call
+from kinetic_tui.core.training.entry import parse_event
+from kinetic_tui.core.training.pools import accelerator
+
+log = logging.getLogger(__name__)
+
+ROUTER_STOP_GRACE = 5.0  # seconds a router may take to finish its requests before it is killed
+ADMIN_TIMEOUT = 2.0
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a router process runs; one this process started and that exited is reaped here, so it is
+    not left a zombie."""
+    if not pid:
+        return False
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    return process_alive(pid)
+
+
+def admin(config: cfg.EndpointConfig, path: str, home: Path, method: str = "GET") -> dict[str, Any]:
+    """One call of the router's API with the endpoint's token (a short local request)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{config.port}/v1/endpoints/{config.name}{path}",
+        method=method,
+        headers={"Authorization": f"Bearer {cfg.read_token(config.name, home)}"},
+    )
+    with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT) as answer:
+        result: dict[str, Any] = json.loads(answer.read())
+        return result
+
+
+def _ask(config: cfg.EndpointConfig, path: str, home: Path, method: str = "GET") -> dict[str, Any] | None:
+    """The router's answer, or None while it cannot answer (starting, or gone)."""
+    try:
+        return admin(config, path, home, method)
+    except OSError:
+        return None
+
+
+def start_router(name: str, home: Path) -> int:
+    log_file = open(cfg.router_log(name, home), "ab")  # noqa: SIM115 - owned by the child
+    with log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kinetic_tui.core.serving.router_process", name],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            close_fds=True,
+            env={**os.environ, "KINETIC_HOME": str(home)},
+        )
+    return process.pid
+
+
+class Supervised(Home, Protocol):
+    """What the duty needs of the home the supervisor serves: a pipeline driver's, and its artifact store."""
+
+    @property
+    def artifacts(self) -> ArtifactStore: ...
+
+
+@dataclass
+class _Clock:
+    """What a controller remembers between rounds (rebuilt from the store after a restart)."""
+
+    last_tick: float = field(default_factory=time.monotonic)
+    router_started: float = 0.0
+    hold: str | None = None
+    stopping_router: float | None = None
+
+
+class EndpointControllers:
+    name = "endpoint controllers"
+
+    def __init__(self) -> None:
+        self._clocks: dict[str, _Clock] = {}
+
+    def due(self, home: Supervised) -> bool:
+        return serving_repo.any_wanted_running(home.store) or bool(serving_repo.endpoints_with_processes(home.store))
+
+    def tick(self, home: Supervised) -> None:
+        store = home.store
+        names = set(serving_repo.wanted_running(store)) | set(serving_repo.endpoints_with_processes(store))
+        for name in sorted(names):
+            try:
+                self.control(home, name)
+            except Exception as exc:
+                log.warning("endpoint %s: %s", name, one_line(exc))
+
+    def control(self, home: Supervised, name: str) -> None:
+        store = home.store
+        found = serving_repo.endpoint(store, name)
+        if found is None:
+            return
+        record, wanted, router = found
+        config = cfg.EndpointConfig.from_record(record)
+        clock = self._clocks.setdefault(name, _Clock())
+        rows = self._settle_instances(home.backend, store, name)
+        if wanted == "stopped":
+            self._stop(home, store, config, clock, rows, router)
+            return
+        clock.stopping_router = None
+        router_alive = router is not None and pid_alive(router.get("pid"))
+        if not router_alive and time.monotonic() - clock.router_started > 5.0:
+            clock.router_started = time.monotonic()
+            serving_repo.set_router(store, name, {"pid": start_router(name, home.home), "port": config.port})
+            serving_repo.add_events(store, name, [("router", {"started": True})])
+        in_flight: dict[str, int] | None = None
+        if router_alive and time.monotonic() - clock.last_tick >= (config.tick_seconds or cfg.DEFAULT_TICK_SECONDS):
+            news = _ask(config, "/cache", home.home, "POST")
+            if news is not None:
+                clock.last_tick = time.monotonic()
+                cache_record.save(store, name, news, home.artifacts)
+                answer = _ask(config, "/tick", home.home, "POST") if config.tick_seconds > 0 else news
+                if answer is not None and config.tick_seconds > 0:
+                    cache_record.observe(store, name, answer["average_in_flight"])
+                in_flight = None if answer is None else answer["in_flight_by_instance"]
+        elif router_alive:
+            answer = _ask(config, "", home.home)
+            in_flight = None if answer is None else answer["in_flight_by_instance"]
+        self._scale(home.backend, store, config, clock, rows, in_flight)
+
+    # -- instances -------------------------------------------------------------------------------------
+
+    def _settle_instances(self, backend: Backend, store: Store, name: str) -> list[serving_repo.Instance]:
+        """Ready the started instances that listen; forget (and record) those whose job ended."""
+        live = []
+        for row in serving_repo.instances(store, name):
+            instance, state = row[0], row[1]
+            try:
+                status = backend.refresh(instance).status
+            except NotFoundError:
+                status = None
+            if status is not None and status.finished:
+                serving_repo.remove_instance(store, name, instance)
+                if state != "draining":
+                    serving_repo.add_events(store, name, [("lost", {"instance": instance, "status": status.value})])
+                continue
+            if state == "starting" and status is not None:
+                listening = self._listening(backend, instance)
+                if listening is not None:
+                    serving_repo.instance_ready(store, name, instance, listening["url"], listening.get("pid"))
+            live.append(row)
+        return serving_repo.instances(store, name) if live else []
+
+    @staticmethod
+    def _listening(backend: Backend, instance: str) -> dict[str, Any] | None:
+        for line in backend.tail_logs(instance, 50):
+            event = parse_event(line)
+            if event is not None and event["type"] == "listening":
+                return event
+        return None
+
+    def _scale(
+        self,
+        backend: Backend,
+        store: Store,
+        config: cfg.EndpointConfig,
+        clock: _Clock,
+        rows: list[serving_repo.Instance],
+        in_flight: dict[str, int] | None,
+    ) -> None:
+        """`in_flight` per instance as the router measured it (None: the router cannot say, so nothing
+        draining is stopped this round)."""
+        desired = store.endpoints.get(config.name).instance_count
+        serving = [row for row in rows if row[1] != "draining"]
+        for row in serving[desired:][::-1]:  # the newest first
+            serving_repo.drain_instance(store, config.name, row[0])
+            serving_repo.add_events(store, config.name, [("drain", {"instance": row[0]})])
+        for row in rows:
+            if row[1] == "draining" and in_flight is not None and not in_flight.get(row[0]):
+                self._stop_instance(backend, store, config.name, row[0])
+        missing = desired - len(serving)
+        for _ in range(max(missing, 0)):
+            if not self._start_instance(backend, store, config, clock):
+                break
+
+    def _start_instance(self, backend: Backend, store: Store, config: cfg.EndpointConfig, clock: _Clock) -> bool:
+        pool = backend.pool(config.pool)
+        free = pool.nodes - pool.in_use - pool.queued
+        if free <= 0:
+            reason = f"no free node on pool {pool.name!r} ({pool.in_use} of {pool.nodes} in use)"
+            if clock.hold != reason:
+                clock.hold = reason
+                serving_repo.add_events(store, config.name, [("hold", {"reason": reason})])
+            return False
+        clock.hold = None
+        ctx = JobContext.from_params(serve_instance, accelerator(pool), display_name=f"serve {config.name}")
+        serving_repo.add_instance(store, config.name, ctx.job_id)
+        try:
+            submit_call(ctx, (config.name, config.max_loaded_models), {})
+        except BaseException:
+            serving_repo.remove_instance(store, config.name, ctx.job_id)
+            raise
+        serving_repo.add_events(store, config.name, [("start", {"instance": ctx.job_id, "pool": pool.name})])
+        return True
+
+    @staticmethod
+    def _stop_instance(backend: Backend, store: Store, name: str, instance: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            backend.cancel(instance)
+        serving_repo.remove_instance(store, name, instance)
+        serving_repo.add_events(store, name, [("stop", {"instance": instance})])
+
+    def _stop(
+        self,
+        home: Supervised,
+        store: Store,
+        config: cfg.EndpointConfig,
+        clock: _Clock,
+        rows: list[serving_repo.Instance],
+        router: dict[str, Any] | None,
+    ) -> None:
+        """Drain every instance, stop each once idle, then the router."""
+        alive = router is not None and pid_alive(router.get("pid"))
+        answer = _ask(config, "/cache", home.home, "POST") if alive else None
+        if answer is not None:  # what the instances loaded since the last tick is recorded before they go
+            cache_record.save(store, config.name, answer, home.artifacts)
+        in_flight: dict[str, int] = {} if answer is None else answer["in_flight_by_instance"]
+        for row in rows:
+            if row[1] != "draining":
+                serving_repo.drain_instance(store, config.name, row[0])
+            if not in_flight.get(row[0]):
+                self._stop_instance(home.backend, store, config.name, row[0])
+        if serving_repo.instances(store, config.name):
+            return
+        if not alive:
+            serving_repo.set_router(store, config.name, None)
+            self._clocks.pop(config.name, None)
+            return
+        assert router is not None
+        if clock.stopping_router is None:
+            clock.stopping_router = time.monotonic()
+        late = time.monotonic() - clock.stopping_router > ROUTER_STOP_GRACE
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(router["pid"], signal.SIGKILL if late else signal.SIGTERM)

@@ -1,0 +1,71 @@
+"""The router's process (`python -m kinetic_tui.core.serving.router_process NAME`), started and watched
+by the endpoint's controller in the workspace supervisor; it serves until SIGTERM, finishing what is in
+flight. It records its pid and port in the store once it listens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import aiohttp
+from aiohttp import web
+
+from kinetic_tui.core.paths import kinetic_home, private_umask
+from kinetic_tui.core.serving import config as cfg
+from kinetic_tui.core.serving.router import Router
+from kinetic_tui.core.store import serving_repo
+
+
+async def serve(name: str) -> int:
+    from kinetic_tui.core.artifacts import workspace_artifacts
+    from kinetic_tui.core.supervisor import process as supervisor
+
+    supervisor.SERVING = True  # the controller that started this router runs the home; never start another
+    from kinetic_tui.core.backends.local.workspace import local_backend
+    from kinetic_tui.core.backends.registry import backend_for
+    from kinetic_tui.core.profiles import resolve_infra
+
+    store = local_backend().store
+    backend = backend_for(resolve_infra())
+    found = serving_repo.endpoint(store, name)
+    if found is None:
+        print(f"endpoint {name!r} has no serving record", flush=True)
+        return 1
+    config = cfg.EndpointConfig.from_record(found[0])
+    router = Router(store, config, cfg.read_token(name), workspace_artifacts(backend))
+    runner = web.AppRunner(router.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", config.port, reuse_address=True).start()
+    except OSError as exc:
+        print(f"port {config.port} on 127.0.0.1 cannot be used: {exc.strerror}", flush=True)
+        await runner.cleanup()
+        return 1
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60)
+    router.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+    router.read_instances()
+    watcher = asyncio.create_task(router.watch())
+    serving_repo.set_router(store, name, {"pid": os.getpid(), "port": config.port})
+    print(f"router of {name!r} listening on http://127.0.0.1:{config.port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    watcher.cancel()
+    await runner.cleanup()
+    await router.session.close()
+    print(f"router of {name!r} stopped", flush=True)
+    return 0
+
+
+def main() -> None:
+    private_umask()
+    kinetic_home()
+    sys.exit(asyncio.run(serve(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Endpoints outlive their client: stop drains and stops every process, start brings the endpoint back
+from the store, a crashed instance is replaced while its request in flight gets a 503 at once, and after
+every process of ours was killed `endpoint start` restores the endpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from tests.helpers import processes
+from tests.serving.served import Home, wait_for
+
+
+def test_stop_then_start_keeps_config_port_and_history(served: Home) -> None:
+    served.run("endpoint create cycle --model g --tick-seconds 0")
+    served.run("observe cycle 0 --tick 0")
+    port = served.config("cycle").port
+    stopped = served.run("endpoint stop cycle")
+    assert stopped["serving"]["router_pid"] is None and stopped["serving"]["instances"] == []
+    try:
+        started = served.run("endpoint start cycle")
+        assert started["serving"]["port"] == port and len(started["history"]) == 1
+        assert served.http("cycle", {"record": {"x": 1}})[0] == 200
+        assert "listening" in "\n".join(served.run("endpoint logs cycle")["lines"])
+    finally:
+        served.run("endpoint stop cycle")
+
+
+def test_a_crashed_instance_is_replaced_and_its_request_gets_503_at_once(served: Home) -> None:
+    served.run("endpoint create fragile --model g --tick-seconds 0")
+    try:
+        (first,) = wait_for(lambda: served.instances("fragile"), 60, "an instance")
+        answers: list[tuple[int, object, float]] = []
+
+        def slow_request() -> None:
+            status, body = served.http("fragile", {"record": {"sleep": 30}, "model": "g:v5"})
+            answers.append((status, body, time.monotonic()))
+
+        wait_for(lambda: first[0] in served.http("fragile", path="")[1]["instances"], 30, "the router routing to it")
+        thread = threading.Thread(target=slow_request)
+        thread.start()
+        wait_for(
+            lambda: served.http("fragile", path="")[1]["in_flight_by_instance"].get(first[0]) == 1,
+            30,
+            "the request in flight on that instance",
+        )
+        killed = time.monotonic()
+        os.kill(first[3], signal.SIGKILL)
+        thread.join(30)
+        ((status, body, when),) = answers
+        assert status == 503 and body["error"]["type"] == "InstanceLost" and when - killed < 10
+        replaced = wait_for(
+            lambda: [row for row in served.instances("fragile") if row[0] != first[0]], 60, "a replacement"
+        )
+        assert replaced and served.http("fragile", {"record": {"x": 1}})[0] == 200
+        assert any(e["instance"] == first[0] for e in served.events("fragile", "lost"))
+    finally:
+        served.run("endpoint stop fragile")
+
+
+def test_after_every_process_was_killed_start_restores_the_endpoint(served: Home) -> None:
+    served.run("endpoint create phoenix --model g --tick-seconds 0")
+    served.run("observe phoenix 0 --tick 0")
+    try:
+        wait_for(lambda: served.instances("phoenix"), 60, "an instance")
+        served.kill_all()
+        assert not processes.serving(served.home)
+        restored = served.run("endpoint start phoenix")
+        assert len(restored["history"]) == 1
+        wait_for(lambda: served.http("phoenix", {"record": {"x": 1}})[0] == 200, 60, "serving again")
+        wait_for(lambda: served.instances("main"), 60, "the other endpoints back too")
+    finally:
+        served.run("endpoint stop phoenix")
