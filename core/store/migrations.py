@@ -263,4 +263,15 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         CREATE INDEX artifact_refs_by_holder ON artifact_refs (kind, holder);
     """,
     ),
+    (
+        11,
+        """
+        -- a long history stays cheap: the active jobs (queue, settling, polls) and the oldest finished ones
+        -- (`jobs prune --older-than`) are found through an index instead of a scan of every job
+        CREATE INDEX jobs_by_status ON jobs (status);
+        CREATE INDEX jobs_by_finished ON jobs (finished_at);
+        CREATE INDEX lanes_by_end ON lanes (ended_at);
+        CREATE INDEX lanes_by_group ON lanes (group_id);
+    """,
+    ),
 ]
