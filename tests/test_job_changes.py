@@ -13,7 +13,7 @@ from kinetic_tui.core.backends.registry import workspace_backend
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.job_status import JobStatus
-from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project, wait_for  # noqa: F401 (fixtures)
+from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project, wait_for
 
 
 def _ids(rows) -> list[str]:

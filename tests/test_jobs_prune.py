@@ -17,7 +17,7 @@ from kinetic_tui.core.backends.local.prune import Pruned, prune
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.backends.registry import workspace_backend
 from kinetic_tui.core.store import artifacts_repo
-from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project  # noqa: F401 (fixtures)
+from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project
 
 DAY = 86400.0
 
