@@ -74,7 +74,8 @@ def test_prune_keeps_what_a_running_pipeline_reads_and_every_artifact(jobs) -> N
     store.write("INSERT INTO pipelines VALUES ('p', 'm:p', '{}')")
     store.write("INSERT INTO pipeline_runs (pipeline, number, record, status) VALUES ('p', 1, '{}', 'Running')")
     store.write(
-        "INSERT INTO pipeline_steps (pipeline, number, step, status, job_id, result) VALUES ('p', 1, 's', 'Running', ?, '{}')",
+        "INSERT INTO pipeline_steps (pipeline, number, step, status, job_id, result) "
+        "VALUES ('p', 1, 's', 'Running', ?, '{}')",
         (step.job_id,),
     )
     artifacts: ArtifactStore = workspace_artifacts(workspace_backend())
