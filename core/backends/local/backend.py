@@ -40,6 +40,7 @@ from kinetic_tui.core.supervisor import process as supervisor
 __all__ = ["CANCEL_GRACE", "JobRow", "LocalBackend", "Pool", "SubmitError", "job_dir_for"]
 
 CANCEL_GRACE = 5.0
+LOG_CHUNK = 1 << 20  # bytes of a log per batch: a replayed million-line log is never one huge list
 
 
 class LocalBackend:
@@ -360,9 +361,11 @@ class LocalBackend:
         and the files end. Multi-host jobs prefix each line with its host."""
         reader = self.log_reader(job_id)
         while True:
-            batch = reader.read()
+            batch = reader.read_some(LOG_CHUNK)
             if batch:
                 yield batch
+            if reader.behind and not (stop is not None and stop.is_set()):
+                continue  # the rest of what is written already, before waiting for more
             if not follow or (stop is not None and stop.is_set()):
                 break
             if not batch:
