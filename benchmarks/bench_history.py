@@ -9,7 +9,8 @@ time. Then, with the big home: the console idle on the Jobs view (its whole list
 second as usual) for IDLE seconds: CPU time of the process / wall time, goal < 5% of one core; `state.db`
 and the home's size per job; `jobs prune --older-than` removing the same number of jobs from each home
 (cost per pruned job, goal <= 1.5x: O(pruned), not O(history)).
-Run: python benchmarks/bench_history.py [JOBS]  (default 100000; `KINETIC_BENCH_KEEP=DIR` keeps/reuses homes)
+Run: python benchmarks/bench_history.py [JOBS] [--idle-only]  (default 100000; `KINETIC_BENCH_KEEP=DIR` keeps
+and reuses the homes, whose fill takes minutes)
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def report(name: str, small: float, big: float, goal: float = GOAL) -> None:
 
 
 def main() -> None:
-    jobs = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    jobs = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 100_000
     keep = os.environ.get("KINETIC_BENCH_KEEP")
     project = fresh_workspace("kinetic-bench-history-")
     root = Path(keep) if keep else project.parent
@@ -117,6 +118,14 @@ def main() -> None:
                 sizes[name] = fill_history(homes[name], count)
                 print(f"filled {count:,} jobs in {sizes[name]['fill_seconds']:.1f} s", flush=True)
         print(f"load average before: {os.getloadavg()}")
+        if "--idle-only" in sys.argv:
+            os.environ["KINETIC_HOME"] = str(homes["big"])
+            share, loaded = asyncio.run(idle_cpu(homes["big"]))
+            print(
+                f"idle on the Jobs view: {share * 100:.1f}% of one core (list loaded in {loaded:.1f} s); "
+                f"load average {os.getloadavg()}"
+            )
+            return
         square = user_module().remote_square
         rows = {
             "jobs list --limit 50 (CLI)": {n: cli(h, "jobs", "list", "--limit", "50") for n, h in homes.items()},

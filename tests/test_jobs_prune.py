@@ -16,7 +16,7 @@ from kinetic_tui.core.backends.local.backend import job_dir_for
 from kinetic_tui.core.backends.local.prune import Pruned, prune
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.backends.registry import workspace_backend
-from kinetic_tui.core.store import artifacts_repo
+from kinetic_tui.core.store import artifacts_repo, jobs_repo
 from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project
 
 DAY = 86400.0
@@ -103,17 +103,19 @@ def test_a_bad_duration_is_one_line_and_changes_nothing(jobs, bad: str) -> None:
 
 
 def test_prune_and_polls_find_jobs_through_indexes_not_a_scan_of_the_history() -> None:
-    """What makes prune O(pruned) and a poll O(active): each query's plan searches an index."""
+    """What makes prune O(pruned) and a poll O(active): the plan of each statement they run (traced from the
+    store's own calls) searches an index, never scans the jobs table."""
     store = local_backend().store
-    plans = {
-        "oldest finished": ("SELECT job_id FROM jobs WHERE finished_at < 1 AND status IN ('FAILED') LIMIT 5", ()),
-        "changed since": (
-            "SELECT job_id FROM jobs WHERE seq > 5 OR status IN ('PENDING', 'RUNNING') "
-            "OR job_id IN (SELECT value FROM json_each(?))",
-            ('["job-00000000"]',),
-        ),
-        "any pending": ("SELECT 1 FROM jobs WHERE status = 'PENDING' LIMIT 1", ()),
-    }
-    for name, (sql, params) in plans.items():
-        details = [row[-1] for row in store.query("EXPLAIN QUERY PLAN " + sql, params)]
-        assert not any(detail.startswith("SCAN jobs") for detail in details), (name, details)
+    statements: list[str] = []
+    store.connection.set_trace_callback(statements.append)
+    try:
+        jobs_repo.oldest_finished(store, time.time(), 5)
+        jobs_repo.changed_since(store, 5, ["job-00000000"])
+        jobs_repo.any_pending(store)
+        jobs_repo.prunes(store)
+    finally:
+        store.connection.set_trace_callback(None)
+    assert len(statements) == 4
+    for sql in statements:
+        details = [row[-1] for row in store.query("EXPLAIN QUERY PLAN " + sql)]
+        assert not any(detail.startswith("SCAN jobs") for detail in details), (sql, details)
