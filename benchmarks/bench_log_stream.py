@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import shutil
 import statistics
 import time
@@ -28,6 +29,8 @@ from bench_first_paint import kinetic_app
 from kinetic_tui.core.backends.local.workspace import local_backend
 
 LINES = 1_000_000
+BLOCK_LINES = 5_000_000  # the 64 KB-block writer's lines (~70 MB): long enough to measure its pace
+GOAL_INGEST, GOAL_REPLAY, GOAL_REPLAY_RSS_MB = 0.8, 2.0, 50.0
 ROUNDS = 3
 TICK = 0.05
 SIZE = (120, 35)
@@ -35,6 +38,7 @@ GOAL_LATE_MS, GOAL_RSS_MB = 100.0, 100.0
 TIMEOUT = 300.0
 FLOOD_MODULE = """
 import sys
+import time
 
 
 def flood(count):
@@ -42,6 +46,21 @@ def flood(count):
     for number in range(count):
         write(f"line {number}\\n")
     return count
+
+
+def flood_blocks(count, block=65536):
+    # the same lines, written in blocks of about `block` bytes; returns the first and last write's wall time
+    write, lines, size, first = sys.stdout.write, [], 0, None
+    for number in range(count):
+        line = f"line {number}\\n"
+        lines.append(line)
+        size += len(line)
+        if size >= block:
+            first = first or time.time()
+            write("".join(lines))
+            lines, size = [], 0
+    write("".join(lines))
+    return [first or time.time(), time.time()]
 """
 
 
@@ -52,6 +71,7 @@ class Run:
     rss_growth: int  # bytes
     peak_reset: bool  # False: VmHWM still held an earlier peak, so the growth is an over-estimate
     writer_seconds: float | None = None  # the job's own run time (live only)
+    ingest_ratio: float | None = None  # block writer: its write time / first write to the view holding all
 
 
 def _status_kb(field: str) -> int:
@@ -70,7 +90,7 @@ def _reset_peak() -> bool:
     return True
 
 
-async def open_log(home: Path, job_id: str | None) -> Run:
+async def open_log(home: Path, job_id: str | None, blocks: bool = False) -> Run:
     """Open the console, submit the flood job (when `job_id` is None) and open its screen at once; return
     when the view holds every line."""
     app = kinetic_app(home)()
@@ -83,24 +103,29 @@ async def open_log(home: Path, job_id: str | None) -> Run:
         timer = app.set_interval(TICK, lambda: ticks.append(time.perf_counter()))
         started = time.perf_counter()
         if job_id is None:
-            job_id = (await app.service.jobs.submit("bench_flood:flood", kwargs={"count": LINES}, wait=False)).job_id
+            func, count = ("bench_flood:flood_blocks", BLOCK_LINES) if blocks else ("bench_flood:flood", LINES)
+            job_id = (await app.service.jobs.submit(func, kwargs={"count": count}, wait=False)).job_id
         app.open_job(job_id)
         await pilot.pause()
         buffer = app.screen.log_view.buffer
         total = None  # known once the job has ended: LINES plus the runner's own few lines
         while total is None or len(buffer) + buffer.trimmed < total:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
             if total is None and local_backend().job(job_id).status.finished:
                 total = log_lines(job_id)
             if time.perf_counter() - started > TIMEOUT:
                 raise TimeoutError(f"the view ingested {len(buffer) + buffer.trimmed} of {total or LINES} lines")
-        seconds = time.perf_counter() - started
+        seconds, done_wall = time.perf_counter() - started, time.time()
         timer.stop()
         rss_growth = (_status_kb("VmHWM") - rss_before) * 1024
         job = await app.service.jobs.wait(job_id)
     writer = None if job.started_at is None or job.finished_at is None else job.finished_at - job.started_at
     late = [later - earlier - TICK for earlier, later in itertools.pairwise(ticks)]
-    return Run(seconds, late, rss_growth, peak_reset, writer)
+    ratio = None
+    if blocks and isinstance(job.result, list):
+        first, last = job.result
+        ratio = (last - first) / (done_wall - first)
+    return Run(seconds, late, rss_growth, peak_reset, writer, ratio)
 
 
 def log_lines(job_id: str) -> int:
@@ -126,9 +151,10 @@ def main() -> None:
     home = project.parent / "home"
     from kinetic_tui.core.backends.local.launcher import shutdown_server
 
-    lives, replays, bares = [], [], []
+    lives, replays, bares, blocks = [], [], [], []
     try:
         for round_no in range(ROUNDS):
+            blocks.append(asyncio.run(open_log(home, None, blocks=True)))
             lives.append(asyncio.run(open_log(home, None)))
             job_id = local_backend().jobs(limit=1)[0].job_id
             if round_no % 2:
@@ -164,16 +190,33 @@ def main() -> None:
         f"{'met' if growth <= GOAL_RSS_MB else 'NOT met'}"
         + ("" if all(run.peak_reset for run in lives) else " (VmHWM could not be reset: an over-estimate)")
     )
+    ratios = [run.ingest_ratio for run in blocks if run.ingest_ratio is not None]
+    ingest_ratio = statistics.median(ratios) if ratios else 0.0
+    print(
+        f"live, a writer of 64 KB blocks ({BLOCK_LINES:,} lines), {ROUNDS} rounds: the view ingests at "
+        f"{ingest_ratio:.2f}x the writer's pace (median; rounds {', '.join(f'{r:.2f}' for r in ratios)})   "
+        f"goal >= {GOAL_INGEST:g}x -> {'met' if ingest_ratio >= GOAL_INGEST else 'NOT met'}"
+    )
+    block_late = p99_ms([tick for run in blocks for tick in run.late])
+    print(
+        f"  during it: timer p99 {block_late:.1f} ms   goal <= {GOAL_LATE_MS:g} ms -> "
+        f"{'met' if block_late <= GOAL_LATE_MS else 'NOT met'}; "
+        f"worst peak RSS growth {max(run.rss_growth for run in blocks) / 2**20:.1f} MB"
+    )
     view, bare = statistics.median(run.seconds for run in replays), statistics.median(bares)
     print(f"replay of a finished {LINES:,}-line log, medians of {ROUNDS} interleaved:")
     print(f"  baseline  bare read_logs, no UI:  {bare:6.2f} s  ({LINES / bare:,.0f} lines/s)")
     print(
         f"  candidate the job screen:         {view:6.2f} s  ({LINES / view:,.0f} lines/s)   ratio {view / bare:.2f}x"
+        f"   goal <= {GOAL_REPLAY:g}x -> {'met' if view / bare <= GOAL_REPLAY else 'NOT met'}"
     )
+    replay_rss = max(run.rss_growth for run in replays) / 2**20
     print(
         f"  during replay: timer p99 {p99_ms([tick for run in replays for tick in run.late]):.1f} ms, "
-        f"worst peak RSS growth {max(run.rss_growth for run in replays) / 2**20:.1f} MB"
+        f"worst peak RSS growth {replay_rss:.1f} MB   goal <= {GOAL_REPLAY_RSS_MB:g} MB -> "
+        f"{'met' if replay_rss <= GOAL_REPLAY_RSS_MB else 'NOT met'}"
     )
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

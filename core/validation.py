@@ -67,9 +67,28 @@ MAX_LOAD_CONCURRENCY = 256  # requests `load` really sends per tick: one thread 
 MAX_TICK = 2**53  # ticks and cooldowns: ticks are compared as floats, exact up to 2**53
 MAX_LOAD_TICKS = 1_000_000  # ticks one `load` drives
 MAX_LOADED_MODELS = 1_000  # models an endpoint keeps loaded
+MAX_LISTED = 10_000_000  # jobs one listing shows
 MAX_TAIL_LINES = 10_000_000  # lines `logs --tail` keeps
 MAX_SECONDS = 31_536_000.0  # a timeout: one year
 MAX_STEP_RETRIES = 100  # retries of one pipeline step
+
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?)([smhdw]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_AGE_SECONDS = 100 * 365 * 86400.0  # an age: a century
+
+
+def parse_duration(field: str, text: str) -> float:
+    """`30d`, `12h`, `90m`, `3600s` or plain seconds, as seconds."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is not None:
+        value = float(found[1]) * _UNIT_SECONDS[found[2]]
+        if value <= MAX_AGE_SECONDS:
+            return value
+    raise ValidationError(
+        f"{field}: expected a duration such as 30d, 12h, 90m or 3600s (units s, m, h, d, w; at most 100 years), "
+        f"got {text!r}"
+    )
 
 
 def int_bounds(minimum: int, maximum: int | None) -> str:

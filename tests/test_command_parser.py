@@ -65,7 +65,7 @@ FULL = [
         None,
     ),
     ("pool remove gpu-pool", {"name": "gpu-pool"}, None),
-    ("jobs --status failed", {"status": "FAILED"}, None),
+    ("jobs --status failed --limit 50", {"status": "FAILED", "limit": 50}, None),
     (
         """submit pkg.mod:train_fn --accelerator v5e-2x4 --args '[1, "a"]' --kwargs '{"lr": 0.1}' """
         "--name 'my job' --save trainer --detach",
@@ -169,7 +169,7 @@ FULL = [
 
 # The shortest valid line of each verb, with every default filled in.
 MINIMAL = [
-    ("jobs", {"status": None}),
+    ("jobs", {"status": None, "limit": None}),
     ("submit m:f", {"ref": "m:f", "accelerator": None, "args": [], "kwargs": {}, "name": None, "save": None}),
     ("submit saved", {"ref": "saved", "accelerator": None, "args": [], "kwargs": {}, "name": None, "save": None}),
     ("logs job-0000000a", {"job": "job-0000000a", "tail": None, "follow": False}),

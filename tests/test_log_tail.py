@@ -162,3 +162,14 @@ def test_the_cli_and_the_console_tail_read_from_the_end(jobs: Any, monkeypatch: 
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["result"]["lines"] == ["step 299998", "step 299999"]
     assert read[0] <= 2 * log_readers.BLOCK + 1
+
+
+def test_a_big_finished_log_is_read_in_bounded_batches_in_order(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kinetic_tui.core.backends.local.backend.LOG_CHUNK", 4096)
+    handle = kinetic.run()(jobs.count_lines).run_async(3_000)
+    assert handle.result(timeout=TIMEOUT) == 3_000
+    batches = list(local_backend().read_logs(handle.job_id))
+    biggest = max(sum(len(line) + 1 for line in batch) for batch in batches)
+    assert len(batches) > 5 and biggest <= 4096 + 64  # a chunk, plus the line the previous one cut
+    lines = [line for batch in batches for line in batch]
+    assert [line for line in lines if line.startswith("line ")] == [f"line {i}" for i in range(3_000)]

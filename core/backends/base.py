@@ -116,6 +116,17 @@ class JobState:
     nodes: int = 1
 
 
+@dataclass(frozen=True)
+class JobChanges:
+    """What one look at a backend's jobs learned. `rows` newest first; with `complete` they are every job
+    (replace what you hold), else only the jobs that are new or may have changed since the cursor passed
+    in. Pass `cursor` to the next call."""
+
+    rows: Sequence[JobRecord]
+    complete: bool
+    cursor: object = None
+
+
 @dataclass
 class DebugEndpoint:
     """Where a debugger attaches to a debugged job, and how to stop reaching it (a port-forward's end)."""
@@ -266,6 +277,16 @@ class Backend(Protocol):
 
     def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> Sequence[JobRecord]:
         """Newest first, after settling what finished."""
+        ...
+
+    def job_changes(self, cursor: object = None) -> JobChanges:
+        """After settling what finished: the jobs new or changed since `cursor` (a previous answer's; None:
+        every job). A console that polls through this pays for what is active, not for the history."""
+        ...
+
+    def prune(self, before: float) -> tuple[int, int]:
+        """Remove the jobs that finished before `before` (epoch seconds), their rows and files: (removed,
+        kept because something still reads them)."""
         ...
 
     def pools(self) -> Sequence[PoolInfo]: ...

@@ -44,6 +44,7 @@ from kinetic_tui.core.validation import (
     MAX_CONCURRENCY,
     MAX_EPOCHS,
     MAX_INSTANCES,
+    MAX_LISTED,
     MAX_LOAD_CONCURRENCY,
     MAX_LOAD_TICKS,
     MAX_LOADED_MODELS,
@@ -150,9 +151,12 @@ _TABLE = (
     Verb(
         "jobs",
         "list jobs, newest first",
-        flags=(_flag("--status", choice("S", JOB_STATUSES), "only jobs in this status"),),
+        flags=(
+            _flag("--status", choice("S", JOB_STATUSES), "only jobs in this status"),
+            _flag("--limit", integer(1, MAX_LISTED), "only the newest N"),
+        ),
         mutates=False,
-        run=lambda c, a, w: c.jobs.list(a["status"]),
+        run=lambda c, a, w: c.jobs.list(a["status"], a["limit"]),
     ),
     Verb(
         "submit",

@@ -59,6 +59,12 @@ class Jobs:
         self.workspace = workspace
         self.source = source
         self._seen_status: dict[str, str] = {}  # job id -> last status announced
+        # what the last look at every job learned (newest first) and where it left off: a poll asks the
+        # backend only for what changed since, so its cost follows the active jobs, not the history
+        self._known: dict[str, JobSnapshot] = {}
+        self._listed: tuple[JobSnapshot, ...] = ()
+        self._cursor: object = None
+        self._looking = threading.Lock()
 
     # -- jobs ------------------------------------------------------------------------------------------
 
@@ -214,17 +220,40 @@ class Jobs:
 
         def poll() -> list[JobStatusChanged]:
             supervisor.revive(self.workspace.store, self.workspace.home)
-            changes = []
-            for row in self.source.jobs():
-                previous = self._seen_status.get(row.job_id)
-                if previous != row.status.value:
-                    changes.append(JobStatusChanged(row.job_id, row.status.value, previous))
-                    self._seen_status[row.job_id] = row.status.value
-            for event in changes:
-                self.workspace.events.publish(event)
-            return changes
+            return self._look()[1]
 
         return await self.workspace.blocking(poll)
+
+    def _look(self) -> tuple[tuple[JobSnapshot, ...], list[JobStatusChanged]]:
+        """Every job, newest first: what the last look learned updated with what changed since, and the
+        status changes it saw (announced). Blocking."""
+        changes: list[JobStatusChanged] = []
+        with self._looking:
+            found = self.source.job_changes(self._cursor)
+            known = {} if found.complete else self._known
+            fresh: dict[str, JobSnapshot] = {}
+            changed = found.complete
+            for row in found.rows:
+                status, previous = row.status.value, self._seen_status.get(row.job_id)
+                if previous != status:
+                    changes.append(JobStatusChanged(row.job_id, status, previous))
+                    self._seen_status[row.job_id] = status
+                snapshot = JobSnapshot.of(row)
+                if row.job_id not in known:
+                    fresh[row.job_id] = snapshot  # new since the last look: newer than all it knew
+                elif known[row.job_id] != snapshot:
+                    known[row.job_id] = snapshot
+                    changed = True
+            if fresh:
+                known = {**fresh, **known} if known else fresh
+                changed = True
+            self._known, self._cursor = known, found.cursor
+            if changed:
+                self._listed = tuple(known.values())
+            listed = self._listed
+        for event in changes:
+            self.workspace.events.publish(event)
+        return listed, changes
 
     async def watch(self, interval: float = 0.5) -> None:
         """Poll forever; the next poll starts only after the previous one finished."""
@@ -245,5 +274,7 @@ class Jobs:
     async def list(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
         """Newest first; `limit` keeps only the newest N (a console's first page)."""
         wanted = None if status is None else JobStatus.parse(status)
+        if wanted is None and limit is None:
+            return (await self.workspace.blocking(self._look))[0]
         # snapshotting 10,000 rows is real work: do it in the worker too, off the UI's event loop
         return await self.workspace.blocking(lambda: tuple(self._noted(row) for row in self.source.jobs(wanted, limit)))

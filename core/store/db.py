@@ -18,6 +18,7 @@ Settings and why:
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import sqlite3
@@ -144,6 +145,7 @@ class Database:
         self._lock = threading.Lock()
         # seconds each recent write of this process waited for another's lock
         self.lock_waits: collections.deque[float] = collections.deque(maxlen=1000)
+        self._unmarked: str | None = None  # passed the quick check as this identity; not recorded yet
         if not rebuilding:
             self._refuse_lost_file()
         self._open_checked()
@@ -207,9 +209,12 @@ class Database:
         try:
             with self._translated():
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
-                problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
-                if problems != ["ok"]:
-                    raise StoreError(self._corrupt_message("; ".join(problems[:3])))
+                identity = self._identity()
+                if not self._checked(identity):
+                    problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+                    if problems != ["ok"]:
+                        raise StoreError(self._corrupt_message("; ".join(problems[:3])))
+                    self._unmarked = identity
                 latest = latest_schema_version()
                 if version > latest:
                     raise StoreError(
@@ -222,6 +227,30 @@ class Database:
         except BaseException:
             self.close()
             raise
+
+    # The quick check reads every page (seconds for a long history), so it runs once per version of the
+    # main file: `state.db-checked` holds the identity the file had when it last passed. Whatever writes
+    # the file's pages (a checkpoint, a damaged copy, another tool) changes its size or mtime, and the
+    # write-ahead log's frames carry their own checksums. The marker is written after the first
+    # transaction that commits, so a command that fails (a held lock) leaves the home as it was.
+
+    def _checked(self, identity: str) -> bool:
+        try:
+            return self.path.with_name(self.path.name + "-checked").read_text() == identity
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def _identity(self) -> str:
+        st = os.stat(self.path)
+        return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
+
+    def _mark_checked(self) -> None:
+        identity, self._unmarked = self._unmarked, None
+        marker = self.path.with_name(self.path.name + "-checked")
+        with contextlib.suppress(OSError):  # a read-only place: the check simply runs again next time
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(identity or "")
 
     def _migrate(self, version: int) -> None:
         for target, script in MIGRATIONS:
@@ -328,6 +357,8 @@ class Database:
             local.depth = 1
             yield conn
             conn.execute("COMMIT")
+            if self._unmarked is not None:
+                self._mark_checked()
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -216,3 +216,70 @@ def group_running(conn: sqlite3.Connection, group_id: str) -> int:
         "SELECT COUNT(*) FROM lanes WHERE group_id = ? AND ended_at IS NULL", (group_id,)
     ).fetchone()[0]
     return jobs + lanes
+
+
+# -- what changed since a poll, and pruning old history -----------------------------------------------
+
+
+def changed_since(db: Database, after_seq: int, watched: list[str]) -> list[tuple[Any, ...]]:
+    """Newest first: the jobs submitted after `after_seq`, every PENDING or RUNNING job, and the jobs of
+    `watched` (the ones a poll last saw active, to learn how they ended). Each term is an index lookup, so
+    a poll costs what is active, not the whole history."""
+    rows = db.query(
+        f"SELECT {COLUMNS} FROM jobs WHERE seq > ? OR status IN ('PENDING', 'RUNNING') "
+        "OR job_id IN (SELECT value FROM json_each(?))",
+        (after_seq, json.dumps(watched)),
+    )
+    return sorted(rows, key=lambda row: row[0], reverse=True)  # in SQL, ORDER BY would make it scan by seq
+
+
+def prunes(db: Database) -> int:
+    """How many prunes removed jobs from this store: a poll that saw another number lists afresh."""
+    rows = db.query("SELECT value FROM settings WHERE key = 'jobs_prunes'")
+    return int(rows[0][0]) if rows else 0
+
+
+def oldest_finished(db: Database, before: float, limit: int) -> list[str]:
+    """Up to `limit` jobs that finished before `before`, oldest first (through the `finished_at` index: the
+    cost is what is returned, whatever the history holds)."""
+    rows = db.query(
+        "SELECT job_id FROM jobs WHERE finished_at < ? "
+        "AND status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') ORDER BY finished_at LIMIT ?",
+        (before, limit),
+    )
+    return [job_id for (job_id,) in rows]
+
+
+def delete_finished(conn: sqlite3.Connection, job_ids: list[str]) -> tuple[list[str], list[str]]:
+    """Delete these jobs' rows (still finished: none came back to life meanwhile) and count the prune; a
+    batch left without any job loses its row and its ended lanes' rows. Returns (those batches, the
+    directories of those lanes)."""
+    ids = json.dumps(job_ids)
+    groups = [
+        group
+        for (group,) in conn.execute(
+            "SELECT DISTINCT group_id FROM jobs "
+            "WHERE group_id IS NOT NULL AND job_id IN (SELECT value FROM json_each(?))",
+            (ids,),
+        )
+    ]
+    conn.execute(
+        "DELETE FROM jobs WHERE job_id IN (SELECT value FROM json_each(?)) "
+        "AND status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+        (ids,),
+    )
+    conn.execute(
+        "INSERT INTO settings (key, value) VALUES ('jobs_prunes', '1') "
+        "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
+    empty = [
+        g for g in groups if conn.execute("SELECT 1 FROM jobs WHERE group_id = ? LIMIT 1", (g,)).fetchone() is None
+    ]
+    lane_dirs: list[str] = []
+    for group in empty:
+        conn.execute("DELETE FROM job_groups WHERE group_id = ?", (group,))
+        lane_dirs += [
+            d for (d,) in conn.execute("SELECT dir FROM lanes WHERE group_id = ? AND ended_at IS NOT NULL", (group,))
+        ]
+        conn.execute("DELETE FROM lanes WHERE group_id = ? AND ended_at IS NOT NULL", (group,))
+    return empty, lane_dirs

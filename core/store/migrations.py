@@ -303,6 +303,17 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     """,
     ),
     (
+        11,
+        """
+        -- a long history stays cheap: the active jobs (queue, settling, polls) and the oldest finished ones
+        -- (`jobs prune --older-than`) are found through an index instead of a scan of every job
+        CREATE INDEX jobs_by_status ON jobs (status);
+        CREATE INDEX jobs_by_finished ON jobs (finished_at);
+        CREATE INDEX lanes_by_end ON lanes (ended_at);
+        CREATE INDEX lanes_by_group ON lanes (group_id);
+    """,
+    ),
+    (
         12,
         """
         -- what `submit` offers: every MODULE:FUNC submitted by reference here, and the submissions saved by name

@@ -120,6 +120,18 @@ def running(db: Database) -> list[tuple[str, int]]:
     ]
 
 
+def running_step_jobs(db: Database) -> set[str]:
+    """The jobs of the steps of Running runs: their drivers still read them (outputs, results)."""
+    return {
+        job_id
+        for (job_id,) in db.query(
+            "SELECT s.job_id FROM pipeline_runs r JOIN pipeline_steps s ON s.pipeline = r.pipeline "
+            "AND s.number = r.number WHERE r.status = ? AND s.job_id IS NOT NULL",
+            (RunStatus.RUNNING.value,),
+        )
+    }
+
+
 def any_running(db: Database) -> bool:
     return bool(db.query("SELECT 1 FROM pipeline_runs WHERE status = ? LIMIT 1", (RunStatus.RUNNING.value,)))
 

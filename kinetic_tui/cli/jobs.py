@@ -8,6 +8,7 @@ cleans the job up; `cleanup` and `debug` are the CLI's own. Every one takes Kine
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from typing import Any
@@ -154,6 +155,32 @@ def jobs_cleanup(job: str, k8s: bool, gcs: bool) -> None:
     _cleanup(job, k8s, gcs)
     removed = [part for part, chosen in (("workload", k8s), ("uploaded inputs", gcs)) if chosen]
     click.echo(f"cleaned up {job}" + (f": {' and '.join(removed)}" if removed else ": nothing chosen"))
+
+
+@jobs.command("prune")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="DURATION",
+    help="remove the jobs that finished longer ago than this: 30d, 12h, 90m, 3600s (plain: seconds)",
+)
+@json_flag
+def jobs_prune(older_than: str, as_json: bool) -> None:
+    """Remove old finished jobs: their rows, logs, results and files. Active jobs stay, and so do the jobs
+    of pipeline runs still running; artifacts are never a job's, so none is removed."""
+    from kinetic_tui.core.backends.registry import workspace_backend
+    from kinetic_tui.core.validation import parse_duration
+
+    seconds = guard(lambda: parse_duration("--older-than", older_than), UsageLineError)
+    removed, kept = guard(lambda: workspace_backend().prune(time.time() - seconds))
+    if as_json:
+        click.echo(json.dumps({"removed": removed, "kept": kept}))
+        return
+    click.echo(
+        f"pruned {removed} jobs that finished more than {older_than} ago"
+        + (f"; kept {kept} a running pipeline still reads" if kept else "")
+    )
 
 
 @jobs.command("debug")

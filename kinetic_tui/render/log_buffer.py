@@ -79,10 +79,11 @@ class LogBuffer:
 
     # -- input -----------------------------------------------------------------------------------------
 
-    def append(self, batch: Iterable[str], timestamps: Sequence[float | None] | None = None) -> int:
+    def append(self, batch: Iterable[str], timestamps: Sequence[float | None] | None = None, skipped: int = 0) -> int:
         """Add one batch (with one timestamp per line, or none) and return how many lines it added. A text
         holding newlines becomes several lines sharing its timestamp, so one item never breaks the window
-        geometry."""
+        geometry. `skipped`: lines that arrived before the batch and were dropped unseen (counted as
+        trimmed, and as new while paused)."""
         texts = list(batch)
         if timestamps is not None and len(timestamps) != len(texts):
             raise ValidationError(f"timestamps: expected one per line ({len(texts)}), got {len(timestamps)}")
@@ -104,10 +105,11 @@ class LogBuffer:
             del self._texts[:excess]
             del self._stamps[:excess]
             self.trimmed += excess
+        self.trimmed += skipped
         if self._follow:
             self._top = self.bottom
         else:
-            self.new_lines += len(texts)
+            self.new_lines += len(texts) + skipped
             self._top = min(max(0, self._top - max(excess, 0)), max(len(self._texts) - 1, 0))
         return len(texts)
 

@@ -57,6 +57,7 @@ class JobsView(View):
     def __init__(self) -> None:
         super().__init__(id="view-jobs")
         self._jobs: dict[str, JobSnapshot] = {}  # newest first, as the console lists them
+        self._listed: tuple[JobSnapshot, ...] = ()  # the listing `_jobs` was made from
         self._now = 0.0
         self._query = ""
         self.sort_column: int | None = None  # None: newest first
@@ -79,7 +80,9 @@ class JobsView(View):
 
     async def _show(self, jobs: tuple[JobSnapshot, ...]) -> None:
         self._now = self.host.now()
-        self._jobs = {job.job_id: job for job in jobs}
+        if jobs is not self._listed:  # the console hands the same listing back while nothing changed
+            self._listed = jobs
+            self._jobs = {job.job_id: job for job in jobs}
         self._redraw()
 
     def _row(self, job_id: str) -> Row:

@@ -10,6 +10,7 @@ row the view follows, anywhere else it pauses and counts "N new lines".
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -65,7 +66,9 @@ class LogView(ScrollView, can_focus=True):
         self.buffer = LogBuffer(max_lines=max_lines)
         self.clock = clock
         self._highlight = ""
-        self._pending: deque[str] = deque()
+        self._pending: deque[str] = deque(maxlen=max_lines)
+        self._dropped = 0  # lines pushed out of the full queue since the last flush
+        self._feeding = threading.Lock()
         self._rows = WrappedRows()  # the row index while wrapped
         self._row_offset = 0  # rows of the top line above the view (wrapped, paused)
         self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(STRIP_CACHE)
@@ -81,18 +84,26 @@ class LogView(ScrollView, can_focus=True):
     # -- input -----------------------------------------------------------------------------------------
 
     def feed(self, lines: Iterable[str]) -> None:
-        """Queue lines from any thread; they appear at the next flush."""
-        self._pending.extend(lines)
+        """Queue lines from any thread; they appear at the next flush. The queue holds at most what the
+        buffer keeps: lines that would be trimmed at once are dropped here (and counted as trimmed), so a
+        reader faster than the flush never piles a whole log up in memory."""
+        batch = lines if isinstance(lines, list) else list(lines)
+        with self._feeding:
+            before = len(self._pending)
+            self._pending.extend(batch)
+            self._dropped += before + len(batch) - len(self._pending)
 
     def flush(self) -> int:
-        """Move every queued line into the buffer as one batch; returns how many moved."""
-        count = len(self._pending)
-        if not count:
+        """Move every queued line into the buffer as one batch; returns how many arrived (dropped included)."""
+        with self._feeding:
+            batch, dropped = list(self._pending), self._dropped
+            self._pending.clear()
+            self._dropped = 0
+        if not batch:
             return 0
-        batch = [self._pending.popleft() for _ in range(count)]
-        self.buffer.append(batch, [self.clock()] * count)
+        self.buffer.append(batch, [self.clock()] * len(batch), skipped=dropped)
         self._show_buffer()
-        return count
+        return len(batch) + dropped
 
     @property
     def highlight(self) -> str:

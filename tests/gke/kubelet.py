@@ -88,10 +88,22 @@ class KineticEmulator(KubernetesEmulator):
         self.logs: dict[tuple[str, str], bytes] = {}
         self.logs_done: set[tuple[str, str]] = set()
         self.log_lock = threading.Lock()
+        self.list_pages = 0  # list responses served (each page of each list call counts)
 
     async def _serve_list(self, request: Any) -> Any:
+        """Filtered by the selectors and paged as the API server pages: `limit` items in name order, and
+        a `continue` token (here: the offset of the next item) while more remain."""
         listing = await super()._serve_list(request)
-        listing["items"] = [item for item in listing["items"] if _matches(item, request.params)]
+        items = [item for item in listing["items"] if _matches(item, request.params)]
+        items.sort(key=lambda item: ((item.get("metadata") or {}).get("namespace") or "", item["metadata"]["name"]))
+        start = int(request.params.get("continue") or 0)
+        limit = int(request.params.get("limit") or 0) or len(items)
+        listing["items"] = items[start : start + limit]
+        metadata = listing.setdefault("metadata", {})
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+            metadata["remainingItemCount"] = len(items) - start - limit
+        self.list_pages += 1
         return listing
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:

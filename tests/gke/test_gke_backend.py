@@ -447,3 +447,25 @@ def test_attach_rebuilds_a_gke_handle_from_the_jobs_bucket(cluster: Cluster, job
         assert again.result(timeout=60) == "done"
     with pytest.raises(LookupError, match="not in this workspace nor in gs://"):
         kinetic.attach("job-00000000")
+
+
+def test_listing_many_jobs_pages_through_limit_and_continue(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big namespace is listed a page at a time, as the API server serves it; every Job comes back once."""
+    monkeypatch.setattr("kinetic_tui.core.backends.gke.backend.LIST_PAGE", 40)
+    names = [f"job-{n:08x}" for n in range(101)]
+    for name in names:
+        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {"app": "kinetic"}}}
+        cluster.clients.batch.create_namespaced_job(cluster.namespace, body, _preload_content=False)
+    unlabelled = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "someone-else"}}
+    cluster.clients.batch.create_namespaced_job(cluster.namespace, unlabelled, _preload_content=False)
+    emulator = cluster.api.emulator
+    assert emulator is not None
+    before = emulator.list_pages
+
+    listed = cluster.backend()._list()
+
+    assert sorted(item["metadata"]["name"] for item in listed) == names
+    assert emulator.list_pages - before == 3  # 40 + 40 + 21
+    pages = [r for r in cluster.api.requests() if r.method == "GET" and "limit" in r.params][-3:]
+    assert [r.params.get("continue") for r in pages] == [None, "40", "80"]
+    assert {r.params["limit"] for r in pages} == {"40"}

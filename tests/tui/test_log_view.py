@@ -166,3 +166,16 @@ async def test_trimming_keeps_a_paused_view_on_the_same_lines() -> None:
         first = rows(log)[0]
         await fed(pilot, log, [f"more {n}" for n in range(100)])  # drops lines 0-99
         assert log.buffer.trimmed == 100 and rows(log)[0] == first and not log.buffer.follow
+
+
+async def test_a_reader_far_ahead_of_the_flush_queues_only_what_the_buffer_keeps() -> None:
+    async with LogApp().run_test(size=SIZE) as pilot:
+        log = pilot.app.query_one(LogView)
+        for start in range(0, 3_500, 500):  # seven batches before one flush: 3,500 lines for 1,000 kept
+            log.feed([f"line {n}" for n in range(start, start + 500)])
+        assert len(log._pending) == 1_000
+        assert log.flush() == 3_500
+        assert log.buffer.lines == [f"line {n}" for n in range(2_500, 3_500)]
+        assert log.buffer.trimmed == 2_500 and log.status.startswith("1000 lines · 2500 trimmed")
+        await pilot.pause()
+        assert rows(log)[-1] == "line 3499"

@@ -37,6 +37,7 @@ from kinetic_tui.core.submission.pack import HANDLE
 
 OUTCOME = "outcome.json"
 PENDING_TIMEOUT = 900.0
+LIST_PAGE = 500  # objects per list request (the API server pages big lists with limit/continue)
 SUSPENDED = "suspended: waiting for room in its batch (max_concurrent)"
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 NO_POOL_HINT = "node affinity/selector"  # the autoscaler's words when no node pool matches the selector
@@ -420,9 +421,17 @@ class GkeBackend:
 
     @classmethod
     def _items(cls, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        """The objects a list call returns (a Kubernetes list object holds them under `items`)."""
-        items: list[dict[str, Any]] = cls._raw(call, *args, **kwargs)["items"]
-        return items
+        """The objects a list call returns (a Kubernetes list object holds them under `items`), LIST_PAGE
+        at a time through `limit`/`continue`, as the API server serves big lists: no response holds a
+        workspace's whole history, and the server never builds one."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = cls._raw(call, *args, limit=LIST_PAGE, **({"_continue": token} if token else {}), **kwargs)
+            items += page["items"]
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
 
 
 def _accelerator(record: Mapping[str, Any]) -> AcceleratorConfig:

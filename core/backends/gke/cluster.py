@@ -30,6 +30,7 @@ from kinetic_tui.core.artifacts import PREFIX as ARTIFACTS
 from kinetic_tui.core.backends.base import (
     Call,
     DebugEndpoint,
+    JobChanges,
     JobInfo,
     JobState,
     LogReader,
@@ -39,6 +40,7 @@ from kinetic_tui.core.backends.base import (
 from kinetic_tui.core.backends.gke import batches, serving
 from kinetic_tui.core.backends.gke.backend import GkeBackend
 from kinetic_tui.core.backends.gke.k8s_client import target
+from kinetic_tui.core.backends.gke.manifests import TTL_AFTER_FINISHED
 from kinetic_tui.core.backends.gke.pools import GkePools
 from kinetic_tui.core.backends.gke.port_forward import port_forward
 from kinetic_tui.core.backends.gke.submission import (
@@ -212,6 +214,16 @@ class GkeCluster:
     def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[ClusterJob]:
         listed = [job for job in self._listed(self.desired.list()) if status is None or job.status is status]
         return listed if limit is None else listed[:limit]
+
+    def job_changes(self, cursor: object = None) -> JobChanges:
+        """The cluster's list is the answer each time (the API server keeps no history beyond its TTL)."""
+        return JobChanges(self.jobs(), complete=True)
+
+    def prune(self, before: float) -> tuple[int, int]:
+        raise ValidationError(
+            "jobs prune removes a local workspace's history; a GKE cluster deletes finished Jobs itself "
+            f"(ttlSecondsAfterFinished: {TTL_AFTER_FINISHED} s)"
+        )
 
     def pools(self) -> list[ClusterPool]:
         specs = self.desired.list()

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.accelerators import format_accelerator
+from kinetic_tui.core.backends.base import JobChanges
 from kinetic_tui.core.backends.local import forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.claims import claim
-from kinetic_tui.core.backends.local.job_rows import JobRow, Pool, SubmitError, job_dir_for
+from kinetic_tui.core.backends.local.job_rows import ChangesCursor, JobRow, Pool, SubmitError, job_dir_for
 from kinetic_tui.core.backends.local.launching import adopt_launch, launch_job, launch_lane
 from kinetic_tui.core.backends.local.log_readers import LaneLogReader, LogReader
 from kinetic_tui.core.backends.local.pools import checked_config, ensure_default_pool, list_pools, match_pool
@@ -41,6 +42,7 @@ from kinetic_tui.core.supervisor import process as supervisor
 __all__ = ["CANCEL_GRACE", "JobRow", "LocalBackend", "Pool", "SubmitError", "job_dir_for"]
 
 CANCEL_GRACE = 5.0
+LOG_CHUNK = 1 << 20  # bytes of a log per batch: a replayed million-line log is never one huge list
 
 
 class LocalBackend:
@@ -188,6 +190,20 @@ class LocalBackend:
         """Newest first; finished jobs included (the store keeps history)."""
         rows = jobs_repo.newest_first(self.store, None if status is None else status.value, group_id, limit)
         return [JobRow.from_values(values) for values in rows]
+
+    def job_changes(self, cursor: object = None) -> JobChanges:
+        """Every job on the first look and after a prune; later, only the jobs submitted since, the active
+        ones and the ones that were active last time (to see how they ended): a settled job never changes."""
+        prunes = jobs_repo.prunes(self.store)
+        if isinstance(cursor, ChangesCursor) and cursor.prunes == prunes:
+            found = jobs_repo.changed_since(self.store, cursor.seq, list(cursor.active))
+            rows, complete, seq = [JobRow.from_values(values) for values in found], False, cursor.seq
+        else:
+            rows, complete, seq = self.jobs(), True, 0
+        seq = max([seq, *(row.seq for row in rows)])
+        return JobChanges(
+            rows, complete, ChangesCursor(prunes, seq, tuple(r.job_id for r in rows if not r.status.finished))
+        )
 
     # -- scheduling ----------------------------------------------------------------------------------
 
@@ -360,9 +376,11 @@ class LocalBackend:
         and the files end. Multi-host jobs prefix each line with its host."""
         reader = self.log_reader(job_id)
         while True:
-            batch = reader.read()
+            batch = reader.read_some(LOG_CHUNK)
             if batch:
                 yield batch
+            if reader.behind and not (stop is not None and stop.is_set()):
+                continue  # the rest of what is written already, before waiting for more
             if not follow or (stop is not None and stop.is_set()):
                 break
             if not batch:

@@ -12,6 +12,7 @@ from typing import Any, cast
 from kinetic_tui.core.backends.base import (
     Call,
     DebugEndpoint,
+    JobChanges,
     JobInfo,
     LogReader,
     Submitted,
@@ -19,6 +20,7 @@ from kinetic_tui.core.backends.base import (
 )
 from kinetic_tui.core.backends.local import batch, launcher, submission
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend, Pool
+from kinetic_tui.core.backends.local.prune import prune
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.job_status import JobStatus
@@ -115,6 +117,14 @@ class LocalInterface:
     def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[JobRow]:
         self.backend.reconcile()
         return self.backend.jobs(status=status, limit=limit)
+
+    def job_changes(self, cursor: object = None) -> JobChanges:
+        self.backend.reconcile()
+        return self.backend.job_changes(cursor)
+
+    def prune(self, before: float) -> tuple[int, int]:
+        pruned = prune(self.backend.store, before)
+        return pruned.removed, pruned.kept
 
     def pools(self) -> list[Pool]:
         return self.backend.pools()

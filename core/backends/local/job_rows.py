@@ -35,6 +35,16 @@ class Pool:
 
 
 @dataclass(frozen=True)
+class ChangesCursor:
+    """Where a look at the jobs left off: the store's prune count then, the newest `seq` seen, the jobs
+    that were active."""
+
+    prunes: int
+    seq: int
+    active: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class JobRow:
     seq: int
     job_id: str

@@ -48,24 +48,36 @@ class LogReader:
         self.offsets = [0] * len(paths)
         self.partial = [""] * len(paths)
         self.ends: list[int | None] = [None] * len(paths)  # stop reading a file there (None: its end)
+        self.behind = False  # the last `read_some` stopped at its limit in some file
 
     def _prefix(self, host: int) -> str:
         return f"[host {host}] " if len(self.paths) > 1 else ""
 
     def read(self) -> list[str]:
+        return self.read_some(None)
+
+    def read_some(self, limit: int | None) -> list[str]:
+        """Like `read`, but at most `limit` bytes of each file (None: no limit); `behind` then says whether
+        a file had more. A reader that hands batches on reads a big log in steps, so no batch holds it all."""
         batch: list[str] = []
+        self.behind = False
         for i, path in enumerate(self.paths):
             try:
                 with open(path, "rb") as fh:
                     fh.seek(self.offsets[i])
                     end = self.ends[i]
-                    chunk = fh.read() if end is None else fh.read(max(end - self.offsets[i], 0))
+                    size = -1 if end is None else max(end - self.offsets[i], 0)
+                    if limit is not None and (size < 0 or size > limit):
+                        size = limit
+                    chunk = fh.read(size)
             except FileNotFoundError:
                 continue
+            self.behind = self.behind or len(chunk) == limit
             self.offsets[i] += len(chunk)
             lines = (self.partial[i] + chunk.decode("utf-8", "replace")).split("\n")
             self.partial[i] = lines.pop()
-            batch.extend(self._prefix(i) + line for line in lines)
+            prefix = self._prefix(i)
+            batch.extend((prefix + line for line in lines) if prefix else lines)
         return batch
 
     def rest(self) -> list[str]:
@@ -116,8 +128,8 @@ class LaneLogReader(LogReader):
         self.backend, self.job_id = backend, job_id
         self.final = False
 
-    def read(self) -> list[str]:
-        return super().read() if self._bounded() else []
+    def read_some(self, limit: int | None) -> list[str]:
+        return super().read_some(limit) if self._bounded() else []
 
     def tail(self, n: int) -> list[str]:
         return super().tail(n) if self._bounded() else []
