@@ -62,7 +62,10 @@ def pair():
     inputs = {{"prev": "params.salt"}}
     return Pipeline(
         "pair",
-        [Step("a", one_second, {{**inputs, "lane": "params.a"}}), Step("b", one_second, {{**inputs, "lane": "params.b"}})],
+        [
+            Step("a", one_second, {{**inputs, "lane": "params.a"}}),
+            Step("b", one_second, {{**inputs, "lane": "params.b"}}),
+        ],
         {{"salt": 0, "a": 0, "b": 1}},
     )
 

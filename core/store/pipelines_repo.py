@@ -23,7 +23,7 @@ class StoredRun(NamedTuple):
     run: PipelineRun
     started_at: float | None = None  # None for a run recorded whole (the pure engine's)
     finished_at: float | None = None  # None while it runs
-    jobs: dict[str, str] = {}  # noqa: RUF012 - never mutated; the job id of each step that ran as one
+    jobs: dict[str, str] = {}  # never mutated: the job id of each step that ran as one
 
 
 class StepCache(MutableMapping[str, dict[str, Any]]):
