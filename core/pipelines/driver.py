@@ -82,15 +82,18 @@ class RunDriver:
             self._artifacts = workspace_artifacts(self.backend)
         return self._artifacts
 
-    def tick(self) -> None:
+    def tick(self) -> bool:
+        """One round of every Running run; True when a step job is still running (its end is news soon)."""
         running = pipeline_steps_repo.running(self.store)
         for key in set(self._loaded) - set(running):
             del self._loaded[key]
+        busy = False
         for name, number in running:
             try:
-                self.advance(name, number)
+                busy = self.advance(name, number) or busy
             except Exception:
                 log.exception("pipeline %s run %s: this round failed", name, number)
+        return busy
 
     def _load(self, name: str, number: int, record: dict[str, Any]) -> LoadedRun:
         loaded = self._loaded.get((name, number))
@@ -102,17 +105,17 @@ class RunDriver:
             loaded = self._loaded[(name, number)] = LoadedRun(name, number, record, pipeline, nodes, frames, order)
         return loaded
 
-    def advance(self, name: str, number: int) -> None:
-        """One round of one run."""
+    def advance(self, name: str, number: int) -> bool:
+        """One round of one run; True when one of its steps is still running as a job."""
         found = pipeline_steps_repo.header(self.store, name, number)
         if found is None or found[0] is not RunStatus.RUNNING:
-            return
+            return False
         run = self._load(name, number, found[1])
         timeout = run.record.get("timeout")
         if timeout is not None and time.time() - run.record["started_at"] > timeout:
             for job_id in pipeline_steps_repo.cancel(self.store, name, number) or []:
                 cancel_job(self.backend, job_id)
-            return
+            return False
         rows = pipeline_steps_repo.steps(self.store, name, number)
         statuses: dict[int, StepStatus] = {}
         outputs: dict[str, dict[str, Any]] = {}
@@ -134,6 +137,7 @@ class RunDriver:
         if len(statuses) == len(run.nodes):
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
+        return any(row.status is StepStatus.RUNNING for row in rows.values())
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -226,6 +230,11 @@ def _duration(record: JobRecord) -> float:
     return max(record.finished_at - record.started_at, 0.0)
 
 
+# Seconds between rounds while a step job runs: a step's end is looked for about as often as a client
+# waiting on a job looks (a round with nothing new costs a few indexed reads per running step).
+BUSY_PAUSE = 0.01
+
+
 class PipelineRuns:
     """Every Running pipeline run advances while the supervisor lives, whoever started it."""
 
@@ -233,6 +242,7 @@ class PipelineRuns:
 
     def __init__(self) -> None:
         self._drivers: dict[Path, RunDriver] = {}
+        self.pause: float | None = None
 
     def due(self, home: Home) -> bool:
         return pipeline_steps_repo.any_running(home.store)
@@ -241,4 +251,4 @@ class PipelineRuns:
         driver = self._drivers.get(home.home)
         if driver is None:
             driver = self._drivers[home.home] = RunDriver(home.store, home.backend)
-        driver.tick()
+        self.pause = BUSY_PAUSE if driver.tick() else None

@@ -52,6 +52,7 @@ class Supervised:
 
 class Duty(Protocol):
     name: str
+    pause: float | None  # how soon its next round is wanted after this one (None: the loop's own pause)
 
     def due(self, home: Supervised) -> bool: ...
 
@@ -62,6 +63,7 @@ class JobQueue:
     """PENDING local jobs start as their pools free nodes; settling a finished job starts the next."""
 
     name = "job queue"
+    pause = None
 
     def due(self, home: Supervised) -> bool:
         return jobs_repo.any_pending(home.store)
@@ -74,6 +76,7 @@ class Studies:
     """A study keeps submitting its trials after the client that started it exits."""
 
     name = "tuning studies"
+    pause = None
 
     def due(self, home: Supervised) -> bool:
         return bool(home.store.tuning.names()) and bool(home.training.moving_studies())
