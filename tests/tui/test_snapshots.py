@@ -18,11 +18,11 @@ from textual.widgets import Static
 
 from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
+from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.forms import StagePicker
 from kinetic_tui.widgets.command_bar import CommandBar
-from kinetic_tui.core.supervisor import process as supervisor
 from tests.tui.snapshot_live import live_workspace
 from tests.tui.snapshot_workspace import VIEWED_AT, locked_workspace
 
