@@ -22,6 +22,7 @@ FAN_OUT = 200
 CHAIN = 20
 MODULE = f"""
 import time
+from pathlib import Path
 
 import kinetic_tui as kinetic
 from kinetic_tui import Pipeline, Step
@@ -81,9 +82,10 @@ PIPELINES = ("chain", "one", "pair", "fan")
 class Bench:
     """A Console on the benchmark workspace, the pipelines registered, the user module imported."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, extra: str = "") -> None:
+        """`extra`: more source for the user module (more pipelines)."""
         project = fresh_workspace(prefix)
-        (project / "bench_pipes.py").write_text(MODULE)
+        (project / "bench_pipes.py").write_text(MODULE + extra)
         sys.path.insert(0, str(project))
         import bench_pipes
 
