@@ -124,6 +124,29 @@ class Bench:
         self.loop.close()
 
 
+def compare(
+    candidate: tuple[str, Callable[[], float]], baseline: tuple[str, Callable[[], float]], rounds: int, goal: float
+) -> None:
+    """Run both sides interleaved (each returns its seconds); print both medians and the ratio."""
+    medians = interleaved(dict([candidate, baseline]), rounds)
+    print(f"medians of {rounds} interleaved rounds, {load_average()}")
+    print_ratio((baseline[0], medians[baseline[0]]), (candidate[0], medians[candidate[0]]), goal)
+
+
+def print_ratio(baseline: tuple[str, float], candidate: tuple[str, float], goal: float) -> None:
+    """Both figures (seconds) and the candidate's ratio to the baseline against `goal`."""
+    for name, value in (baseline, candidate):
+        print(f"  {name}: {value * 1000:.0f} ms")
+    ratio = candidate[1] / baseline[1]
+    print(f"  ratio {ratio:.2f}x (goal <= {goal}x: {'meets' if ratio <= goal else 'MISSES'})")
+
+
+def seconds(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
 def interleaved(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
     """Median seconds per side over `rounds` rounds, the order alternating (the machine is shared)."""
     samples: dict[str, list[float]] = {name: [] for name in sides}

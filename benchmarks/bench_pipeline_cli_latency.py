@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from _pipelines import Bench, load_average
+from _pipelines import Bench, load_average, print_ratio
 
 GOAL = 1.5
 ROUNDS = 3
@@ -76,11 +76,8 @@ def main() -> None:
             idle += timed_commands()
     finally:
         bench.close()
-    b, i = statistics.median(busy), statistics.median(idle)
     print(f"medians of {len(busy)} commands each ({ROUNDS} rounds), {load_average()}")
-    print(f"idle workspace:          {i * 1000:.0f} ms per command")
-    print(f"while a step job runs:   {b * 1000:.0f} ms per command")
-    print(f"ratio {b / i:.2f}x (goal <= {GOAL}x: {'meets' if b / i <= GOAL else 'MISSES'})")
+    print_ratio(("idle workspace", statistics.median(idle)), ("while a step job runs", statistics.median(busy)), GOAL)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
-from kinetic_tui.core.backends.base import Backend, JobRecord
+from kinetic_tui.core.backends.base import Backend, Call, JobRecord
 from kinetic_tui.core.backends.registry import backend_for_context
 from kinetic_tui.core.batches import batch_manifest, new_group_id
 from kinetic_tui.core.errors import NotFoundError
@@ -218,7 +218,7 @@ class RunDriver:
                 return {}  # cancelled meanwhile: nothing of this round is submitted
             rows[name] = StepRow(StepStatus.RUNNING, ctx.job_id, attempts, reserved)
         uri = self.backend.bucket_uri(first.bucket, PREFIX)
-        calls = [
+        calls: list[Call] = [
             ((run.nodes[i].name, run.nodes[i].fn, run.nodes[i].is_condition, prepared.resolved, first.bucket, uri), {})
             for i, prepared, _ in steps
         ]

@@ -63,7 +63,7 @@ class JobQueue:
     """PENDING local jobs start as their pools free nodes; settling a finished job starts the next."""
 
     name = "job queue"
-    pause = None
+    pause: float | None = None
 
     def due(self, home: Supervised) -> bool:
         return jobs_repo.any_pending(home.store)
@@ -76,7 +76,7 @@ class Studies:
     """A study keeps submitting its trials after the client that started it exits."""
 
     name = "tuning studies"
-    pause = None
+    pause: float | None = None
 
     def due(self, home: Supervised) -> bool:
         return bool(home.store.tuning.names()) and bool(home.training.moving_studies())

@@ -4,10 +4,14 @@ and the run history shows each run's status and duration."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
+from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
 from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.screens.job_detail import JobScreen
@@ -47,10 +51,16 @@ def gates(tui_project: Path, tmp_path: Path) -> Path:
     return found
 
 
-async def started_run(console: Console, gates: Path) -> None:
-    """Run `gated` detached (the supervisor drives it) until its first step's job is running."""
+@asynccontextmanager
+async def running_step(console: Console, gates: Path, make_app: AppFactory) -> AsyncIterator[tuple[KineticApp, Pilot]]:
+    """An app on view 6 once `gated`, run detached (the supervisor drives it), shows its first step running."""
     await console.pipelines.register("live_user:gated")
     await console.pipelines.run("gated", {"gates": str(gates)}, wait=False)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_view(app, pilot, "6")
+        await wait_for(lambda: "[▶ first job-" in dag(app), pilot, timeout=30)
+        yield app, pilot
 
 
 def dag(app) -> str:
@@ -64,11 +74,7 @@ def step_job(run) -> str:
 async def test_the_dag_follows_a_running_step_and_its_job_id_then_the_run_settles(
     console: Console, gates: Path, make_app: AppFactory
 ) -> None:
-    await started_run(console, gates)
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await open_view(app, pilot, "6")
-        await wait_for(lambda: "[▶ first job-" in dag(app), pilot, timeout=30)
+    async with running_step(console, gates, make_app) as (app, pilot):
         run = await console.pipelines.get_run("gated", 1)
         assert f"[▶ first {step_job(run)}]" in dag(app) and "[· second]" in dag(app)
         history = app.query_one("#runs", KeyedTable).get_row("#1")
@@ -85,11 +91,7 @@ async def test_the_dag_follows_a_running_step_and_its_job_id_then_the_run_settle
 async def test_enter_on_a_step_opens_its_job_screen_and_a_step_with_no_job_says_so(
     console: Console, gates: Path, make_app: AppFactory
 ) -> None:
-    await started_run(console, gates)
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await open_view(app, pilot, "6")
-        await wait_for(lambda: "[▶ first job-" in dag(app), pilot, timeout=30)
+    async with running_step(console, gates, make_app) as (app, pilot):
         steps = app.query_one("#steps", KeyedTable)
         steps.focus()
         steps.select_key("second")  # still Pending: no job yet
@@ -116,11 +118,7 @@ async def test_enter_on_a_step_opens_its_job_screen_and_a_step_with_no_job_says_
 async def test_c_cancels_the_selected_running_run_after_asking_and_refuses_a_finished_one(
     console: Console, gates: Path, make_app: AppFactory
 ) -> None:
-    await started_run(console, gates)
-    app = make_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await open_view(app, pilot, "6")
-        await wait_for(lambda: "[▶ first job-" in dag(app), pilot, timeout=30)
+    async with running_step(console, gates, make_app) as (app, pilot):
         job_id = step_job(await console.pipelines.get_run("gated", 1))
         await pilot.press("c")
         assert isinstance(app.screen, ConfirmScreen) and "run #1 of gated" in app.screen.question
