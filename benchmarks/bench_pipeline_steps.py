@@ -26,28 +26,33 @@ def main() -> None:
     def mapped() -> None:
         assert bench.module.remote_square.map(inputs).results() == [x * x for x in inputs]
 
-    try:
-        print("== per-step overhead")
-        compare(
+    comparisons = (
+        (
+            "per-step overhead",
             (f"{CHAIN} sequential empty steps", lambda: bench.run("chain")),
             (f"{CHAIN} warm @run round trips", lambda: seconds(round_trips)),
-            rounds=5,
-            goal=1.5,
-        )
-        print("== parallelism")
-        compare(
+            5,
+            1.5,
+        ),
+        (
+            "parallelism",
             ("two independent 1 s steps", lambda: bench.run("pair")),
             ("one 1 s step", lambda: bench.run("one")),
-            rounds=5,
-            goal=1.25,
-        )
-        print("== fan-out")
-        compare(
+            5,
+            1.25,
+        ),
+        (
+            "fan-out",
             (f"{FAN_OUT} independent steps", lambda: bench.run("fan")),
             (f"map of {FAN_OUT} inputs", lambda: seconds(mapped)),
-            rounds=3,
-            goal=2.0,
-        )
+            3,
+            2.0,
+        ),
+    )
+    try:
+        for title, candidate, baseline, rounds, goal in comparisons:
+            print(f"== {title}")
+            compare(candidate, baseline, rounds, goal)
     finally:
         bench.close()
 
