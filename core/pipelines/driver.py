@@ -10,10 +10,11 @@ first, so a run's record does not depend on timing.
 A step's job is reserved (Running, with its job id) before it is submitted: a driver killed in between
 leaves a job id the backend does not know, which the next round puts back to Pending.
 
-Steps that become ready in one round and run on the same accelerator are submitted as one batch, as `map`
-submits its inputs: each is still its own job (its id, row, log and result), but the local backend runs
-them in lanes (one process per node works through several, so a fan-out of trivial steps does not pay a
-process each; steps of one lane share its process, as map inputs do).
+Steps that become ready in one round on the same accelerator, more of them than its pool has nodes (a
+fan-out), are submitted as one batch, as `map` submits its inputs: each is still its own job (its id, row,
+log and result), but the local backend runs them in lanes (one process per node works through several, so
+a fan-out of trivial steps does not pay a process each; steps of one lane share its process, as map inputs
+do). Fewer ready steps than nodes each get their own process at once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
 from kinetic_tui.core.backends.base import Backend, Call, JobRecord
 from kinetic_tui.core.backends.registry import backend_for_context
@@ -189,8 +191,17 @@ class RunDriver:
                 continue
             placed.setdefault(where, []).append((i, prepared, attempts))
         for where, steps in placed.items():
-            rows.update(self._submit(run, where, steps))
+            if len(steps) > self._capacity(where):  # a fan-out: one batch, in lanes as a map's inputs
+                rows.update(self._submit(run, where, steps))
+            else:  # each its own process at once: a lane would run two long steps one after the other
+                for step in steps:
+                    rows.update(self._submit(run, where, [step]))
         return rows
+
+    def _capacity(self, where: str) -> int:
+        """Nodes of the pool that runs `where` now."""
+        placed = self.backend.placement(where, parse_accelerator(where).num_nodes)
+        return 0 if placed is None else self.backend.pool(placed).nodes
 
     def _submit(self, run: LoadedRun, where: str, steps: list[tuple[int, Ready, int]]) -> dict[str, StepRow]:
         """Reserve each step's job (Running with its id), then submit them: one call, or one batch."""
