@@ -18,6 +18,8 @@ from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.store import jobs_repo
+from kinetic_tui.core.store.db import StoreError
 from tests.lifecycle.backend_projects import (
     client_json,
     finish_client,
@@ -166,6 +168,25 @@ def test_accelerator_no_pool_provides_fails_at_submit_naming_pools_and_the_fix(j
     assert "kinetic-tui pool add NAME --accelerator l4x1 --nodes 1" in message
     assert local_backend().jobs() == []
     assert not list((kinetic_home / "local").glob("buckets/*/job-*"))
+
+
+@pytest.mark.parametrize("how", ["single", "map"])
+def test_a_submission_whose_rows_never_committed_leaves_no_files(jobs, kinetic_home, monkeypatch, how):
+    """The store locked past its timeout at the insert: the caller gets the error and nothing was
+    acknowledged, so no job directory, handle or batch stays behind for `doctor` to find without a row."""
+
+    def locked(*_args: object) -> None:
+        raise StoreError("state.db is locked by another process for more than 5s")
+
+    monkeypatch.setattr(jobs_repo, "insert_pending", locked)
+    remote = kinetic.run()(jobs.add)
+    with pytest.raises(StoreError, match="locked"):
+        remote.run_async(1, 2) if how == "single" else kinetic.map(remote, [(1, 2), (3, 4)])
+    monkeypatch.undo()
+    assert local_backend().jobs() == []
+    local = kinetic_home / "local"
+    assert not [p for p in local.glob("buckets/*/*") if p.name != "_groups"] + list(local.glob("buckets/*/_groups/*"))
+    assert not list(local.glob("jobs/job-*"))
 
 
 def test_emulated_accelerator_pool_runs_the_job_on_the_cpu(jobs):

@@ -281,15 +281,28 @@ def after_the_submit_window(service: TrainingService) -> TrainingService:
     return TrainingService(service.store, service.backend, clock=lambda: time.time() + SUBMIT_WINDOW)
 
 
-def test_a_first_attempt_whose_submitter_died_fails_after_the_window_and_frees_the_instance(service, one_node):
+def test_a_first_attempt_whose_submitter_died_is_stopped_after_the_window_and_resumes_from_epoch_1(service, one_node):
     die_while_submitting("start('orphan', {}, 2, 1, 'one')")
     assert service.refresh("orphan")[0].status == "InProgress"  # maybe still submitting: left alone
     with pytest.raises(TrainingStateError, match="still being submitted"):
         service.interrupt("orphan")
 
-    failed = after_the_submit_window(service).refresh("orphan")[0]
-    assert failed.status == "Failed" and "was never submitted" in failed.error
-    assert service.wait(service.start("next", HP, 1, 1, one_node).name).status == "Completed"
+    stopped = after_the_submit_window(service).refresh("orphan")[0]
+    assert stopped.status == "Stopped" and "was never submitted" in stopped.error
+    with pytest.raises(CapacityError, match="orphan"):  # Stopped keeps its instance, as a preempted run does
+        service.start("next", HP, 1, 1, one_node)
+    done = service.wait(service.resume("orphan").name)
+    assert (done.status, done.artifact_hash) == ("Completed", in_memory(2, 1, hp={}).artifact_hash)
+    assert len(done.job_ids) == 2
+
+
+def test_a_trial_whose_submitter_died_is_submitted_again_by_its_study(service, one_node):
+    die_while_submitting("tune('lost', {'lr': [0.1]}, 'grid', 1, pool='one', epochs=2, wait=False)")
+    assert service.study("lost").trials[0].status == "InProgress"  # reserved, never queued
+    after_the_submit_window(service).refresh()  # what the supervisor's tick does once the window passed
+    done = service.wait("lost.trial-1")
+    assert (done.status, done.artifact_hash) == ("Completed", in_memory(2, 1, hp={"lr": 0.1}).artifact_hash)
+    assert service.study("lost").status == "Completed"
 
 
 def test_a_resume_whose_submitter_died_is_undone_after_the_window(service):

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
 from kinetic_tui.core.backends.base import Backend, Call, JobRecord
-from kinetic_tui.core.backends.registry import backend_for_context
 from kinetic_tui.core.batches import batch_manifest, new_group_id
 from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.jobs import JobHandle
@@ -41,7 +40,6 @@ from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 from kinetic_tui.core.store.pipeline_steps_repo import StepRow
 from kinetic_tui.core.submission import context
 from kinetic_tui.core.submission.context import JobContext
-from kinetic_tui.core.submission.dispatch import submit_call
 
 
 class Home(Protocol):
@@ -213,6 +211,7 @@ class RunDriver:
                 run_step,
                 where,
                 display_name=f"{run.name}#{run.number} {names[0]}",
+                container_image=run.record.get("container_image"),
                 package_root=Path(root) if root and Path(root).is_dir() else None,
                 group_id=new_group_id() if len(steps) > 1 else None,
                 group_index=0 if len(steps) > 1 else None,
@@ -235,9 +234,9 @@ class RunDriver:
         ]
         try:
             if len(steps) == 1:
-                submit_call(first, *calls[0])
+                self.backend.submit_call(first, *calls[0])
             else:
-                backend_for_context(first).submit_map(contexts, calls, batch_manifest(contexts, name=run.holder))
+                self.backend.submit_map(contexts, calls, batch_manifest(contexts, name=run.holder))
         except Exception as exc:
             return {
                 name: self._failed(run, i, p, a, exc, ctx.job_id)

@@ -49,21 +49,6 @@ KNOWN = (
         ("succeeded-recorded-failed", "unexplained", "training"),
         "vanished without an exit status or result",
     ),
-    Known(
-        "killed trial submitter",
-        "the supervisor killed while it submits a study's trial leaves the trial Failed 'never submitted' after "
-        "60 s, so the study never completes its budget",
-        ("training",),
-        "was never submitted",
-    ),
-    Known(
-        "killed step submitter",
-        "the supervisor killed while it submits a pipeline step's job, after the job's handle is written and "
-        "before its row is, leaves that handle without a row (doctor: 'jobs on disk have no row'); the step "
-        "itself is submitted again under a new id and runs once",
-        ("doctor",),
-        "jobs on disk have no row",
-    ),
 )
 
 
