@@ -28,6 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from kinetic_tui.config import UserConfig, binding_ids, load_config
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
@@ -102,11 +103,11 @@ class KineticApp(App[int]):
     # stylesheet is built with its colours from the start
     theme: Reactive[str] = Reactive(THEME)
     BINDINGS = [
-        *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False) for n in range(1, 7)),
-        Binding("colon", "command_bar", "Command"),
-        Binding("slash", "filter", "Filter"),
-        Binding("question_mark", "help", "Keys"),
-        Binding("q", "quit", "Quit"),
+        *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False, id=f"app.view_{n}") for n in range(1, 7)),
+        Binding("colon", "command_bar", "Command", id="app.command_bar"),
+        Binding("slash", "filter", "Filter", id="app.filter"),
+        Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
     def __init__(
@@ -116,14 +117,21 @@ class KineticApp(App[int]):
         clock: Callable[[], float] | None = None,
         poll_interval: float = 1.0,
         background: Callable[[Console], Awaitable[None]] | None = None,
+        config: UserConfig | None = None,
     ) -> None:
-        """`background` is work that fills the workspace while the UI is up (the demo)."""
+        """`background` is work that fills the workspace while the UI is up (the demo); `config` the user's
+        keymap and theme (`kinetic_tui.config`; None: the defaults)."""
         # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
         # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
         super().__init__(ansi_color=True)
         for name in list(self.available_themes):  # the palette's theme picker offers 16-colour themes only
             if not self.available_themes[name].ansi:
                 self.unregister_theme(name)
+        self.config = config or UserConfig()
+        if self.config.keymap:
+            self.set_keymap(dict(self.config.keymap))
+        if self.config.theme != THEME:  # only then: assigning the theme restyles everything once
+            self.theme = self.config.theme
         self.background = background
         self.service = console  # `App.console` is Textual's rich console
         self.readonly = readonly
@@ -168,6 +176,8 @@ class KineticApp(App[int]):
         self.set_interval(TICK, self._tick)
         if self.background is not None:
             self.run_worker(self.background(self.service), group="background", exit_on_error=False)
+        if self.config.problem:
+            self.notify(self.config.problem, title="config", severity="error", timeout=20)
         self._tick()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -314,6 +324,7 @@ class KineticApp(App[int]):
             "group": (console.registry.models, "group"),
             "endpoint": (console.endpoints.list, "name"),
             "pipeline": (console.pipelines.list, "name"),
+            "function": (console.jobs.known_functions, "ref"),
         }
         names: dict[str, list[str]] = {}
         for kind, (read, attribute) in readers.items():
@@ -447,7 +458,7 @@ def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home
     except KineticError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
-    app = KineticApp(console, readonly=readonly, background=background)
+    app = KineticApp(console, readonly=readonly, background=background, config=load_config(binding_ids()))
     with using_home(console.workspace.home):  # what the views read beside the console (profiles) is there too
         app.run(mouse=mouse)
     return app.return_code or 0

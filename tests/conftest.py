@@ -1,6 +1,7 @@
 """Suite-wide fixtures: every test gets its own KINETIC_HOME; hypothesis runs deterministically."""
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,17 +22,25 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(autouse=True)
 def kinetic_home(tmp_path_factory, monkeypatch):
-    """Point KINETIC_HOME at a fresh temp dir and clear KINETIC_* so the user's config never leaks in;
-    afterwards stop the supervisor and the fork server, and fail the test if any process of ours is still
-    serving its home a moment later (a job, a lane, a client): a suite run leaves nothing behind."""
+    """Point KINETIC_HOME (and XDG_CONFIG_HOME) at fresh temp dirs and clear KINETIC_* so the user's config
+    never leaks in; afterwards stop the supervisor and the fork server, and fail the test if any process of
+    ours is still serving its home a moment later (a job, a lane, a client): a suite run leaves nothing
+    behind. A test
+    that points KINETIC_HOME elsewhere (an overriding fixture: the tmux test's demo workspace) has the home
+    it ended with judged too."""
     home = tmp_path_factory.mktemp("kinetic-home")
     for name in list(os.environ):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KINETIC_HOME", str(home))
+    # the console's own config file (keymap, theme) is the test's to write, never the user's
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     yield home
-    processes.stop_infrastructure(home)
-    left = processes.reap(home, LEFTOVER_GRACE)
+    homes = dict.fromkeys([home, Path(os.environ.get("KINETIC_HOME") or home)])
+    left = {}
+    for served in homes:
+        processes.stop_infrastructure(served)
+        left.update(processes.reap(served, LEFTOVER_GRACE))
     if left:
         pytest.fail(
             "the test left processes of ours running (killed now): "

@@ -147,6 +147,17 @@ def test_exactly_one_of_many_starters_serves_the_home(kinetic_home: Path) -> Non
     wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queue to drain")
 
 
+def test_a_supervisor_stopped_as_it_starts_is_stopped_not_left_to_start_later(kinetic_home: Path) -> None:
+    """The starter hands its lease to the child, so `stop` in the child's first instants finds and stops
+    it; were the lease taken by the child itself, this stop would see nobody and the child would serve."""
+    for _ in range(3):
+        assert supervisor.ensure_running(kinetic_home)
+        assert supervisor.running(kinetic_home) not in (None, 0)  # named from the start
+        assert supervisor.stop(kinetic_home) is not None
+        assert supervisor.running(kinetic_home) is None
+        wait_for(lambda: not supervisors(kinetic_home), 10, "the stopped supervisor to be gone")
+
+
 def test_the_lease_is_exclusive_and_names_its_holder(kinetic_home: Path) -> None:
     lease = Lease.acquire(kinetic_home)
     assert lease is not None and Lease.acquire(kinetic_home) is None

@@ -30,9 +30,9 @@ class HelpScreen(Dialog[None]):
     HelpScreen #help VerticalScroll { height: auto; max-height: 16; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("question_mark", "dismiss", "Close"),
-        Binding("q", "dismiss", "Close", show=False),
+        Binding("escape", "dismiss", "Close", id="help.close"),
+        Binding("question_mark", "dismiss", "Close", id="help.close_help_key"),
+        Binding("q", "dismiss", "Close", show=False, id="help.close_q"),
     ]
 
     def __init__(self, title: str, view_keys: Sequence[KeyRow], global_keys: Sequence[KeyRow]) -> None:

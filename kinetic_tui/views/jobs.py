@@ -47,11 +47,11 @@ class JobsView(View):
     ACTION_VERBS = {"submit": "submit", "cancel": "cancel"}
     LISTS_JOBS = True
     BINDINGS = [
-        Binding("enter", "open", "Open"),
-        Binding("s", "submit", "Submit"),
-        Binding("c", "cancel", "Cancel job"),
-        Binding("o", "sort", "Sort"),
-        Binding("O", "reverse", "Reverse", show=False),
+        Binding("enter", "open", "Open", id="jobs.open"),
+        Binding("s", "submit", "Submit", id="jobs.submit"),
+        Binding("c", "cancel", "Cancel job", id="jobs.cancel"),
+        Binding("o", "sort", "Sort", id="jobs.sort"),
+        Binding("O", "reverse", "Reverse", show=False, id="jobs.reverse"),
     ]
 
     def __init__(self) -> None:

@@ -37,7 +37,10 @@ class PipelinesView(TableView):
     title = "Pipelines"
     MAIN = "pipelines"
     WHAT = "pipeline"
-    BINDINGS = [Binding("R", "rerun", "Rerun"), Binding("c", "cancel", "Cancel run")]
+    BINDINGS = [
+        Binding("R", "rerun", "Rerun", id="pipelines.rerun"),
+        Binding("c", "cancel", "Cancel run", id="pipelines.cancel"),
+    ]
     ACTION_VERBS = {"rerun": "rerun", "cancel": "pipeline cancel"}
     DEFAULT_CSS = "PipelinesView KeyedTable { max-height: 8; }"
 

@@ -22,6 +22,7 @@ def test_the_read_only_verbs_are_those_that_change_nothing() -> None:
     assert {
         "pools",
         "jobs",
+        "functions",
         "status",
         "logs",
         "wait",

@@ -178,6 +178,9 @@ class GkeCluster:
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         self._backend(job_id).cleanup(job_id, workload, uploads)
 
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        return self._backend(job_id).leftover(job_id)
+
     def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
         """A `kubectl port-forward` from `local_port` here to the job's leader pod."""
         pod = self._backend(job_id).leader_pod(job_id)

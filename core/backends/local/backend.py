@@ -388,6 +388,18 @@ class LocalBackend:
         if workload and not row.in_lane:
             discard(row.job_dir / "work")
 
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        """The job's own processes still alive, then (with `files`) its working directory; a map input's
+        processes are its lane's, which go on with the lane's other inputs, so they are not counted."""
+        row = self.job(job_id)
+        alive = [host.pgid for host in row.hosts or () if host.is_alive()]
+        if alive and not row.in_lane:
+            return f"process group{'s' if len(alive) > 1 else ''} {', '.join(map(str, alive))}"
+        work = row.job_dir / "work"
+        if files and not row.in_lane and work.exists():
+            return f"working directory {work}"
+        return None
+
     def log_reader(self, job_id: str) -> LogReader:
         row = self.job(job_id)
         return LaneLogReader(self, job_id) if row.in_lane else LogReader(self.log_paths(row))
