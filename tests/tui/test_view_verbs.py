@@ -14,7 +14,7 @@ HIDDEN = {
     "Training": {"train", "interrupt", "resume"},
     "Registry": {"promote"},
     "Endpoints": {"scale", "load"},
-    "Pipelines": {"rerun"},
+    "Pipelines": {"rerun", "cancel"},
 }
 
 
