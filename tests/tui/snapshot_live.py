@@ -166,7 +166,7 @@ def live_workspace() -> Iterator[Path]:
                     console, lambda: _settled(console, 2) or not pipeline_steps_repo.running(console.workspace.store)
                 )
                 asyncio.run(console.aclose())
-            launcher.shutdown_server()
+            console.workspace.run(launcher.shutdown_server)  # the fork server of this home, not the environment's
             os.chdir(saved_cwd)
             sys.path[:] = saved_path
             sys.modules.pop(MODULE_NAME, None)
