@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import Storage, bucket_storage
-from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 
 if TYPE_CHECKING:
     from kinetic_tui.core.backends.base import Backend
+    from kinetic_tui.core.store import Store
 
 PREFIX = "_artifacts/sha256/"
 REF = "__kinetic_artifact__"  # an output value that is a reference: {REF: digest}
@@ -100,6 +99,8 @@ class ArtifactStore:
 
 def workspace_artifacts(backend: Backend) -> ArtifactStore:
     """The artifact store in the active profile's jobs bucket, as `backend`'s jobs reach it."""
+    from kinetic_tui.core.profiles import resolve_infra  # here: a step's job imports this module, not profiles
+
     bucket = resolve_infra().jobs_bucket
     return ArtifactStore.at(bucket, backend.bucket_uri(bucket, PREFIX))
 
@@ -107,6 +108,8 @@ def workspace_artifacts(backend: Backend) -> ArtifactStore:
 def prune(store: Store, artifacts: ArtifactStore) -> dict[str, Any]:
     """Remove every artifact in the bucket that nothing references. While a pipeline run is Running nothing
     is removed: a step's job may have just written an output its driver has not recorded yet."""
+    from kinetic_tui.core.store import artifacts_repo, pipeline_steps_repo  # here: a step's job needs no store
+
     if pipeline_steps_repo.any_running(store):
         return {"removed": [], "kept": len(artifacts.digests()), "why": "pipeline runs are in progress; retry later"}
     held = artifacts_repo.referenced(store)

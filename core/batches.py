@@ -27,7 +27,7 @@ import keyword
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, attach
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import Storage
-from kinetic_tui.core.submission.context import new_job_id
+from kinetic_tui.core.submission.context import JobContext, new_job_id
 from kinetic_tui.core.validation import MAX_SECONDS, require_group_id, require_number
 
 INPUT_MODES = ("auto", "args", "kwargs", "single")
@@ -152,20 +152,52 @@ def map_calls(
     tag_map = _check_tags(tags)
     calls = [call_args(item, mode, named) for item in inputs]
     calls = [((*remote.leading, *args), kwargs) for args, kwargs in calls]
-    group_id = f"grp-{secrets.token_hex(4)}"
+    group_id = new_group_id()
     first = remote._context(group_id=group_id, group_index=0, project=project, cluster=cluster)
     contexts = [replace(first, job_id=new_job_id(), group_index=i) if i else first for i in range(len(calls))]
-    manifest = {
-        "group_id": group_id,
+    manifest = batch_manifest(
+        contexts,
+        name=name,
+        tags=tag_map,
+        max_concurrent=max_concurrent,
+        retries=retries,
+        fail_fast=fail_fast,
+        cancel_running_on_fail=cancel_running_on_fail,
+    )
+    submitted = backend_for_context(first).submit_map(contexts, calls, manifest)
+    batch = BatchHandle(submitted)
+    batch._handles.update((record["job_id"], JobHandle.from_record(record)) for record in submitted.records)
+    return batch
+
+
+def new_group_id() -> str:
+    return f"grp-{secrets.token_hex(4)}"
+
+
+def batch_manifest(
+    contexts: Sequence[JobContext],
+    *,
+    name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    max_concurrent: int | None = None,
+    retries: int = 0,
+    fail_fast: bool = False,
+    cancel_running_on_fail: bool = False,
+) -> dict[str, Any]:
+    """The manifest of a batch of `contexts` (one group: the first context's group id), written before any
+    input is queued."""
+    first = contexts[0]
+    return {
+        "group_id": first.group_id,
         "group_kind": "map",
         "group_name": name,
-        "tags": tag_map,
+        "tags": dict(tags or {}),
         "func_name": first.func_name,
         "submit_fn_name": first.display_name,
         "created_at": iso_utc(first.created_at),
         "submitted_at": first.created_at,
-        "count": len(calls),
-        "total_expected": len(calls),
+        "count": len(contexts),
+        "total_expected": len(contexts),
         "max_concurrent": max_concurrent,
         "retries": retries,
         "fail_fast": fail_fast,
@@ -174,10 +206,6 @@ def map_calls(
         "attempts": [[ctx.job_id] for ctx in contexts],
         "children": [kinetic_child(i, [ctx.job_id]) for i, ctx in enumerate(contexts)],
     }
-    submitted = backend_for_context(first).submit_map(contexts, calls, manifest)
-    batch = BatchHandle(submitted)
-    batch._handles.update((record["job_id"], JobHandle.from_record(record)) for record in submitted.records)
-    return batch
 
 
 def kinetic_child(index: int, attempts: list[str]) -> dict[str, Any]:

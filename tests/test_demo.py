@@ -114,6 +114,12 @@ async def _check_endpoint_and_pipeline(console: Console) -> None:
     assert fresh.branch_taken["accuracy_gate"] and not changed.branch_taken["accuracy_gate"]
     changed_status = {step.name: step.status for step in changed.steps}
     assert (changed_status["register"], changed_status["notify"]) == ("Skipped", "Executed")
+    # every executed step ran as its own job (what the pipelines view shows and opens); a cached one ran none
+    for step in fresh.steps:
+        if step.status == "Executed":
+            assert step.job_id and (await console.jobs.get(step.job_id)).status == "SUCCEEDED"
+    assert all(step.job_id is None for step in cached.steps)
+    assert all(run.started_at is not None and run.finished_at is not None for run in runs)
 
 
 def test_fill_runs_the_whole_scenario_through_the_console(demo_dir: Path, kinetic_home: Path) -> None:

@@ -172,6 +172,7 @@ def test_the_lease_is_exclusive_and_names_its_holder(kinetic_home: Path) -> None
 
 class Broken:
     name = "broken"
+    pause = None
 
     def due(self, home: duties.Supervised) -> bool:
         return True
@@ -182,6 +183,7 @@ class Broken:
 
 class Countdown:
     name = "countdown"
+    pause = None
 
     def __init__(self, rounds: int) -> None:
         self.left = rounds

@@ -67,7 +67,7 @@ class Pipelines:
 
         def read() -> PipelineRunSnapshot:
             chosen = runs.chosen(self.store, name, number)
-            return PipelineRunSnapshot.of(chosen.number, chosen.run)
+            return PipelineRunSnapshot.of(chosen)
 
         return await self.workspace.query(read)
 
@@ -115,7 +115,7 @@ class Pipelines:
         if not self.workspace.wants_wait(wait):
             stored = await self.workspace.blocking(runs.chosen, self.store, name, number)
             self.workspace.spawn(f"pipeline run {name}", self._follow(name, number, True), watch_only=True)
-            return PipelineRunSnapshot.of(stored.number, stored.run)
+            return PipelineRunSnapshot.of(stored)
         looks = 0
         while await self.workspace.blocking(runs.is_running, self.store, name, number, looks):
             looks += 1
@@ -126,7 +126,7 @@ class Pipelines:
         self.workspace.events.publish(
             PipelineRunFinished(name, number, stored.run.status.value, tuple(stored.run.executed()))
         )
-        return check_run(PipelineRunSnapshot.of(stored.number, stored.run))
+        return check_run(PipelineRunSnapshot.of(stored))
 
     async def resume(self, name: str, number: int | None = None, wait: bool | None = None) -> PipelineRunSnapshot:
         """Bring back the driver of a Running run (the latest without `number`) and follow it."""
@@ -137,7 +137,7 @@ class Pipelines:
         """Cancel a Running run's step jobs and settle it Cancelled; a finished run is refused, unchanged."""
         stored = await self.workspace.blocking(runs.cancel, self.store, self.backend, name, number)
         self.workspace.events.publish(PipelineRunFinished(name, stored.number, stored.run.status.value, ()))
-        return PipelineRunSnapshot.of(stored.number, stored.run)
+        return PipelineRunSnapshot.of(stored)
 
     async def prune_artifacts(self) -> dict[str, Any]:
         """Remove the artifacts nothing references; what was removed and kept."""

@@ -12,9 +12,10 @@ from typing import Any
 
 from kinetic_tui.core.backends.base import JobRecord, PoolInfo
 from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
-from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun
+from kinetic_tui.core.platform.pipelines import Pipeline
 from kinetic_tui.core.platform.registry import ModelVersion, Transition
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.store import StoredRun
 
 
 def jsonable(value: Any) -> Any:
@@ -258,6 +259,7 @@ class StepSnapshot(Snapshot):
     duration: float
     error: str | None
     outputs: dict[str, Any]
+    job_id: str | None  # the job it runs or ran as (its latest attempt's); None when it ran no job
 
 
 @dataclass(frozen=True)
@@ -269,23 +271,34 @@ class PipelineRunSnapshot(Snapshot):
     branch_taken: dict[str, bool]
     executed: tuple[str, ...]
     steps: tuple[StepSnapshot, ...]  # topological order
+    started_at: float | None  # None for a run the pure engine recorded whole
+    finished_at: float | None  # None while it runs
 
     @classmethod
-    def of(cls, number: int, run: PipelineRun) -> PipelineRunSnapshot:
+    def of(cls, stored: StoredRun) -> PipelineRunSnapshot:
+        run = stored.run
         steps = tuple(
             StepSnapshot(
-                name, result.status.value, result.cache_key, result.duration, result.error, dict(result.outputs)
+                name,
+                result.status.value,
+                result.cache_key,
+                result.duration,
+                result.error,
+                dict(result.outputs),
+                stored.jobs.get(name),
             )
             for name, result in run.steps.items()
         )
         return cls(
             run.pipeline,
-            number,
+            stored.number,
             run.status.value,
             dict(run.params),
             dict(run.branch_taken),
             tuple(run.executed()),
             steps,
+            stored.started_at,
+            stored.finished_at,
         )
 
 

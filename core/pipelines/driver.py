@@ -9,27 +9,36 @@ first, so a run's record does not depend on timing.
 
 A step's job is reserved (Running, with its job id) before it is submitted: a driver killed in between
 leaves a job id the backend does not know, which the next round puts back to Pending.
+
+Steps that become ready in one round on the same accelerator, more of them than its pool has nodes (a
+fan-out), are submitted as one batch, as `map` submits its inputs: each is still its own job (its id, row,
+log and result), but the local backend runs them in lanes (one process per node works through several, so
+a fan-out of trivial steps does not pay a process each; steps of one lane share its process, as map inputs
+do). Fewer ready steps than nodes each get their own process at once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
-from kinetic_tui.core.backends.base import Backend, JobRecord
+from kinetic_tui.core.backends.base import Backend, Call, JobRecord
+from kinetic_tui.core.batches import batch_manifest, new_group_id
 from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step
-from kinetic_tui.core.platform.pipelines import ConditionStep, Pipeline, RunStatus, Step, StepResult, StepStatus
+from kinetic_tui.core.platform.pipelines import Pipeline, RunStatus, StepResult, StepStatus
 from kinetic_tui.core.platform.pipelines.execution import Ready, StepError, blocked_status, prepare, settled_status
 from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 from kinetic_tui.core.store.pipeline_steps_repo import StepRow
+from kinetic_tui.core.submission import context
 from kinetic_tui.core.submission.context import JobContext
 
 
@@ -81,15 +90,18 @@ class RunDriver:
             self._artifacts = workspace_artifacts(self.backend)
         return self._artifacts
 
-    def tick(self) -> None:
+    def tick(self) -> bool:
+        """One round of every Running run; True when a step job is still running (its end is news soon)."""
         running = pipeline_steps_repo.running(self.store)
         for key in set(self._loaded) - set(running):
             del self._loaded[key]
+        busy = False
         for name, number in running:
             try:
-                self.advance(name, number)
+                busy = self.advance(name, number) or busy
             except Exception:
                 log.exception("pipeline %s run %s: this round failed", name, number)
+        return busy
 
     def _load(self, name: str, number: int, record: dict[str, Any]) -> LoadedRun:
         loaded = self._loaded.get((name, number))
@@ -101,28 +113,29 @@ class RunDriver:
             loaded = self._loaded[(name, number)] = LoadedRun(name, number, record, pipeline, nodes, frames, order)
         return loaded
 
-    def advance(self, name: str, number: int) -> None:
-        """One round of one run."""
+    def advance(self, name: str, number: int) -> bool:
+        """One round of one run; True when one of its steps is still running as a job."""
         found = pipeline_steps_repo.header(self.store, name, number)
         if found is None or found[0] is not RunStatus.RUNNING:
-            return
+            return False
         run = self._load(name, number, found[1])
         timeout = run.record.get("timeout")
         if timeout is not None and time.time() - run.record["started_at"] > timeout:
             for job_id in pipeline_steps_repo.cancel(self.store, name, number) or []:
                 cancel_job(self.backend, job_id)
-            return
+            return False
         rows = pipeline_steps_repo.steps(self.store, name, number)
         statuses: dict[int, StepStatus] = {}
         outputs: dict[str, dict[str, Any]] = {}
         branch: dict[int, bool] = {}
+        ready: list[tuple[int, Ready, int]] = []
         for i in run.order:
             node = run.nodes[i]
             row = rows[node.name]
             if row.status is StepStatus.RUNNING:
                 row = rows[node.name] = self._poll(run, i, row)
             elif row.status is StepStatus.PENDING and all(p in statuses for p in node.producers):
-                row = rows[node.name] = self._start(run, i, row, statuses, outputs, branch)
+                row = rows[node.name] = self._start(run, i, row, statuses, outputs, branch, ready)
             if not row.status.settled:
                 continue
             statuses[i] = row.status
@@ -130,9 +143,11 @@ class RunDriver:
                 outputs[node.name] = row.result.outputs
                 if node.is_condition:
                     branch[i] = row.result.outputs["branch"]
+        rows.update(self._submit_ready(run, ready))
         if len(statuses) == len(run.nodes):
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
+        return any(row.status is StepStatus.RUNNING for row in rows.values())
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -148,7 +163,9 @@ class RunDriver:
         statuses: dict[int, StepStatus],
         outputs: dict[str, dict[str, Any]],
         branch: dict[int, bool],
+        ready: list[tuple[int, Ready, int]],
     ) -> StepRow:
+        """The step settled (blocked, cached), or left Pending in `ready` to be submitted after the round."""
         node = run.nodes[i]
         blocked = blocked_status(node, statuses.__getitem__, branch) if node.producers else None
         if blocked is not None:
@@ -157,39 +174,85 @@ class RunDriver:
         if isinstance(prepared, StepResult):
             artifacts_repo.hold(self.store, "run", run.holder, digests_in(prepared.outputs))
             return self._set(run, i, prepared, None, row.attempts)
-        return self._submit(run, i, prepared, row.attempts + 1)
+        ready.append((i, prepared, row.attempts + 1))
+        return row
 
-    def _submit(self, run: LoadedRun, i: int, prepared: Ready, attempts: int) -> StepRow:
-        node = run.nodes[i]
-        step: Step | ConditionStep = run.pipeline.steps[i]
+    def _submit_ready(self, run: LoadedRun, ready: list[tuple[int, Ready, int]]) -> dict[str, StepRow]:
+        """Submit the round's ready steps, one batch per accelerator; their new rows by name."""
+        rows: dict[str, StepRow] = {}
+        placed: dict[str, list[tuple[int, Ready, int]]] = {}
+        for i, prepared, attempts in ready:
+            try:
+                where = step_accelerator(self.backend, run.pipeline, run.pipeline.steps[i])
+            except Exception as exc:
+                rows[run.nodes[i].name] = self._failed(run, i, prepared, attempts, exc, None)
+                continue
+            placed.setdefault(where, []).append((i, prepared, attempts))
+        for where, steps in placed.items():
+            if len(steps) > self._capacity(where):  # a fan-out: one batch, in lanes as a map's inputs
+                rows.update(self._submit(run, where, steps))
+            else:  # each its own process at once: a lane would run two long steps one after the other
+                for step in steps:
+                    rows.update(self._submit(run, where, [step]))
+        return rows
+
+    def _capacity(self, where: str) -> int:
+        """Nodes of the pool that runs `where` now."""
+        placed = self.backend.placement(where, parse_accelerator(where).num_nodes)
+        return 0 if placed is None else self.backend.pool(placed).nodes
+
+    def _submit(self, run: LoadedRun, where: str, steps: list[tuple[int, Ready, int]]) -> dict[str, StepRow]:
+        """Reserve each step's job (Running with its id), then submit them: one call, or one batch."""
         root = run.record.get("root")
+        names = [run.nodes[i].name for i, _, _ in steps]
+        rows: dict[str, StepRow] = {}
         try:
-            ctx = JobContext.from_params(
+            first = JobContext.from_params(
                 run_step,
-                step_accelerator(self.backend, run.pipeline, step),
-                display_name=f"{run.name}#{run.number} {node.name}",
+                where,
+                display_name=f"{run.name}#{run.number} {names[0]}",
                 container_image=run.record.get("container_image"),
                 package_root=Path(root) if root and Path(root).is_dir() else None,
+                group_id=new_group_id() if len(steps) > 1 else None,
+                group_index=0 if len(steps) > 1 else None,
             )
         except Exception as exc:
-            error = f"step {node.name!r} could not be submitted: {exc}"
-            return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), None, attempts)
-        reserved = StepResult(StepStatus.RUNNING, {}, prepared.key, 0.0)
-        if not pipeline_steps_repo.set_step(
-            self.store, run.name, run.number, node.name, reserved, ctx.job_id, attempts
-        ):
-            return StepRow(StepStatus.CANCELLED, ctx.job_id, attempts, reserved)
-        uri = self.backend.bucket_uri(ctx.bucket, PREFIX)
-        args = (node.name, node.fn, node.is_condition, prepared.resolved, ctx.bucket, uri)
+            return {name: self._failed(run, i, p, a, exc, None) for name, (i, p, a) in zip(names, steps)}
+        contexts = [first] + [
+            replace(first, job_id=context.new_job_id(), group_index=k, display_name=f"{run.name}#{run.number} {name}")
+            for k, name in enumerate(names[1:], start=1)
+        ]
+        for ctx, name, (_, prepared, attempts) in zip(contexts, names, steps):
+            reserved = StepResult(StepStatus.RUNNING, {}, prepared.key, 0.0)
+            if not pipeline_steps_repo.set_step(self.store, run.name, run.number, name, reserved, ctx.job_id, attempts):
+                return {}  # cancelled meanwhile: nothing of this round is submitted
+            rows[name] = StepRow(StepStatus.RUNNING, ctx.job_id, attempts, reserved)
+        uri = self.backend.bucket_uri(first.bucket, PREFIX)
+        calls: list[Call] = [
+            ((run.nodes[i].name, run.nodes[i].fn, run.nodes[i].is_condition, prepared.resolved, first.bucket, uri), {})
+            for i, prepared, _ in steps
+        ]
         try:
-            self.backend.submit_call(ctx, args, {})
+            if len(steps) == 1:
+                self.backend.submit_call(first, *calls[0])
+            else:
+                self.backend.submit_map(contexts, calls, batch_manifest(contexts, name=run.holder))
         except Exception as exc:
-            error = f"step {node.name!r} could not be submitted: {exc}"
-            return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), ctx.job_id, attempts)
+            return {
+                name: self._failed(run, i, p, a, exc, ctx.job_id)
+                for ctx, name, (i, p, a) in zip(contexts, names, steps)
+            }
         found = pipeline_steps_repo.header(self.store, run.name, run.number)
         if found is None or found[0] is not RunStatus.RUNNING:  # cancelled while we submitted
-            cancel_job(self.backend, ctx.job_id)
-        return StepRow(StepStatus.RUNNING, ctx.job_id, attempts, reserved)
+            for ctx in contexts:
+                cancel_job(self.backend, ctx.job_id)
+        return rows
+
+    def _failed(
+        self, run: LoadedRun, i: int, prepared: Ready, attempts: int, exc: Exception, job_id: str | None
+    ) -> StepRow:
+        error = f"step {run.nodes[i].name!r} could not be submitted: {exc}"
+        return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), job_id, attempts)
 
     def _poll(self, run: LoadedRun, i: int, row: StepRow) -> StepRow:
         """Settle a Running step whose job finished; retry it while it has retries left."""
@@ -226,6 +289,11 @@ def _duration(record: JobRecord) -> float:
     return max(record.finished_at - record.started_at, 0.0)
 
 
+# Seconds between rounds while a step job runs: a step's end is looked for about as often as a client
+# waiting on a job looks (a round with nothing new costs a few indexed reads per running step).
+BUSY_PAUSE = 0.01
+
+
 class PipelineRuns:
     """Every Running pipeline run advances while the supervisor lives, whoever started it."""
 
@@ -233,6 +301,7 @@ class PipelineRuns:
 
     def __init__(self) -> None:
         self._drivers: dict[Path, RunDriver] = {}
+        self.pause: float | None = None
 
     def due(self, home: Home) -> bool:
         return pipeline_steps_repo.any_running(home.store)
@@ -241,4 +310,4 @@ class PipelineRuns:
         driver = self._drivers.get(home.home)
         if driver is None:
             driver = self._drivers[home.home] = RunDriver(home.store, home.backend)
-        driver.tick()
+        self.pause = BUSY_PAUSE if driver.tick() else None

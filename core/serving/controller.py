@@ -112,6 +112,7 @@ class _Clock:
 
 class EndpointControllers:
     name = "endpoint controllers"
+    pause: float | None = None  # its ticks keep their own clock (`--tick-seconds`)
 
     def __init__(self) -> None:
         self._clocks: dict[str, _Clock] = {}

@@ -9,6 +9,7 @@ word on a cancelled run is the cancel's.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.platform.pipelines import PipelineRun, RunStatus, StepResult, StepStatus
@@ -91,8 +92,9 @@ def set_step(
 
 
 def finish(db: Database, pipeline: str, number: int, run: PipelineRun, extra: dict[str, Any]) -> bool:
-    """Settle a Running run with its whole record; False when it was settled already (cancelled)."""
-    record = dumps({**extra, **run.to_record()}, f"run of pipeline {pipeline!r}")
+    """Settle a Running run with its whole record and the time it settled; False when it was settled
+    already (cancelled)."""
+    record = dumps({**extra, **run.to_record(), "finished_at": time.time()}, f"run of pipeline {pipeline!r}")
     with db.transaction() as conn:
         if not _running(conn, pipeline, number):
             return False
@@ -108,6 +110,16 @@ def _running(conn: Any, pipeline: str, number: int) -> bool:
         "SELECT status FROM pipeline_runs WHERE pipeline = ? AND number = ?", (pipeline, number)
     ).fetchone()
     return row is not None and row[0] == RunStatus.RUNNING.value
+
+
+def job_ids(db: Database, pipeline: str) -> dict[int, dict[str, str]]:
+    """The job id of every step that ran as a job (or is running as one), by run number and step."""
+    found: dict[int, dict[str, str]] = {}
+    for number, step, job_id in db.query(
+        "SELECT number, step, job_id FROM pipeline_steps WHERE pipeline = ? AND job_id IS NOT NULL", (pipeline,)
+    ):
+        found.setdefault(number, {})[step] = job_id
+    return found
 
 
 def running(db: Database) -> list[tuple[str, int]]:

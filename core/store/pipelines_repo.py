@@ -14,13 +14,16 @@ from typing import Any, NamedTuple
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.platform.pipelines import Pipeline, PipelineRun, RunStatus
 from kinetic_tui.core.store.db import Database, dumps
-from kinetic_tui.core.store.pipeline_steps_repo import compose, steps
+from kinetic_tui.core.store.pipeline_steps_repo import compose, job_ids, steps
 from kinetic_tui.core.validation import known_names
 
 
 class StoredRun(NamedTuple):
     number: int  # 1, 2, ... per pipeline, in the order the runs were recorded
     run: PipelineRun
+    started_at: float | None = None  # None for a run recorded whole (the pure engine's)
+    finished_at: float | None = None  # None while it runs
+    jobs: dict[str, str] = {}  # never mutated: the job id of each step that ran as one
 
 
 class StepCache(MutableMapping[str, dict[str, Any]]):
@@ -147,10 +150,15 @@ class PipelineRepo:
             rows = self._db.query(
                 "SELECT number, record, status FROM pipeline_runs WHERE pipeline = ? ORDER BY number", (name,)
             )
-            return [
-                StoredRun(number, self._run(name, number, json.loads(record), status))
-                for number, record, status in rows
-            ]
+            jobs = job_ids(self._db, name)
+            stored = []
+            for number, text, status in rows:
+                record = json.loads(text)
+                run = self._run(name, number, record, status)
+                stored.append(
+                    StoredRun(number, run, record.get("started_at"), record.get("finished_at"), jobs.get(number, {}))
+                )
+            return stored
 
     def _run(self, name: str, number: int, record: dict[str, Any], status: str | None) -> PipelineRun:
         """A settled run from its record; a Running one from its step rows."""

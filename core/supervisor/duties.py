@@ -62,6 +62,7 @@ class Supervised:
 
 class Duty(Protocol):
     name: str
+    pause: float | None  # how soon its next round is wanted after this one (None: the loop's own pause)
 
     def due(self, home: Supervised) -> bool: ...
 
@@ -72,6 +73,7 @@ class JobQueue:
     """PENDING local jobs start as their pools free nodes; settling a finished job starts the next."""
 
     name = "job queue"
+    pause: float | None = None
 
     def due(self, home: Supervised) -> bool:
         return jobs_repo.any_pending(home.store)
@@ -84,6 +86,7 @@ class Studies:
     """A study keeps submitting its trials after the client that started it exits."""
 
     name = "tuning studies"
+    pause: float | None = None
 
     def due(self, home: Supervised) -> bool:
         return bool(home.store.tuning.names()) and bool(home.training.moving_studies())

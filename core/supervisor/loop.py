@@ -1,5 +1,6 @@
 """The supervisor's loop: hold the lease, do a round of every due duty, sleep, repeat; exit when no duty is
-due or when told to stop (SIGTERM, from `down`).
+due or when told to stop (SIGTERM, from `down`). The sleep is the loop's poll, or shorter when a due duty
+asks for its next round sooner (a pipeline step job is running: its end starts the next step).
 
 A duty that raises is logged and tried again next round: one broken study must not stall the job queue.
 After releasing the lease the loop looks once more, so work queued while it was exiting is never stranded.
@@ -33,8 +34,11 @@ def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = Non
         if lease is None:
             return  # another supervisor serves this home
         try:
-            while not stopping.is_set() and _round(home):
-                stopping.wait(poll)
+            while not stopping.is_set():
+                due = _round(home)
+                if not due:
+                    break
+                stopping.wait(min([poll, *(duty.pause for duty in due if duty.pause is not None)]))
         finally:
             lease.release()
             lease = None
@@ -53,12 +57,12 @@ def _due(home: duties.Supervised) -> list[duties.Duty]:
     return found
 
 
-def _round(home: duties.Supervised) -> bool:
-    """One round of every due duty; False when none was due."""
+def _round(home: duties.Supervised) -> list[duties.Duty]:
+    """One round of every due duty; the duties that were due (none: nothing left to do)."""
     due = _due(home)
     for duty in due:
         try:
             duty.tick(home)
         except Exception:
             log.exception("%s failed this round", duty.name)
-    return bool(due)
+    return due

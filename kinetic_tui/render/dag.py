@@ -31,10 +31,11 @@ LABEL_WIDTH = 4  # "L1  ", "L12 "
 OUTPUTS_WIDTH = 40
 
 
-def _step_box(name: str, status: str, branch: bool | None) -> Text:
+def _step_box(name: str, status: str, branch: bool | None, job_id: str | None) -> Text:
     found = look(StepStatus, status)
     taken = "" if branch is None else f" ⑂{'true' if branch else 'false'}"
-    return Text(f"[{found.glyph} {name}{taken}]", style=found.style)
+    running = f" {job_id}" if job_id and found.word == StepStatus.RUNNING.value else ""
+    return Text(f"[{found.glyph} {name}{taken}{running}]", style=found.style)
 
 
 def render_dag(
@@ -43,9 +44,11 @@ def render_dag(
     statuses: Mapping[str, str],
     branch_taken: Mapping[str, bool],
     width: int = 80,
+    jobs: Mapping[str, str] | None = None,
 ) -> Text:
     """Steps missing from `statuses` are drawn Pending (a run not started yet); condition steps that ran
-    show the branch they took as ⑂true / ⑂false."""
+    show the branch they took as ⑂true / ⑂false; a Running step shows the id of its job (from `jobs`), the
+    one its log and result are under."""
     require_int("width", width, 2 * LABEL_WIDTH)
     known = {name for layer in layers for name in layer}
     dangling = [edge for edge in edges if edge[0] not in known or edge[1] not in known]
@@ -61,7 +64,10 @@ def render_dag(
         consumers.setdefault(producer, []).append(consumer)
     lines: list[Text] = []
     for number, layer in enumerate(layers, start=1):
-        boxes = [_step_box(name, statuses.get(name, STEP_PENDING), branch_taken.get(name)) for name in layer]
+        boxes = [
+            _step_box(name, statuses.get(name, STEP_PENDING), branch_taken.get(name), (jobs or {}).get(name))
+            for name in layer
+        ]
         band = wrap_pieces(boxes, width - LABEL_WIDTH, sep=" ")
         for index, row in enumerate(band):
             label = f"L{number}" if index == 0 else ""
@@ -122,9 +128,19 @@ def step_rows(run_record: Mapping[str, Any]) -> list[tuple[str, ...]]:
 HISTORY_COUNTS = (StepStatus.EXECUTED, StepStatus.CACHED, StepStatus.SKIPPED, StepStatus.FAILED)
 
 
-def run_history_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """(#run, status, executed, cached, skipped, failed, params) per run; runs numbered from 1 unless the
-    record carries its own `run` number (console snapshots do)."""
+def run_duration(record: Mapping[str, Any], now: float) -> str:
+    """How long a run took, or has been running at `now`; "-" for a run recorded without its times."""
+    started = record.get("started_at")
+    if started is None:
+        return NONE_CELL
+    ended = record.get("finished_at")
+    return humanize_duration(max((now if ended is None else ended) - started, 0.0))
+
+
+def run_history_rows(runs: Iterable[Mapping[str, Any]], now: float = 0.0) -> list[tuple[str, ...]]:
+    """(#run, status, duration, executed, cached, skipped, failed, params) per run; runs numbered from 1
+    unless the record carries its own `run` number (console snapshots do). A Running run's duration is
+    counted to `now`."""
     rows = []
     for number, record in enumerate(runs, start=1):
         counts: dict[str, int] = {}
@@ -135,6 +151,7 @@ def run_history_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]
             (
                 f"#{record.get('run', number)}",
                 status_cell(RunStatus, record["status"]),
+                run_duration(record, now),
                 *(str(counts.get(status.value, 0)) for status in HISTORY_COUNTS),
                 _summary(record.get("params") or {}, OUTPUTS_WIDTH),
             )

@@ -1,6 +1,10 @@
 """View 6, Pipelines: the DAG of the selected pipeline in Kahn rounds, coloured and glyphed by the selected
-run's step statuses with the branch taken, the run history and the run's step outputs and cache keys.
-`R` reruns with param edits."""
+run's step statuses with the branch taken and each running step's job id, the run history with each run's
+status and duration, and the run's step outputs and cache keys. `R` reruns with param edits, `c` cancels
+the selected run (confirmed), Enter on a step opens its job's screen.
+
+Live: every poll re-reads the runs still Running (a settled run never changes), so the DAG follows the
+driver's step changes as they are committed."""
 
 from __future__ import annotations
 
@@ -33,8 +37,11 @@ class PipelinesView(TableView):
     title = "Pipelines"
     MAIN = "pipelines"
     WHAT = "pipeline"
-    BINDINGS = [Binding("R", "rerun", "Rerun", id="pipelines.rerun")]
-    ACTION_VERBS = {"rerun": "rerun"}
+    BINDINGS = [
+        Binding("R", "rerun", "Rerun", id="pipelines.rerun"),
+        Binding("c", "cancel", "Cancel run", id="pipelines.cancel"),
+    ]
+    ACTION_VERBS = {"rerun": "rerun", "cancel": "pipeline cancel"}
     DEFAULT_CSS = "PipelinesView KeyedTable { max-height: 8; }"
 
     def __init__(self, **kwargs: Any) -> None:
@@ -55,7 +62,8 @@ class PipelinesView(TableView):
             yield KeyedTable(
                 [
                     ("run", None),
-                    ("status", None),
+                    ("status", 11),
+                    ("took", 6),
                     ("exec", None),
                     ("cached", None),
                     ("skip", None),
@@ -66,7 +74,7 @@ class PipelinesView(TableView):
             )
             yield Label("Steps", id="steps-title", classes="section")
             yield KeyedTable(
-                [("step", 14), ("status", None), ("time", None), ("cache key", 9), ("outputs", 30)], id="steps"
+                [("step", 14), ("status", 11), ("time", None), ("cache key", 9), ("outputs", 30)], id="steps"
             )
 
     async def reload(self) -> None:
@@ -92,20 +100,32 @@ class PipelinesView(TableView):
         table = self.query_one("#runs", KeyedTable)
         new_run = bool(runs) and _run_key(runs[-1].run) not in table.keys
         # only the params a run changed from the defaults: those are what tell runs apart in 80 columns
-        table.sync(run_history_rows({**run.to_dict(), "params": _changed(run.params, pipeline.params)} for run in runs))
+        table.sync(
+            run_history_rows(
+                ({**run.to_dict(), "params": _changed(run.params, pipeline.params)} for run in runs), self.host.now()
+            )
+        )
         if new_run:  # a run just landed (often the user's rerun): show it
             table.select_key(_run_key(runs[-1].run))
         self._show_run()
+
+    def _selected_run(self) -> PipelineRunSnapshot | None:
+        pipeline = self._current()
+        key = self.query_one("#runs", KeyedTable).selected_key
+        return None if pipeline is None or key is None else self.runs.get((pipeline.name, int(key.lstrip("#"))))
 
     def _show_run(self) -> None:
         pipeline = self._current()
         if pipeline is None:
             return
-        key = self.query_one("#runs", KeyedTable).selected_key
-        run = None if key is None else self.runs.get((pipeline.name, int(key.lstrip("#"))))
-        statuses = {} if run is None else {step.name: step.status for step in run.steps}
+        run = self._selected_run()
+        steps = () if run is None else run.steps
         self.query_one("#dag", DagView).show(
-            pipeline.layers, pipeline.edges, statuses, {} if run is None else run.branch_taken
+            pipeline.layers,
+            pipeline.edges,
+            {step.name: step.status for step in steps},
+            {} if run is None else run.branch_taken,
+            {step.name: step.job_id for step in steps if step.job_id},
         )
         self.query_one("#dag-title", Label).update(
             f"DAG of {pipeline.name}" + ("" if run is None else f", run #{run.run} (⑂ = branch taken)")
@@ -118,6 +138,38 @@ class PipelinesView(TableView):
     @on(DataTable.RowHighlighted, "#runs")
     def run_chosen(self) -> None:
         self._show_run()
+
+    @on(DataTable.RowSelected, "#steps")
+    def step_chosen(self, event: DataTable.RowSelected) -> None:
+        """Enter on a step: the screen of the job it runs or ran as (live log, then result or traceback)."""
+        event.stop()
+        run = self._selected_run()
+        step = None if run is None else next((s for s in run.steps if s.name == event.row_key.value), None)
+        if run is None or step is None:
+            return
+        if step.job_id is None:
+            self.notify(f"step {step.name!r} of run #{run.run} ran no job ({step.status})", severity="warning")
+            return
+        self.host.open_job(step.job_id)
+
+    def action_cancel(self) -> None:
+        """Cancel the selected run (its running step jobs too), after asking; a settled run is refused here."""
+        run = self._selected_run()
+        if run is None:
+            self.notify("no pipeline run selected", severity="warning")
+            return
+        if run.status != "Running":
+            self.notify(
+                f"run #{run.run} of {run.pipeline} already finished ({run.status}); only a Running run can be "
+                "cancelled",
+                severity="warning",
+            )
+            return
+        name = shlex.quote(run.pipeline)
+        self.run_if_confirmed(
+            f"Cancel run #{run.run} of {run.pipeline} and its running step jobs?",
+            f"pipeline cancel {name} --run {run.run}",
+        )
 
     @work(exclusive=True, exit_on_error=False, group=COMMANDS)
     async def action_rerun(self) -> None:

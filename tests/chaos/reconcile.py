@@ -3,12 +3,13 @@ ground truth the job functions wrote (see test_chaos.py for the expectation per 
 
 Driving to rest is what a user would do: `kinetic-tui jobs list --json` (the CLI brings a missing
 supervisor back), `attach_batch(...).wait()` for every acknowledged batch (a watcher drives its retries),
-`resume` for a Stopped training or trial, until no job is PENDING or RUNNING and the training and the
-study are settled.
+`resume` for a Stopped training or trial, until no job is PENDING or RUNNING and the training, the
+study and every pipeline run are settled (the CLI brings back a supervisor to drive a Running run).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sqlite3
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.console import Console
 
 CLI = str(Path(sys.executable).with_name("kinetic-tui"))
 UNSETTLED = ("PENDING", "RUNNING")
@@ -70,10 +72,13 @@ class World:
     attempts: dict[str, list[list[str]]] = field(default_factory=dict)  # group -> attempts per input
     resumes: int = 0
     unlaunched: set[str] = field(default_factory=set)  # RUNNING rows without recorded processes, at the end
+    pipeline_runs: list[dict[str, Any]] = field(default_factory=list)  # every run of the pipeline, with steps
     notes: list[str] = field(default_factory=list)
 
 
-def settle(home: Path, project_root: Path, groups: list[str], training: str, study: str, timeout: float) -> World:
+def settle(
+    home: Path, project_root: Path, groups: list[str], training: str, study: str, timeout: float, pipeline: str
+) -> World:
     world = World()
     deadline = time.monotonic() + timeout
     while True:
@@ -103,13 +108,27 @@ def settle(home: Path, project_root: Path, groups: list[str], training: str, stu
             or any(world.trainings.get(t["training"], {}).get("status") not in TRAINING_SETTLED for t in trials)
         ):
             moving.append(study)
+        _, snapshot = cli("show", "pipeline", pipeline, cwd=project_root)  # showing it imports its module
+        runs = snapshot.get("runs", []) if isinstance(snapshot, dict) else []
+        moving += [f"{pipeline}#{run['run']}" for run in runs if run["status"] == "Running"]
         if (not busy and not moving) or time.monotonic() >= deadline:
             break
         time.sleep(0.3)
     for group in groups:
         world.attempts[group] = kinetic.attach_batch(group).manifest["attempts"]
     world.unlaunched = unlaunched(home)
+    world.pipeline_runs = asyncio.run(_pipeline_runs(pipeline, [run["run"] for run in runs]))
     return world
+
+
+async def _pipeline_runs(pipeline: str, numbers: list[int]) -> list[dict[str, Any]]:
+    """Each run with its steps, as the console gives it (the CLI's `pipeline resume` of a Failed run exits 1
+    with the step's error only)."""
+    console = Console()
+    try:
+        return [(await console.pipelines.get_run(pipeline, number)).to_dict() for number in numbers]
+    finally:
+        await console.aclose()
 
 
 def unlaunched(home: Path) -> set[str]:
@@ -299,3 +318,53 @@ def leftovers(own: list[int]) -> str:
         state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
         described.append(f"pid {pid} ppid {ppid} state {state}: {cmdline[:100]}")
     return "; ".join(described)
+
+
+def check_pipelines(
+    world: World, markers: list[dict[str, Any]], faults: list[dict[str, Any]], started: int, verdict: Verdict
+) -> None:
+    """Every run settled, each step once (one job id, its function run at most once: `judge` flags a job id
+    run twice and a tag run under two ids), Executed outputs as the params give, Failed only where a fault
+    killed its job or its launch, NotRun only below a failure."""
+    from tests.chaos.workload import PIPELINE_STEPS, expected_outputs
+
+    killed = {j for f in faults if f["signal"] == "KILL" and f["kind"] == "job" for j in f["jobs"]}
+    forkserver_faults = [f["t"] for f in faults if f["kind"] == "forkserver"]
+    ran: dict[str, set[str]] = defaultdict(set)
+    for marker in markers:
+        if marker["kind"] == "start" and "tag" in marker:
+            ran[marker["tag"]].add(marker["job"])
+    if len(world.pipeline_runs) != started:
+        verdict.add("pipeline", f"{started} pipeline runs were started, {len(world.pipeline_runs)} are recorded")
+    for run in world.pipeline_runs:
+        where = f"pipeline run #{run['run']} ({run['status']})"
+        params = run["params"]
+        steps = {step["name"]: step for step in run["steps"]}
+        if run["status"] not in ("Succeeded", "Failed"):
+            verdict.add("pipeline", f"{where} did not settle: {[(s['name'], s['status']) for s in run['steps']]}")
+            continue
+        for name in PIPELINE_STEPS:
+            step = steps[name]
+            tag, job_id, status = f"{params['label']}-{name}", step["job_id"], step["status"]
+            row = world.jobs.get(job_id or "", {})
+            if ran[tag] - {job_id}:
+                verdict.add("pipeline", f"{where}: step {name} ran as {sorted(ran[tag])}, recorded as {job_id}")
+            if status == "Executed":
+                if step["outputs"] != expected_outputs(name, params["n"], params["label"]):
+                    verdict.add("wrong-value", f"{where}: step {name} gave {step['outputs']}")
+                if row.get("status") != "SUCCEEDED":
+                    verdict.add("pipeline", f"{where}: step {name} Executed but its job {job_id} is {row}")
+            elif status == "Failed":
+                launch = row.get("phase") == "launch" and any(
+                    t <= (row.get("finished_at") or 0) for t in forkserver_faults
+                )
+                if job_id not in killed and not launch:
+                    verdict.add("pipeline", f"{where}: step {name} Failed unexplained: {step['error']} (job {row})")
+            elif status == "NotRun":
+                if not any(s["status"] in ("Failed", "NotRun") for s in run["steps"] if s["name"] != name):
+                    verdict.add("pipeline", f"{where}: step {name} NotRun though nothing failed")
+            else:
+                verdict.add("pipeline", f"{where}: step {name} ended {status}")
+        executed = all(steps[name]["status"] == "Executed" for name in PIPELINE_STEPS)
+        if executed != (run["status"] == "Succeeded"):
+            verdict.add("pipeline", f"{where} with steps {[(s['name'], s['status']) for s in run['steps']]}")

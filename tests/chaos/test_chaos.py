@@ -3,7 +3,8 @@
 Workload (workload.py): client processes submitting single `@run` jobs (detached with `run_async`, some
 clients waiting for the results and some leaving at once; blocking calls), maps in lanes (`retries=1`,
 some clients watching, some leaving), a training with checkpoints and a grid tuning study (both started
-detached from the CLI, their step writing a marker per epoch). 1 job in 12 raises on purpose.
+detached from the CLI, their step writing a marker per epoch), and pipeline runs started detached from the
+CLI one after another, driven by the supervisor, every step a job. 1 job in 12 raises on purpose.
 
 Faults (injector.py): SIGKILL, or SIGSTOP for 0.2-1.5 s then SIGCONT, to every kind of process of the home
 (processes.py): the fork server, the supervisor, lane runners, job runners (single jobs and training
@@ -27,6 +28,9 @@ The expectation per fault kind:
   killed map client's failed inputs are retried by the next watcher (here the reconcile step). SIGSTOP: the
   client resumes and gets its values.
 - every training and every trial of the study completes, after `resume` where a fault stopped it.
+- pipeline runs, whose driver is the supervisor (killed or stopped mid-run): every run ends Succeeded,
+  or Failed only because a step's job was killed (its descendants NotRun); each step settled once: its
+  function ran under one job id, at most once, and an Executed step's outputs are what its inputs give.
 What must never happen, whatever the faults: a job whose marker says it returned recorded FAILED or lost;
 an acknowledged job missing; a job left PENDING or RUNNING; a job id run twice, or an input run under two
 ids that are not recorded attempts of it; a damaged store (`PRAGMA integrity_check`); `kinetic-tui doctor`
@@ -80,6 +84,20 @@ def _start_training(project: workload.Project, size: workload.Size) -> None:
     tune = ("tune", STUDY, "--space", f"learning_rate={space}", "--strategy", "grid")
     code, out = reconcile.cli(*tune, "--max-trials", str(size.study_trials), *common, cwd=project.root)
     assert code == 0, out
+    code, out = reconcile.cli("pipeline", "register", f"{workload.JOBS_MODULE}:chaos_pipeline", cwd=project.root)
+    assert code == 0, out
+
+
+def _start_pipeline_run(base: Path, project: workload.Project, index: int) -> subprocess.Popen[bytes]:
+    """`pipeline run --detach` in its own process (returns at once; the supervisor drives the run)."""
+    params = [
+        part
+        for key, value in workload.pipeline_params(index).items()
+        for part in ("--param", f"{key}={json.dumps(value)}")
+    ]
+    command = [reconcile.CLI, "pipeline", "run", workload.PIPELINE, *params, "--detach"]
+    with open(base / f"pipeline-{index}.out", "w") as out:
+        return subprocess.Popen(command, cwd=project.root, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _drive(base: Path, home: Path, project: workload.Project, size: workload.Size, rng: random.Random) -> Injector:
@@ -94,22 +112,28 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
         every=size.fault_every,
         client_kills=size.client_kills,
     )
+    starters: list[subprocess.Popen[bytes]] = []
     started = time.monotonic()
     _start_training(project, size)
     injector.start()
     try:
         while time.monotonic() - started < size.max_seconds:
+            if len(starters) < size.pipeline_runs and time.monotonic() >= started + len(starters) * size.pipeline_gap:
+                starters.append(_start_pipeline_run(base, project, len(starters)))
             if specs and time.monotonic() >= started + len(clients) * size.stagger:
                 spec = specs.pop()
                 with open(base / f"{spec['name']}.err", "w") as err:
                     command = project.client_command(Path(spec["path"]))
                     clients.append(subprocess.Popen(command, cwd=project.root, stdout=subprocess.DEVNULL, stderr=err))
             done = not specs and all(p.poll() is not None for p in clients)
+            done = done and len(starters) == size.pipeline_runs
             if done and len(injector.faults) >= size.min_faults and injector.kinds_hit() >= set(processes.KINDS):
                 break
             time.sleep(0.05)
     finally:
         injector.stop()
+        for starter in starters:
+            starter.wait(timeout=60)
         # the faults are over: a client still here has settle_seconds to finish on its own, then it is cut
         # (its acknowledged jobs are checked all the same); a cut client is not a fault
         deadline = time.monotonic() + size.settle_seconds
@@ -150,11 +174,12 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     fault_seconds = time.monotonic() - started
     acks = workload.read_acks(project)
     groups = sorted({a["group"] for a in acks if a["op"] == "map"})
-    world = reconcile.settle(home, project.root, groups, TRAINING, STUDY, size.settle_seconds)
+    world = reconcile.settle(home, project.root, groups, TRAINING, STUDY, size.settle_seconds, workload.PIPELINE)
     settle_seconds = time.monotonic() - started - fault_seconds
     verdict = reconcile.judge(world, workload.read_markers(project), acks, injector.faults)
     reconcile.check_results(world, acks, verdict)
     reconcile.check_training(world, TRAINING, STUDY, verdict)
+    reconcile.check_pipelines(world, workload.read_markers(project), injector.faults, size.pipeline_runs, verdict)
     _at_rest_checks(home, verdict)
     errors = [a for a in acks if a["op"] == "error"]
     report = {
@@ -163,6 +188,7 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
         "executions": verdict.executions,
         "recorded_retries": verdict.retries,
         "training_resumes": world.resumes,
+        "pipeline_runs": {f"#{run['run']}": run["status"] for run in world.pipeline_runs},
         "faults": len(injector.faults),
         "clients_cut": injector.cut_clients,
         "faults_by_kind": dict(sorted(injector.by_kind().items())),

@@ -7,6 +7,11 @@ execution of one job id can never overwrite the first: `{job}.{pid}.{ns}.start` 
 `.end` when it returns its value, `.raised` when it raises on purpose, `.epoch` once per training epoch.
 Every marker holds JSON with the job id, the pid and process group that ran it, and the tag or epoch.
 
+Pipeline runs (`PIPELINE`) are started detached from the CLI while the clients run, so the supervisor that
+drives them (a fault target) is killed and stopped mid-run. Every step is a job whose function marks its
+attempt like any job, tagged `{label}-{step}` with the run's `label` param, and returns a value that is a
+function of the run's `n` param only (`expected_outputs`), so a run's results are checked against that.
+
 Clients are separate `python` processes run from the project directory, as a user runs their script. Each
 acknowledges what it was given, one fsynced JSON line per event in its own ack file, the moment the API
 returned it: `{"op": "async", "job": ID}` (a durable handle), `{"op": "map", "group": ID, "jobs": [...]}`,
@@ -26,6 +31,8 @@ from typing import Any
 
 JOBS_MODULE = "chaos_jobs"
 CLIENT_SCRIPT = "chaos_client.py"
+PIPELINE = "chaos-pipe"
+PIPELINE_STEPS = ("source", "double", "triple", "total")
 
 JOBS_SOURCE = """
 import json
@@ -64,6 +71,50 @@ def step(hyperparameters, epoch, state):
     time.sleep(STEP_SECONDS)
     return default_train_step(hyperparameters, epoch, state)
 """
+
+PIPELINE_SOURCE = """
+
+from kinetic_tui import Pipeline, Step
+
+PIPE_SECONDS = 0.25
+
+
+def _piece(name, compute):
+    def step(inputs):
+        tag = f"{inputs['label']}-{name}"
+        _mark("start", tag=tag)
+        time.sleep(PIPE_SECONDS)
+        value = compute(inputs)
+        _mark("end", tag=tag)
+        return value
+    return step
+
+
+def chaos_pipeline():
+    label = {"label": "source.label"}
+    return Pipeline("chaos-pipe", [
+        Step("source", _piece("source", lambda i: {"n": i["n"], "label": i["label"]}),
+             {"n": "params.n", "label": "params.label"}),
+        Step("double", _piece("double", lambda i: {"v": 2 * i["n"]}), {"n": "source.n", **label}),
+        Step("triple", _piece("triple", lambda i: {"v": 3 * i["n"]}), {"n": "source.n", **label}),
+        Step("total", _piece("total", lambda i: {"sum": i["a"] + i["b"]}), {"a": "double.v", "b": "triple.v", **label}),
+    ], {"n": 1, "label": "p"})
+"""
+
+
+def expected_outputs(step: str, n: int, label: str) -> dict[str, Any]:
+    """What step `step` of a run with params n and label returns (what PIPELINE_SOURCE computes)."""
+    return {
+        "source": {"n": n, "label": label},
+        "double": {"v": 2 * n},
+        "triple": {"v": 3 * n},
+        "total": {"sum": 5 * n},
+    }[step]
+
+
+def pipeline_params(index: int) -> dict[str, Any]:
+    return {"n": index + 1, "label": f"pipe{index}"}
+
 
 CLIENT_SOURCE = """
 import json
@@ -140,7 +191,7 @@ def make_project(base: Path, step_seconds: float) -> Project:
         directory.mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "chaos-project"\nversion = "0.1"\n')
     (root / f"{JOBS_MODULE}.py").write_text(
-        textwrap.dedent(JOBS_SOURCE.format(markers=str(markers), step_seconds=step_seconds))
+        textwrap.dedent(JOBS_SOURCE.format(markers=str(markers), step_seconds=step_seconds)) + PIPELINE_SOURCE
     )
     (root / CLIENT_SCRIPT).write_text(textwrap.dedent(CLIENT_SOURCE.format()))
     return Project(root, markers, acks, specs)
@@ -165,6 +216,8 @@ class Size:
     min_jobs: int = 200  # the run must reach this many jobs (a killed client submits no more)
     training_epochs: int = 12
     study_trials: int = 3
+    pipeline_runs: int = 6  # started one every pipeline_gap seconds while the clients run
+    pipeline_gap: float = 2.5
 
 
 QUICK = Size(
@@ -184,6 +237,8 @@ SOAK = Size(
     client_kills=8,
     settle_seconds=120,
     min_jobs=5000,
+    pipeline_runs=60,
+    pipeline_gap=10.0,
 )
 
 

@@ -175,11 +175,26 @@ def test_run_history_rows_over_the_canonical_pipeline():
     pipeline = canonical_pipeline()
     runs = [pipeline.run(), pipeline.run(), pipeline.run({"threshold": 0.99})]
     rows = run_history_rows(run.to_record() for run in runs)
-    assert [row[:6] for row in rows] == [
-        ("#1", "✓ Succeeded", "6", "0", "1", "0"),
-        ("#2", "✓ Succeeded", "0", "6", "1", "0"),
-        ("#3", "✓ Succeeded", "2", "4", "1", "0"),
+    assert [row[:7] for row in rows] == [  # recorded whole by the pure engine: no times, so no duration
+        ("#1", "✓ Succeeded", "-", "6", "0", "1", "0"),
+        ("#2", "✓ Succeeded", "-", "0", "6", "1", "0"),
+        ("#3", "✓ Succeeded", "-", "2", "4", "1", "0"),
     ]
-    assert rows[2][6].startswith("epochs=100 label_noise=0.05")
+    assert rows[2][7].startswith("epochs=100 label_noise=0.05")
     records = [PipelineRun.from_record(run.to_record()).to_record() for run in runs]
     assert run_history_rows([{**records[0], "run": 7}])[0][0] == "#7"
+
+
+def test_run_history_shows_how_long_each_run_took_and_a_running_one_so_far():
+    run = canonical_pipeline().run().to_record()
+    done = {**run, "started_at": 100.0, "finished_at": 107.5}
+    running = {**run, "status": "Running", "started_at": 100.0, "finished_at": None}
+    rows = run_history_rows([done, running], now=190.0)
+    assert [row[1:3] for row in rows] == [("✓ Succeeded", "7s"), ("▶ Running", "1m30s")]
+
+
+def test_a_running_step_shows_its_job_id_and_a_settled_one_does_not():
+    dag = render_dag(
+        [["a"], ["b"]], [("a", "b")], {"a": "Executed", "b": "Running"}, {}, jobs={"a": "job-1", "b": "job-2"}
+    ).plain
+    assert dag.splitlines() == ["L1  [✓ a]", "    ↳ a → b", "L2  [▶ b job-2]"]

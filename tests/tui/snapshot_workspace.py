@@ -11,8 +11,9 @@ by a load pattern, the canonical pipeline run three times); only what would diff
   launch window, so they are not patched while jobs run: once everything has settled, `pin_job_times`
   rewrites them through the store, one fixed slot per job in submission order (the least hacky path: the
   backend keeps real time for real processes, and the rows read as if each job had taken JOB_TOOK s);
-- pipeline step durations: a step's duration is its job's run time, so once the runs have settled
-  `pin_step_durations` rewrites every step's to 0 through the store;
+- pipeline step durations and run times: a step's duration is its job's run time and a run records when
+  it started and settled, so once the runs have settled `pin_step_durations` rewrites every step's
+  duration to 0 and run n's times to a fixed slot of RUN_TOOK s, through the store;
 - the runner's per-phase wall times in the job logs ("phase verify ok (0.00s)") read 0.00s on a fast machine
   and 0.01s on a loaded one: `pin_phase_timings` rewrites them to 0.00s once the jobs have ended;
 - the workspace lives at one fixed path (ROOT), because the runner logs its work directory: the session
@@ -46,6 +47,7 @@ FROZEN = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the console's clock while t
 VIEWED_AT = FROZEN + 3_600.0  # the app's clock in the snapshots: an hour later
 JOB_SLOT = 60.0  # job n is created at FROZEN + n * JOB_SLOT, starts a second later, ends after `JOB_TOOK` s
 JOB_TOOK = 7.0
+RUN_TOOK = 12.0
 PROJECT_MODULE = "snap_user"
 USER_MODULE = '''
 def score(rows):
@@ -112,11 +114,14 @@ def pin_job_times(console: Console) -> None:
 
 
 def pin_step_durations(console: Console) -> None:
-    """Every pipeline step reads 0ms: a step's duration is its job's run time, measured by the supervisor."""
+    """Every pipeline step reads 0ms and run n took RUN_TOOK s from a fixed start: a step's duration is its
+    job's run time, measured by the supervisor, and a run's times are the driver's clock."""
     store = console.workspace.store
     with store.transaction():
         for pipeline, number, record in store.query("SELECT pipeline, number, record FROM pipeline_runs"):
             run = json.loads(record)
+            run["started_at"] = FROZEN + number * JOB_SLOT
+            run["finished_at"] = run["started_at"] + RUN_TOOK
             for step in run.get("steps", {}).values():
                 step["duration"] = 0.0
             store.write(

@@ -18,10 +18,12 @@ from textual.widgets import Static
 
 from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
+from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.forms import StagePicker
 from kinetic_tui.widgets.command_bar import CommandBar
+from tests.tui.snapshot_live import live_workspace
 from tests.tui.snapshot_workspace import VIEWED_AT, locked_workspace
 
 Scenario = Callable[[Pilot], Awaitable[None]]
@@ -153,6 +155,25 @@ def test_readonly_jobs_view_hides_submit_and_cancel(
     size: str, snapshot_app: Callable[..., KineticApp], snap_compare: SnapCompare
 ) -> None:
     assert snap_compare(snapshot_app(readonly=True), terminal_size=SIZES[size], run_before=view("2"))
+
+
+@pytest.fixture(scope="session")
+def live_home() -> Iterator[Path]:
+    with live_workspace() as home:
+        yield home
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_pipelines_view_with_running_steps(
+    size: str, live_home: Path, monkeypatch: pytest.MonkeyPatch, snap_compare: SnapCompare
+) -> None:
+    """Run #2 caught with both training steps running: their job ids in the DAG, the run's time so far."""
+    monkeypatch.setattr(supervisor, "ensure_running", lambda *args: False)  # no driver: the run stays as built
+    # the home is the console's, not the environment's: its step jobs run on for the session (the suite's
+    # leftover check judges the environment's home at each test's end)
+    app = KineticApp(Console(home=live_home, default_wait=False), clock=lambda: VIEWED_AT, poll_interval=3_600)
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=view("6"))
 
 
 @pytest.mark.parametrize("size", [(60, 20), (120, 20)], ids=["narrow", "short"])

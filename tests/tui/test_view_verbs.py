@@ -14,7 +14,7 @@ HIDDEN = {
     "Training": {"train", "interrupt", "resume"},
     "Registry": {"promote"},
     "Endpoints": {"scale", "load"},
-    "Pipelines": {"rerun"},
+    "Pipelines": {"rerun", "cancel"},
 }
 
 
@@ -31,6 +31,7 @@ def test_the_read_only_verbs_are_those_that_change_nothing() -> None:
         "pipelines",
         "show",
         "help",
+        "endpoint logs",
     } == READ_ONLY_VERBS
 
 
