@@ -383,13 +383,19 @@ class KineticApp(App[int]):
             (await self._bar()).open("filter", self._view_filters.get(view.id or "", ""))
 
     def action_help(self) -> None:
+        """The keys of what is on screen; a dimmed key says why it cannot act now."""
         screen = self.screen
+        target: JobScreen | View | None
         if isinstance(screen, JobScreen):
-            title, bindings = f"job {screen.job_id}", screen.key_bindings()
+            target, title, bindings = screen, f"job {screen.job_id}", screen.key_bindings()
         else:
-            view = self.current_view
-            title, bindings = (view.title, view.visible_bindings()) if view else ("console", [])
-        rows = [(self.get_key_display(binding), binding.description) for binding in bindings]
+            target = self.current_view
+            title, bindings = (target.title, target.visible_bindings()) if target else ("console", [])
+        rows = []
+        for binding in bindings:
+            reason = target.why_not(binding.action) if target is not None else None
+            described = binding.description if reason is None else f"{binding.description} (not now: {reason})"
+            rows.append((self.get_key_display(binding), described))
         self.push_screen(HelpScreen(title, rows, GLOBAL_KEYS))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

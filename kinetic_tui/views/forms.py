@@ -188,6 +188,7 @@ class TableView(View):
     def show_rows(self, rows: list[tuple[str, ...]]) -> None:
         self.rows = rows
         self.filter(self.filter_text)
+        self.refresh_bindings()  # a row's status may have changed what its keys can do
 
     def filter(self, query: str) -> None:
         self.filter_text = query
@@ -201,6 +202,7 @@ class TableView(View):
     def _main_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table is self.main_table:
             self.show_selected()
+            self.refresh_bindings()  # the footer dims the keys that cannot act on the new row
 
     def reveal(self, name: str) -> None:
         if self.main_table.select_key(name):

@@ -1,5 +1,8 @@
 """View 2, Jobs: every job newest first, with filter, sort, submit, cancel and the job screen.
 
+`space` marks rows and `c` cancels the marked jobs (or, with none marked, the selected one) after one
+confirmation; `f` moves to the next failed job; the line under the table shows the selected job whole.
+
 Large lists: the table is windowed (`VirtualTable`). A reload hands it the job ids in order and a function
 that renders one job's row, so with 10,000 jobs a poll costs one list of ids on the event loop and rows
 are rendered only for the visible page (`benchmarks/bench_jobs_view.py`). A filter or a sort needs every
@@ -18,27 +21,38 @@ from textual.widgets import Label
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
-from kinetic_tui.screens.dialogs import Field
+from kinetic_tui.screens.dialogs import ConfirmScreen, Field
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 FIRST_PAGE = 200  # rows of the first, fast listing: more than any terminal shows
-COLUMNS = (("ID", 12), ("NAME", 14), ("ACCEL", 9), ("POOL", 6), ("STATUS", 11), ("AGE", 6), ("TOOK", 6))
+# minimum widths: each column widens to its content when the terminal has room (`VirtualTable`)
+COLUMNS = (("ID", 12), ("NAME", 12), ("ACCEL", 8), ("POOL", 6), ("STATUS", 11), ("AGE", 5), ("TOOK", 5))
 SUBMIT_FORM = (
     Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"),
     Field("accelerator", "Accelerator", "cpu"),
     Field("args", "Args (JSON list)", "[]"),
+    Field("kwargs", "Kwargs (JSON obj)", "{}"),
     Field("name", "Name", placeholder="optional"),
 )
+SHOWN_IN_QUESTION = 3  # job ids a bulk cancel's question names before "and N more"
 
 
 def submit_line(values: dict[str, str]) -> str:
-    """The submit form's answers as a `submit` line; empty optional fields are left out."""
+    """The submit form's answers as a `submit` line; empty optional fields (and `{}` kwargs) are left out."""
     words = ["submit", values["ref"]]
-    for flag, field in (("--accelerator", "accelerator"), ("--args", "args"), ("--name", "name")):
-        if values.get(field):
+    for flag, field in (("--accelerator", "accelerator"), ("--args", "args"), ("--kwargs", "kwargs"), ("--name", "name")):
+        if values.get(field) and not (field == "kwargs" and values[field] == "{}"):
             words += [flag, values[field]]
     return shlex.join(words)
+
+
+def detail_text(job: JobSnapshot) -> str:
+    """The selected job whole, however narrow its columns: id, name, function, placement, status, phase."""
+    parts = [job.job_id, job.name or "-", job.func or "-", f"{job.accelerator or '-'} on {job.pool or '-'}", job.status]
+    if job.phase:
+        parts.append(f"phase {job.phase}")
+    return " · ".join(parts)
 
 
 class JobsView(View):
@@ -46,12 +60,15 @@ class JobsView(View):
     title = "Jobs"
     ACTION_VERBS = {"submit": "submit", "cancel": "cancel"}
     LISTS_JOBS = True
+    DEFAULT_CSS = "JobsView #jobs-detail { color: $text-muted; padding: 0 1; height: auto; max-height: 2; }"
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("s", "submit", "Submit"),
-        Binding("c", "cancel", "Cancel job"),
+        Binding("c", "cancel", "Cancel"),
+        Binding("f", "next_failed", "Failed"),
         Binding("o", "sort", "Sort"),
         Binding("O", "reverse", "Reverse", show=False),
+        Binding("space", "mark", "Mark", show=False),
     ]
 
     def __init__(self) -> None:
@@ -65,6 +82,7 @@ class JobsView(View):
     def compose(self) -> ComposeResult:
         yield Label("Jobs", classes="section", id="jobs-title")
         yield VirtualTable(COLUMNS, id="jobs")
+        yield Label("", id="jobs-detail")
 
     @property
     def table(self) -> VirtualTable:
@@ -100,7 +118,23 @@ class JobsView(View):
             else f"by {COLUMNS[self.sort_column][0].lower()} {'↓' if self.sort_reverse else '↑'}"
         )
         shown = f"{len(keys)}/{len(self._jobs)} match {self._query!r}" if self._query else str(len(keys))
-        self.query_one("#jobs-title", Label).update(f"Jobs · {shown} · {order}")
+        marked = f" · {len(self.table.marked)} marked" if self.table.marked else ""
+        self.query_one("#jobs-title", Label).update(f"Jobs · {shown} · {order}{marked}")
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        job = self._jobs.get(self.table.selected_key or "")
+        self.query_one("#jobs-detail", Label).update("" if job is None else detail_text(job))
+
+    @on(VirtualTable.Highlighted, "#jobs")
+    def _highlighted(self, event: VirtualTable.Highlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    @on(VirtualTable.MarksChanged, "#jobs")
+    def _marks_changed(self, event: VirtualTable.MarksChanged) -> None:
+        event.stop()
+        self._redraw()
 
     def filter(self, query: str) -> None:
         self._query = query
@@ -133,16 +167,73 @@ class JobsView(View):
     def action_submit(self) -> None:
         self.run_after_form("Submit a job", SUBMIT_FORM, submit_line)
 
+    def action_mark(self) -> None:
+        self.table.action_mark()
+
+    def action_next_failed(self) -> None:
+        """The cursor to the next FAILED row below it, wrapping round to the top."""
+        keys = self.table.keys
+        start = self.table.cursor_row
+        order = keys[start + 1 :] + keys[: start + 1]
+        found = next((key for key in order if self._jobs[key].status == JobStatus.FAILED), None)
+        if found is None:
+            self.notify("no failed job in the list", severity="warning")
+            return
+        self.table.select_key(found)
+        self.table.focus()
+
+    def _targets(self) -> list[str]:
+        """The marked jobs, in list order, or the selected one when nothing is marked."""
+        marked = self.table.marked
+        if marked:
+            return [key for key in self.table.keys if key in marked]
+        selected = self.table.selected_key
+        return [] if selected is None else [selected]
+
+    def _cancellable(self) -> tuple[list[str], list[str]]:
+        """(the targets that can be cancelled, those already finished)."""
+        ready, done = [], []
+        for key in self._targets():
+            job = self._jobs.get(key)
+            if job is not None:
+                (done if JobStatus(job.status).finished else ready).append(key)
+        return ready, done
+
+    def why_not(self, action: str) -> str | None:
+        if action == "open" and self.table.selected_key is None:
+            return "no job selected"
+        if action != "cancel":
+            return None
+        ready, done = self._cancellable()
+        if ready:
+            return None
+        if not done:
+            return "no job selected"
+        if len(done) == 1:
+            return f"job {done[0]} is already {self._jobs[done[0]].status}; only PENDING or RUNNING jobs can be cancelled"
+        return f"none of the {len(done)} marked jobs is PENDING or RUNNING"
+
     def action_cancel(self) -> None:
-        job_id = self.table.selected_key
-        if job_id is None:
-            self.notify("no job selected", severity="warning")
+        """One confirmation for every target; finished ones are named and left alone."""
+        reason = self.why_not("cancel")
+        if reason is not None:
+            self.notify(reason, severity="warning")
             return
-        row = self.table.get_row(job_id)
-        name, status = row[1], row[4].split()[-1]
-        if JobStatus(status).finished:
-            self.notify(
-                f"job {job_id} is already {status}; only PENDING or RUNNING jobs can be cancelled", severity="warning"
-            )
-            return
-        self.run_if_confirmed(f"Cancel job {job_id} ({name})?", f"cancel {job_id}")
+        ready, done = self._cancellable()
+        if len(ready) == 1:
+            question = f"Cancel job {ready[0]} ({self._jobs[ready[0]].name or '-'})?"
+        else:
+            named = ", ".join(ready[:SHOWN_IN_QUESTION])
+            more = f" and {len(ready) - SHOWN_IN_QUESTION} more" if len(ready) > SHOWN_IN_QUESTION else ""
+            question = f"Cancel {len(ready)} jobs ({named}{more})?"
+        if done:
+            question += f" {len(done)} already finished stay as they are."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                for job_id in ready:
+                    self.host.run_command(f"cancel {job_id}")
+                self.table.marked.clear()
+                self._redraw()
+
+        self.app.push_screen(ConfirmScreen(question), answered)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from kinetic_tui.render.formatting import styled_cell

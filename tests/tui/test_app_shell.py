@@ -201,7 +201,7 @@ async def test_help_lists_the_keys_of_the_current_view(make_app: AppFactory) -> 
         await pilot.press("2", "question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.view_keys)
-        assert keys["s"] == "Submit" and keys["c"] == "Cancel job" and keys["o"] == "Sort"
+        assert keys["s"] == "Submit" and keys["c"] == "Cancel (not now: no job selected)" and keys["o"] == "Sort"
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -231,9 +231,9 @@ async def test_readonly_hides_mutating_keys_and_they_do_nothing(make_app: AppFac
         view.table.select_key(ids["running"])
         shown = {binding.key for _, binding, _, _ in app.screen.active_bindings.values()}
         assert "s" not in shown and "c" not in shown and "o" in shown  # hidden from the footer, not greyed
-        assert {b.key for b in view.visible_bindings()} == {"enter", "o", "O"}
+        assert {b.key for b in view.visible_bindings()} == {"enter", "f", "o", "O", "space"}
         await pilot.press("question_mark")
-        assert set(dict(app.screen.view_keys).values()) == {"Open", "Sort", "Reverse"}  # `?` lists no mutation
+        assert set(dict(app.screen.view_keys).values()) == {"Open", "Failed", "Mark", "Sort", "Reverse"}  # `?` lists no mutation
         await pilot.press("escape")
         await pilot.press("c")
         assert not isinstance(app.screen, ConfirmScreen)
