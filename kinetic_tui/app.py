@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
-from kinetic_tui.core.commands.verbs import READ_ONLY_VERBS
+from kinetic_tui.core.commands.verbs import FAMILIES, READ_ONLY_VERBS, VERBS
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.errors import KineticError, one_line
 from kinetic_tui.core.events import LogBatch
@@ -51,6 +51,7 @@ from kinetic_tui.views.registry import RegistryView
 from kinetic_tui.views.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar
 from kinetic_tui.widgets.key_footer import KeyFooter
+from kinetic_tui.widgets.output_panel import OutputPanel
 from kinetic_tui.widgets.too_small import TooSmall
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
@@ -67,9 +68,20 @@ VIEW_CLASSES: tuple[type[View], ...] = (
     PipelinesView,
 )
 SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
+# a bare word in the `:` bar that switches views, as k9s does (`:jobs`); with arguments it is the verb
+VIEW_NAMES = {
+    "clusters": "1",
+    "pools": "1",
+    "jobs": "2",
+    "training": "3",
+    "registry": "4",
+    "models": "4",
+    "endpoints": "5",
+    "pipelines": "6",
+}
 GLOBAL_KEYS: tuple[KeyRow, ...] = (
     ("1-6", "switch view"),
-    (":", "command bar (Tab completes)"),
+    (":", "command bar (Tab completes; a view name alone switches to it)"),
     ("/", "filter the table"),
     ("ctrl+p", "palette: actions and objects"),
     ("?", "these keys"),
@@ -269,12 +281,14 @@ class KineticApp(App[int]):
 
     # -- commands --------------------------------------------------------------------------------------
 
-    def run_command(self, line: str) -> Worker[Any]:
-        """Run one command-language line in a worker; its result or error becomes a notification."""
-        return self._execute(line)
+    def run_command(self, line: str, panel: bool = False) -> Worker[Any]:
+        """Run one command-language line in a worker. A key's command answers with a notification; a line
+        typed in the `:` bar (`panel`) opens its whole output in the output panel, and its error goes back
+        into the bar, inline."""
+        return self._execute(line, panel)
 
     @work(group="commands", exit_on_error=False)
-    async def _execute(self, line: str) -> Any:
+    async def _execute(self, line: str, panel: bool = False) -> Any:
         try:
             command = parse_line(line)
         except ParseError as exc:
@@ -283,22 +297,48 @@ class KineticApp(App[int]):
         if command is None:
             return None
         if self.readonly and command.verb not in READ_ONLY_VERBS:
-            self.notify(
+            self._failed(
+                line,
                 f"read-only console: {command.verb!r} changes state; allowed: {', '.join(sorted(READ_ONLY_VERBS))}",
-                severity="error",
+                command.verb,
+                panel,
             )
             return None
         try:
             result = await execute(self.service, command)
         except KineticError as exc:
-            self.notify(one_line(exc), title=command.verb, severity="error", timeout=8)
+            self._failed(line, one_line(exc), command.verb, panel)
             return None
-        self.notify(summarize(command.verb, result), title=command.verb)
+        if panel:
+            await self._show_output(line, render_text(command.verb, result) or "done")
+        else:
+            self.notify(summarize(command.verb, result), title=command.verb)
         try:
             await self.reload_visible()
         except KineticError as exc:
             self._report(one_line(exc))
         return result
+
+    def _failed(self, line: str, message: str, verb: str, panel: bool) -> None:
+        """A refused command: back in the bar with the error under it (typed lines), else a notification."""
+        if panel:
+            self.run_worker(self._bar_error(line, message), group="bar", exit_on_error=False)
+        else:
+            self.notify(message, title=verb, severity="error", timeout=8)
+
+    async def _bar_error(self, line: str, message: str) -> None:
+        bar = await self._bar()
+        bar.open("command", line)
+        bar.hint(f"✗ {message}")
+
+    async def _show_output(self, title: str, text: str) -> None:
+        """The output panel (mounted above the bar on first use) with `text`, focused until Esc."""
+        try:
+            output = self.query_one(OutputPanel)
+        except NoMatches:
+            output = OutputPanel(id="output")
+            await self.mount(output, before=self.query_one("#footer"))
+        output.show(title, text)
 
     def _parse_failed(self, exc: ParseError) -> None:
         self.notify(str(exc), title="does not parse", severity="error", timeout=8)
@@ -370,6 +410,8 @@ class KineticApp(App[int]):
 
     async def action_command_bar(self, text: str = "") -> None:
         """Open the `:` bar, with `text` already typed (the palette's verbs start a line this way)."""
+        for output in self.query(OutputPanel):
+            output.display = False  # the bar takes the panel's place
         bar = await self._bar()
         bar.open("command", text)
         self.run_worker(self._load_names(bar), group="names", exclusive=True, exit_on_error=False)
@@ -406,19 +448,28 @@ class KineticApp(App[int]):
         return not (isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"))
 
     @on(CommandBar.Submitted)
-    def _bar_submitted(self, event: CommandBar.Submitted) -> None:
+    async def _bar_submitted(self, event: CommandBar.Submitted) -> None:
+        """A view name alone switches views; anything else must parse (the error shows inline, under the
+        column it blames) and then runs, its output in the panel."""
         bar = self.query_one(CommandBar)
         if event.mode == "filter":
             bar.hide()
             return
+        words = event.value.split()
+        if len(words) == 1 and words[0] in VIEW_NAMES:
+            bar.hide()
+            await self.action_show_view(VIEW_NAMES[words[0]])
+            return
         try:
             parse_line(event.value)
         except ParseError as exc:
-            bar.show_error(exc.column, exc.message)
-            self._parse_failed(exc)
+            if len(words) == 1 and words[0] not in VERBS and words[0] not in FAMILIES:
+                bar.hint(f"✗ no view or verb {words[0]!r}; views: {', '.join(VIEW_NAMES)} (help lists the verbs)")
+            else:
+                bar.show_error(exc.column, exc.message)
             return
         bar.hide()
-        self.run_command(event.value)
+        self.run_command(event.value, panel=True)
 
     @on(CommandBar.FilterChanged)
     def _filter_changed(self, event: CommandBar.FilterChanged) -> None:
@@ -429,6 +480,15 @@ class KineticApp(App[int]):
 
     @on(CommandBar.Closed)
     def _bar_closed(self) -> None:
+        """The bar gave up the focus: to the output panel if a command's answer is showing, else the view."""
+        shown = [output for output in self.query(OutputPanel) if output.display]
+        if shown:
+            shown[0].focus()
+        else:
+            self._panel_closed()
+
+    @on(OutputPanel.Closed)
+    def _panel_closed(self) -> None:
         view = self.current_view
         if view is not None:
             self._focus_view(view)
