@@ -20,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Static, TextArea
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage
 from kinetic_tui.render import filter_rows, look, promote_targets
 from kinetic_tui.screens.dialog import Dialog
 from kinetic_tui.views.base import View
@@ -74,7 +74,10 @@ class ModalForm(Dialog[T]):
 
 class StagePicker(ModalForm[Stage]):
     """Illegal targets stay visible but disabled, with the reason, so the user learns the stage rules
-    instead of wondering where an option went. Up/Down move between the legal targets."""
+    instead of wondering where an option went. Up/Down move between the legal targets; the first one
+    along the graph (None → Staging → Production) has the focus, so Enter takes a version one step up.
+    A target's consequence (`notes`: another version leaving Production) is written under it, so choosing
+    it is the confirmation."""
 
     # In ANSI mode Textual draws every button with a tall border, compact and disabled ones too (with
     # `!important`): keep the targets one line high, and mark focus with reverse video (no ANSI tints)
@@ -83,13 +86,16 @@ class StagePicker(ModalForm[Stage]):
         border: none !important;
     }
     StagePicker Button.-textual-compact:ansi:focus { text-style: bold reverse; }
+    StagePicker .consequence { color: $warning; padding: 0 0 0 2; }
     """
     BINDINGS = [Binding("up", "app.focus_previous", show=False), Binding("down", "app.focus_next", show=False)]
     HINT = "↑↓ choose · Enter promote · Esc cancel"
 
-    def __init__(self, subject: str, stage: Stage | str) -> None:
+    def __init__(self, subject: str, stage: Stage | str, notes: Mapping[Stage, str] | None = None) -> None:
         super().__init__(f"Promote {subject} (now {look(Stage, stage).cell}) to:")
         self.targets = promote_targets(stage)
+        self.notes = dict(notes or {})
+        self.first = ALLOWED_TRANSITIONS[Stage(stage)][0]
 
     def body(self) -> ComposeResult:
         for target in self.targets:
@@ -101,6 +107,11 @@ class StagePicker(ModalForm[Stage]):
             )
             if not target.allowed:
                 yield Static(target.reason, classes="reason")
+            elif target.stage in self.notes:
+                yield Static(self.notes[target.stage], classes="consequence")
+
+    def on_mount(self) -> None:
+        self.query_one(f"#stage-{self.first.value.lower()}", Button).focus()
 
     @on(Button.Pressed)
     def chosen(self, event: Button.Pressed) -> None:
