@@ -27,7 +27,7 @@ from kinetic_tui.widgets.virtual_table import Row, VirtualTable
 
 FIRST_PAGE = 200  # rows of the first, fast listing: more than any terminal shows
 # minimum widths: each column widens to its content when the terminal has room (`VirtualTable`)
-COLUMNS = (("ID", 12), ("NAME", 12), ("ACCEL", 8), ("POOL", 6), ("STATUS", 11), ("AGE", 5), ("TOOK", 5))
+COLUMNS = (("ID", 12), ("NAME", 12), ("ACCEL", 8), ("POOL", 6), ("STATUS", 11), ("AGE", 4), ("TOOK", 4))
 SUBMIT_FORM = (
     Field("ref", "MODULE:FUNC", placeholder="pkg.module:func"),
     Field("accelerator", "Accelerator", "cpu"),
@@ -48,8 +48,9 @@ def submit_line(values: dict[str, str]) -> str:
 
 
 def detail_text(job: JobSnapshot) -> str:
-    """The selected job whole, however narrow its columns: id, name, function, placement, status, phase."""
-    parts = [job.job_id, job.name or "-", job.func or "-", f"{job.accelerator or '-'} on {job.pool or '-'}", job.status]
+    """The selected job whole, however narrow its columns: name, function, placement and phase (its id and
+    status have columns that are never cut)."""
+    parts = [job.name or "-", job.func or "-", f"{job.accelerator or '-'} on {job.pool or '-'}"]
     if job.phase:
         parts.append(f"phase {job.phase}")
     return " · ".join(parts)

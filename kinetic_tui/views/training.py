@@ -62,7 +62,7 @@ class TrainingView(TableView):
             yield Label("Training jobs", classes="section")
             yield KeyedTable(
                 [
-                    ("name", 14),
+                    ("name", None),  # auto: a name is never cut (the rows differ at its end)
                     ("status", None),
                     ("epochs", None),
                     ("ckpt", None),
@@ -74,7 +74,7 @@ class TrainingView(TableView):
             )
             yield Label("Tuning studies", classes="section")
             yield KeyedTable(
-                [("study", 14), ("strategy", None), ("status", None), ("trials", None), ("best", None)], id="studies"
+                [("study", None), ("strategy", None), ("status", None), ("trials", None), ("best", None)], id="studies"
             )
             yield Label("Trials", id="trials-title", classes="section")
             yield KeyedTable(
