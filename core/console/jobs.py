@@ -206,6 +206,21 @@ class Jobs:
             self.workspace.events.publish(JobStatusChanged(row.job_id, status, previous))
         return JobSnapshot.of(row, result)
 
+    async def list_with_batches(self, limit: int | None = None) -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
+        """Every job newest first (as `list`), and the batch of each map input (job id -> batch id), read
+        in the same pass: a console shows a map's inputs under their batch."""
+
+        def read() -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
+            jobs, batches = [], {}
+            for row in self.source.jobs(None, limit):
+                jobs.append(self._noted(row))
+                batch = row.handle.get("group_id")
+                if batch:
+                    batches[row.job_id] = str(batch)
+            return tuple(jobs), batches
+
+        return await self.workspace.blocking(read)
+
     # kept last: a signature below it would read `list[...]` as this method, not the builtin
     async def list(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
         """Newest first; `limit` keeps only the newest N (a console's first page)."""

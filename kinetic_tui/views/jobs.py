@@ -2,6 +2,8 @@
 
 `space` marks rows and `c` cancels the marked jobs (or, with none marked, the selected one) after one
 confirmation; `f` moves to the next failed job; the line under the table shows the selected job whole.
+A map's inputs are one row, their batch, with its progress; Enter on it shows them under it (newest-first
+order only: a filter or a sort lists every job on its own).
 
 Large lists: the table is windowed (`VirtualTable`). A reload hands it the job ids in order and a function
 that renders one job's row, so with 10,000 jobs a poll costs one list of ids on the event loop and rows
@@ -21,6 +23,7 @@ from textual.widgets import Label
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
+from kinetic_tui.render.batches import batch_detail, batch_row, group_keys, member_row
 from kinetic_tui.screens.dialogs import ConfirmScreen, Field
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable
@@ -75,6 +78,9 @@ class JobsView(View):
     def __init__(self) -> None:
         super().__init__(id="view-jobs")
         self._jobs: dict[str, JobSnapshot] = {}  # newest first, as the console lists them
+        self._batches: dict[str, str] = {}  # job id -> batch id, for a map's inputs
+        self._members: dict[str, list[str]] = {}  # batch id -> its inputs, newest first
+        self.expanded: set[str] = set()  # batches shown with their inputs
         self._now = 0.0
         self._query = ""
         self.sort_column: int | None = None  # None: newest first
@@ -93,16 +99,26 @@ class JobsView(View):
         """The first load shows the newest page at once and then the whole list: listing every job of a
         big workspace takes a while, and the operator looks at the newest ones first."""
         if not self._jobs:
-            await self._show(await self.console.jobs.list(limit=FIRST_PAGE))
-        await self._show(await self.console.jobs.list())
+            await self._show(*await self.console.jobs.list_with_batches(limit=FIRST_PAGE))
+        await self._show(*await self.console.jobs.list_with_batches())
 
-    async def _show(self, jobs: tuple[JobSnapshot, ...]) -> None:
+    async def _show(self, jobs: tuple[JobSnapshot, ...], batches: dict[str, str]) -> None:
         self._now = self.host.now()
         self._jobs = {job.job_id: job for job in jobs}
+        self._batches = batches
         self._redraw()
 
-    def _row(self, job_id: str) -> Row:
-        return job_row(self._jobs[job_id], self._now)
+    def _row(self, key: str) -> Row:
+        members = self._members.get(key)
+        if members is not None:
+            return batch_row(key, [self._jobs[job_id] for job_id in members], self._now, key in self.expanded)
+        row = job_row(self._jobs[key], self._now)
+        return member_row(row) if key in self._batches and self._grouped else row
+
+    @property
+    def _grouped(self) -> bool:
+        """Batches are rows of their own only in the newest-first list."""
+        return not self._query and self.sort_column is None
 
     def _redraw(self) -> None:
         if self._query or self.sort_column is not None:
@@ -110,8 +126,9 @@ class JobsView(View):
             if self.sort_column is not None:
                 rows = sort_rows(rows, self.sort_column, self.sort_reverse)
             keys = [row[0] for row in rows]
+            self._members = {}
         else:
-            keys = list(self._jobs)
+            keys, self._members = group_keys(self._jobs, self._batches, self.expanded)
         self.table.set_rows(keys, self._row)
         order = (
             "newest first"
@@ -124,8 +141,13 @@ class JobsView(View):
         self._show_detail()
 
     def _show_detail(self) -> None:
-        job = self._jobs.get(self.table.selected_key or "")
-        self.query_one("#jobs-detail", Label).update("" if job is None else detail_text(job))
+        key = self.table.selected_key or ""
+        job, members = self._jobs.get(key), self._members.get(key)
+        if members is not None:
+            text = batch_detail(key, [self._jobs[job_id] for job_id in members])
+        else:
+            text = "" if job is None else detail_text(job)
+        self.query_one("#jobs-detail", Label).update(text)
 
     @on(VirtualTable.Highlighted, "#jobs")
     def _highlighted(self, event: VirtualTable.Highlighted) -> None:
@@ -142,8 +164,16 @@ class JobsView(View):
         self._redraw()
 
     def reveal(self, name: str) -> None:
+        batch = self._batches.get(name)
+        if batch is not None and batch not in self.expanded and self._grouped:
+            self.expanded.add(batch)  # an input of a collapsed batch: open the batch to show it
+            self._redraw()
         if self.table.select_key(name):
             self.table.focus()
+
+    def _toggle(self, batch: str) -> None:
+        self.expanded.symmetric_difference_update({batch})
+        self._redraw()
 
     def action_sort(self) -> None:
         """Cycle newest-first -> each column -> newest-first."""
@@ -156,14 +186,21 @@ class JobsView(View):
         self._redraw()
 
     def action_open(self) -> None:
-        job_id = self.table.selected_key
-        if job_id is not None:
-            self.host.open_job(job_id)
+        key = self.table.selected_key
+        if key is not None:
+            self._open(key)
+
+    def _open(self, key: str) -> None:
+        """A job opens its screen; a batch expands or collapses in place."""
+        if key in self._members:
+            self._toggle(key)
+        else:
+            self.host.open_job(key)
 
     @on(VirtualTable.Selected, "#jobs")
     def _selected(self, event: VirtualTable.Selected) -> None:
         event.stop()
-        self.host.open_job(event.key)
+        self._open(event.key)
 
     def action_submit(self) -> None:
         self.run_after_form("Submit a job", SUBMIT_FORM, submit_line)
@@ -176,7 +213,7 @@ class JobsView(View):
         keys = self.table.keys
         start = self.table.cursor_row
         order = keys[start + 1 :] + keys[: start + 1]
-        found = next((key for key in order if self._jobs[key].status == JobStatus.FAILED), None)
+        found = next((key for key in order if key in self._jobs and self._jobs[key].status == JobStatus.FAILED), None)
         if found is None:
             self.notify("no failed job in the list", severity="warning")
             return
@@ -184,12 +221,18 @@ class JobsView(View):
         self.table.focus()
 
     def _targets(self) -> list[str]:
-        """The marked jobs, in list order, or the selected one when nothing is marked."""
+        """The marked jobs, in list order, or the selected one when nothing is marked; a batch stands for
+        its inputs."""
         marked = self.table.marked
         if marked:
-            return [key for key in self.table.keys if key in marked]
-        selected = self.table.selected_key
-        return [] if selected is None else [selected]
+            keys = [key for key in self.table.keys if key in marked]
+        else:
+            selected = self.table.selected_key
+            keys = [] if selected is None else [selected]
+        jobs: list[str] = []
+        for key in keys:
+            jobs += [job for job in self._members.get(key, [key]) if job not in jobs]
+        return jobs
 
     def _cancellable(self) -> tuple[list[str], list[str]]:
         """(the targets that can be cancelled, those already finished)."""
