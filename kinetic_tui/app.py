@@ -28,10 +28,11 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from kinetic_tui.bar_words import summarize, unknown_word, view_key
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
-from kinetic_tui.core.commands.verbs import FAMILIES, READ_ONLY_VERBS, VERBS
+from kinetic_tui.core.commands.verbs import READ_ONLY_VERBS
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.errors import KineticError, one_line
 from kinetic_tui.core.events import LogBatch
@@ -56,7 +57,6 @@ from kinetic_tui.widgets.too_small import TooSmall
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
-NOTIFY_LINES = 8
 TICK = 0.2
 THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
@@ -68,17 +68,6 @@ VIEW_CLASSES: tuple[type[View], ...] = (
     PipelinesView,
 )
 SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
-# a bare word in the `:` bar that switches views, as k9s does (`:jobs`); with arguments it is the verb
-VIEW_NAMES = {
-    "clusters": "1",
-    "pools": "1",
-    "jobs": "2",
-    "training": "3",
-    "registry": "4",
-    "models": "4",
-    "endpoints": "5",
-    "pipelines": "6",
-}
 GLOBAL_KEYS: tuple[KeyRow, ...] = (
     ("1-6", "switch view"),
     (":", "command bar (Tab completes; a view name alone switches to it)"),
@@ -87,14 +76,6 @@ GLOBAL_KEYS: tuple[KeyRow, ...] = (
     ("?", "these keys"),
     ("q", "quit"),
 )
-
-
-def summarize(verb: str, result: Any) -> str:
-    """A command's result as a notification: the text rendering, cut to a few lines."""
-    lines = render_text(verb, result).splitlines() or ["done"]
-    if len(lines) > NOTIFY_LINES:
-        lines = [*lines[: NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
-    return "\n".join(lines)
 
 
 class MainScreen(Screen[None]):
@@ -327,9 +308,7 @@ class KineticApp(App[int]):
             self.notify(message, title=verb, severity="error", timeout=8)
 
     async def _bar_error(self, line: str, message: str) -> None:
-        bar = await self._bar()
-        bar.open("command", line)
-        bar.hint(f"✗ {message}")
+        (await self._bar()).open("command", line, error=f"✗ {message}")
 
     async def _show_output(self, title: str, text: str) -> None:
         """The output panel (mounted above the bar on first use) with `text`, focused until Esc."""
@@ -455,16 +434,17 @@ class KineticApp(App[int]):
         if event.mode == "filter":
             bar.hide()
             return
-        words = event.value.split()
-        if len(words) == 1 and words[0] in VIEW_NAMES:
+        key = view_key(event.value)
+        if key is not None:
             bar.hide()
-            await self.action_show_view(VIEW_NAMES[words[0]])
+            await self.action_show_view(key)
             return
         try:
             parse_line(event.value)
         except ParseError as exc:
-            if len(words) == 1 and words[0] not in VERBS and words[0] not in FAMILIES:
-                bar.hint(f"✗ no view or verb {words[0]!r}; views: {', '.join(VIEW_NAMES)} (help lists the verbs)")
+            unknown = unknown_word(event.value)
+            if unknown is not None:
+                bar.hint(f"✗ {unknown}")
             else:
                 bar.show_error(exc.column, exc.message)
             return

@@ -44,7 +44,12 @@ SHOWN_IN_QUESTION = 3  # job ids a bulk cancel's question names before "and N mo
 def submit_line(values: dict[str, str]) -> str:
     """The submit form's answers as a `submit` line; empty optional fields (and `{}` kwargs) are left out."""
     words = ["submit", values["ref"]]
-    for flag, field in (("--accelerator", "accelerator"), ("--args", "args"), ("--kwargs", "kwargs"), ("--name", "name")):
+    for flag, field in (
+        ("--accelerator", "accelerator"),
+        ("--args", "args"),
+        ("--kwargs", "kwargs"),
+        ("--name", "name"),
+    ):
         if values.get(field) and not (field == "kwargs" and values[field] == "{}"):
             words += [flag, values[field]]
     return shlex.join(words)
@@ -236,7 +241,8 @@ class JobsView(View):
 
     def _cancellable(self) -> tuple[list[str], list[str]]:
         """(the targets that can be cancelled, those already finished)."""
-        ready, done = [], []
+        ready: list[str] = []
+        done: list[str] = []
         for key in self._targets():
             job = self._jobs.get(key)
             if job is not None:
@@ -254,7 +260,9 @@ class JobsView(View):
         if not done:
             return "no job selected"
         if len(done) == 1:
-            return f"job {done[0]} is already {self._jobs[done[0]].status}; only PENDING or RUNNING jobs can be cancelled"
+            return (
+                f"job {done[0]} is already {self._jobs[done[0]].status}; only PENDING or RUNNING jobs can be cancelled"
+            )
         return f"none of the {len(done)} marked jobs is PENDING or RUNNING"
 
     def action_cancel(self) -> None:

@@ -27,7 +27,15 @@ class KeyedTable(DataTable[Text]):
     """A row-cursor DataTable whose rows are render-layer tuples keyed by their first cell.
 
     Give columns whose text grows (ages, statuses) a fixed width: an updated cell never re-measures its
-    column, because DataTable re-measures every cell of the column for each one (seconds at 10,000 rows)."""
+    column, because DataTable re-measures every cell of the column for each one (seconds at 10,000 rows).
+    j/k/g/G move the cursor as the arrows and Home/End do."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "First", show=False),
+        Binding("G", "scroll_bottom", "Last", show=False),
+    ]
 
     def __init__(self, columns: Sequence[tuple[str, int | None]], *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 
-from kinetic_tui.app import VIEW_NAMES, KineticApp
+from kinetic_tui.app import KineticApp
+from kinetic_tui.bar_words import VIEW_NAMES
 from kinetic_tui.core.console import Console
 from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.jobs import JobsView

@@ -140,8 +140,9 @@ async def test_log_search_counts_matches_highlights_them_and_opens_empty(
     async with app.run_test(size=SIZE) as pilot:
         app.open_job(job.job_id)
         await wait_for(
-            lambda: isinstance(app.screen, JobScreen)
-            and any(len(log.buffer) >= 30 for log in app.screen.query(LogView)),
+            lambda: (
+                isinstance(app.screen, JobScreen) and any(len(log.buffer) >= 30 for log in app.screen.query(LogView))
+            ),
             pilot,
         )
         screen = app.screen
