@@ -39,6 +39,19 @@ def cell_style(cell: str) -> Style:
     return style if isinstance(style, Style) else Style.parse(style)
 
 
+class _TableMessage(Message):
+    """What a `VirtualTable` says about one of its rows (`key`)."""
+
+    def __init__(self, table: VirtualTable, key: str) -> None:
+        super().__init__()
+        self.table = table
+        self.key = key
+
+    @property
+    def control(self) -> VirtualTable:
+        return self.table
+
+
 class VirtualTable(ScrollView, can_focus=True):
     """Rows are `row_of(key)` tuples of plain strings; only visible rows are ever produced, and each
     refresh forgets the rows produced for the previous one (they may have changed)."""
@@ -77,40 +90,14 @@ class VirtualTable(ScrollView, can_focus=True):
     }
     """
 
-    class Selected(Message):
+    class Selected(_TableMessage):
         """Enter (or a click on the cursor row) on a row: `key` is that row's key."""
 
-        def __init__(self, table: VirtualTable, key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.key = key
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
-
-    class Highlighted(Message):
+    class Highlighted(_TableMessage):
         """The cursor moved onto the row of `key`."""
 
-        def __init__(self, table: VirtualTable, key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.key = key
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
-
-    class MarksChanged(Message):
-        """A row was marked or unmarked."""
-
-        def __init__(self, table: VirtualTable) -> None:
-            super().__init__()
-            self.table = table
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
+    class MarksChanged(_TableMessage):
+        """A row was marked or unmarked (`key`)."""
 
     def __init__(self, columns: Sequence[tuple[str, int]], *, id: str | None = None) -> None:
         bad = [(label, width) for label, width in columns if not isinstance(width, int) or width < 1]
@@ -236,7 +223,7 @@ class VirtualTable(ScrollView, can_focus=True):
             return
         self.marked.symmetric_difference_update({key})
         self._refresh_row(self.cursor_row)
-        self.post_message(self.MarksChanged(self))
+        self.post_message(self.MarksChanged(self, key))
         self._move_to(self.cursor_row + 1)
 
     def action_select(self) -> None:
