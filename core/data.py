@@ -2,7 +2,10 @@
 
 Local data is content-hashed and uploaded once to `data-cache/{hash}/` in the jobs bucket; the marker
 `data-markers/{hash}` is written last, so a later job with the same content pays one `exists()` call.
-Each Data logs Kinetic's lines: "Data cache hit (hash=...)" or "Uploading data (hash=...)".
+Each Data logs Kinetic's lines: "Data cache hit (hash=...)" or "Uploading data (hash=...)". Kinetic logs
+them through absl, so when absl is installed they go to the `absl` logger (what captures or filters
+Kinetic's lines, absl's handler or `assertLogs(logging.getLogger("absl"))`, sees them), else to this
+module's logger (`data_log`).
 
 Content hash (hex SHA-256), defined precisely so any client computes the same key:
 - each file contributes `sha256(relpath + b"\\0" + bytes).hexdigest()`, where `relpath` is the POSIX path
@@ -22,7 +25,9 @@ a Hugging Face dataset, fetched on the job's side (never on the client), so it c
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -42,7 +47,16 @@ MARKER_PREFIX = "data-markers"
 FUSE_MOUNT_ROOT = "/kinetic/data"  # where a GKE pod mounts fused Data passed as an argument
 _CHUNK = 1 << 20
 _REMOTE_SCHEMES = ("gs://", "hf://")
-log = logging.getLogger(__name__)
+
+
+@functools.cache
+def data_log() -> logging.Logger:
+    """The logger of the cache lines (see the module docstring); looked up once, when first needed."""
+    try:
+        absl = importlib.util.find_spec("absl") is not None
+    except ValueError:  # sys.modules holds None for it: importing it is blocked
+        absl = False
+    return logging.getLogger("absl" if absl else __name__)
 
 
 class Data:
@@ -135,9 +149,9 @@ class Data:
         prefix = f"{CACHE_PREFIX}/{digest}"
         marker = f"{MARKER_PREFIX}/{digest}"
         if storage.exists(marker):
-            log.info("Data cache hit (hash=%s...): %s", digest[:12], storage.uri(f"{prefix}/"))
+            data_log().info("Data cache hit (hash=%s...): %s", digest[:12], storage.uri(f"{prefix}/"))
         else:
-            log.info("Uploading data (hash=%s...) to %s", digest[:12], storage.uri(f"{prefix}/"))
+            data_log().info("Uploading data (hash=%s...) to %s", digest[:12], storage.uri(f"{prefix}/"))
             for rel, path in files:
                 storage.put_file(f"{prefix}/{rel}", path)
             summary = {"name": self.name, "is_dir": self.is_dir, "files": len(files)}

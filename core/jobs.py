@@ -197,11 +197,19 @@ class JobHandle:
         finally:
             watcher.finish()
         watcher.observe(row.status)
-        return self.value_from(row, None, (not self.debug) if cleanup is None else cleanup)
+        return self.value_from(
+            row, None, (not self.debug) if cleanup is None else cleanup, (cleanup_timeout, cleanup_poll_interval)
+        )
 
-    def value_from(self, row: JobInfo, data: bytes | None = None, cleanup: bool = False) -> Any:
+    def value_from(
+        self,
+        row: JobInfo,
+        data: bytes | None = None,
+        cleanup: bool = False,
+        cleanup_timing: tuple[float, float] = (CLEANUP_TIMEOUT, CLEANUP_POLL),
+    ) -> Any:
         """`result` for a settled row, given its result pickle if the caller already read it (a batch reads
-        every lane's results file once)."""
+        every lane's results file once); `cleanup_timing` is `cleanup`'s (timeout, poll interval)."""
         if row.status is JobStatus.CANCELLED:
             raise RemoteJobError(f"job {self.job_id} was cancelled")
         data = data or self.runs_on().result_bytes(row)  # a map input's, from its lane's results file
@@ -215,7 +223,10 @@ class JobHandle:
             ) from None
         outcome = self._unpickled(row, data, where)
         if cleanup:
-            self.cleanup()
+            try:
+                self.cleanup(cleanup_timeout=cleanup_timing[0], cleanup_poll_interval=cleanup_timing[1])
+            except TimeoutError as slow:  # as Kinetic: a slow removal must not cost the caller the result
+                warnings.warn(f"cleanup after reading the result: {slow}", stacklevel=3)
         if outcome["success"] and row.status is JobStatus.SUCCEEDED:
             return outcome["result"]
         if outcome.get("serialization_failed"):
@@ -268,16 +279,33 @@ class JobHandle:
         self, cleanup_timeout: float = CLEANUP_TIMEOUT, cleanup_poll_interval: float = CLEANUP_POLL
     ) -> JobStatus:
         """Stop the job; it stays CANCELLED (its record is kept). Waits up to `cleanup_timeout` seconds,
-        polling every `cleanup_poll_interval`, for the backend to confirm the job has settled."""
+        polling every `cleanup_poll_interval`, for the job to settle and then for what ran it to be gone
+        (its processes here, its workload object on a cluster); TimeoutError naming what is left."""
         check_wait_options(cleanup_timeout, cleanup_poll_interval)
         status = self.runs_on().cancel(self.job_id).status
         deadline = time.monotonic() + cleanup_timeout
         while not status.finished:
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"job {self.job_id} is still {status.value} {cleanup_timeout} s after cancel")
-            time.sleep(min(cleanup_poll_interval, max(deadline - time.monotonic(), 0.0)))
+                raise TimeoutError(f"job {self.job_id} is still {status.value} {cleanup_timeout:g} s after cancel")
+            _pause(cleanup_poll_interval, deadline)
             status = self.status()
+        self._await_gone(False, deadline, cleanup_timeout, cleanup_poll_interval)
         return status
+
+    def wait_removed(
+        self, files: bool = True, timeout: float = CLEANUP_TIMEOUT, poll_interval: float = CLEANUP_POLL
+    ) -> None:
+        """Wait, polling every `poll_interval` up to `timeout` seconds, until nothing of the stopped job runs
+        and (with `files`) its workload is removed; TimeoutError naming what is still there."""
+        check_wait_options(timeout, poll_interval)
+        self._await_gone(files, time.monotonic() + timeout, timeout, poll_interval)
+
+    def _await_gone(self, files: bool, deadline: float, timeout: float, poll_interval: float) -> None:
+        backend = self.runs_on()
+        while (left := backend.leftover(self.job_id, files)) is not None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.job_id}: {left} still there {timeout:g} s later")
+            _pause(poll_interval, deadline)
 
     def cleanup(
         self,
@@ -290,13 +318,18 @@ class JobHandle:
         uploaded inputs (payload, archive). The result, `handle.json`, the output and the logs stay, so the
         job can still be shown and its result read again.
 
-        Refused (ValidationError, nothing removed) while the job is pending or running: it still needs them."""
+        With `k8s`, waits up to `cleanup_timeout` seconds, polling every `cleanup_poll_interval`, until the
+        workload is gone (TimeoutError naming what is left). Refused (ValidationError, nothing removed) while
+        the job is pending or running: it still needs them."""
         check_wait_options(cleanup_timeout, cleanup_poll_interval)
+        deadline = time.monotonic() + cleanup_timeout
         self.runs_on().cleanup(self.job_id, workload=k8s, uploads=gcs)
         if gcs:
             storage = self.storage()
             for name in (PAYLOAD, CONTEXT):
                 storage.delete_prefix(f"{self.job_id}/{name}")
+        if k8s:
+            self._await_gone(True, deadline, cleanup_timeout, cleanup_poll_interval)
 
 
 class _Watcher:
@@ -328,6 +361,10 @@ class _Watcher:
     def finish(self) -> None:
         if self.echo is not None:
             self.echo.pump(final=True)
+
+
+def _pause(poll_interval: float, deadline: float) -> None:
+    time.sleep(min(poll_interval, max(deadline - time.monotonic(), 0.0)))
 
 
 def check_wait_options(timeout: object, poll_interval: object) -> None:

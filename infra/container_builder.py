@@ -46,6 +46,7 @@ from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.submission.context import IMAGE_MODES
 from kinetic_tui.core.submission.packaging import client_fingerprint
 from kinetic_tui.infra import builds_bucket_name, import_extra, repository_url, service_account_email
+from kinetic_tui.infra.dockerhub import dockerhub_login, dockerhub_secrets
 
 # GKE mounts the GPU driver from the node and CUDA/libtpu user-space libraries come as pip wheels, so
 # one slim Python serves every category; the category still selects pip options and keys the tag.
@@ -265,11 +266,29 @@ def ensure_image(
     tag = image_tag(project, region, cluster, inputs)
     if (exists or registry_has_tag)(tag):
         return ImageBuild(tag, built=False)
+    build = functools.partial(run_build, upload=upload, client=client, timeout=timeout, poll_interval=poll_interval)
+    return build(inputs, tag, project=project, cluster=cluster)
+
+
+def run_build(
+    inputs: ImageInputs,
+    tag: str,
+    *,
+    project: str,
+    cluster: str,
+    upload: Callable[[str, str, bytes], None] | None = None,
+    client: Any = None,
+    timeout: float = BUILD_TIMEOUT,
+    poll_interval: float = POLL_INTERVAL,
+    dockerhub: bool = False,
+) -> ImageBuild:
+    """Build `inputs` with Cloud Build, push the image as `tag` and wait for the build (`ensure_image`'s
+    doubles); `dockerhub` logs in to Docker Hub first (`build_request`)."""
     cloudbuild = import_extra("google.cloud.devtools.cloudbuild_v1", "building images")
     source = build_context(inputs)
     bucket, source_object = builds_bucket_name(project, cluster), f"sources/{hashlib.sha256(source).hexdigest()}.tar.gz"
     (upload or upload_source)(bucket, source_object, source)
-    build = build_request(cloudbuild, tag, inputs.category, project, cluster, bucket, source_object, timeout)
+    build = build_request(cloudbuild, tag, inputs.category, project, cluster, bucket, source_object, timeout, dockerhub)
     client = client or cloud_build_client()
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -289,15 +308,20 @@ def build_request(
     bucket: str,
     source_object: str,
     timeout: float,
+    dockerhub: bool = False,
 ) -> Any:
-    """Build then push the tag as the cluster's build service account; `images` records the digest."""
+    """Build then push the tag as the cluster's build service account; `images` records the digest. For
+    Docker Hub (`dockerhub`) a login step comes first, with the project's Secret Manager credentials
+    (infra/dockerhub.py), and `images` stays empty: Cloud Build's own push has no Docker Hub login."""
     return cloudbuild.Build(
         source=cloudbuild.Source(storage_source=cloudbuild.StorageSource(bucket=bucket, object_=source_object)),
         steps=[
             cloudbuild.BuildStep(name=DOCKER_BUILDER, args=["build", "--tag", tag, "."]),
+            *([dockerhub_login(cloudbuild)] if dockerhub else []),
             cloudbuild.BuildStep(name=DOCKER_BUILDER, args=["push", tag]),
         ],
-        images=[tag],
+        images=[] if dockerhub else [tag],
+        available_secrets=dockerhub_secrets(cloudbuild, project) if dockerhub else None,
         timeout=datetime.timedelta(seconds=int(timeout)),
         service_account=f"projects/{project}/serviceAccounts/{service_account_email(project, cluster, 'build')}",
         options=cloudbuild.BuildOptions(logging=cloudbuild.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY),
@@ -383,7 +407,7 @@ def registry_has_tag(
         url,
         method="HEAD",
         headers={
-            "Authorization": f"Bearer {token if token is not None else _access_token(timeout)}",
+            "Authorization": f"Bearer {token if token is not None else access_token(timeout)}",
             "Accept": MANIFEST_TYPES,
         },
     )
@@ -398,7 +422,8 @@ def registry_has_tag(
         raise ImageBuildError(f"cannot reach Artifact Registry for {tag}: {exc}") from None
 
 
-def _access_token(timeout: float) -> str:
+def access_token(timeout: float = REGISTRY_TIMEOUT) -> str:
+    """An access token from the application-default credentials (ImageBuildError naming the fix)."""
     google_auth = import_extra("google.auth", "building images")
     from google.auth.transport.requests import Request
 

@@ -29,6 +29,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from kinetic_tui.bar_words import summarize, unknown_word, view_key
+from kinetic_tui.config import UserConfig, binding_ids, load_config
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
 from kinetic_tui.core.commands.parser import ParseError
@@ -41,7 +42,7 @@ from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.host import ConsoleHost
 from kinetic_tui.palette import KineticCommands, PaletteHost
 from kinetic_tui.render.header import header_text
-from kinetic_tui.screens.help import HelpScreen, KeyRow
+from kinetic_tui.screens.help import HelpScreen, KeyRow, key_rows
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.base import View
 from kinetic_tui.views.clusters import ClustersView
@@ -95,11 +96,11 @@ class KineticApp(App[int]):
     # stylesheet is built with its colours from the start
     theme: Reactive[str] = Reactive(THEME)
     BINDINGS = [
-        *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False) for n in range(1, 7)),
-        Binding("colon", "command_bar", "Command"),
-        Binding("slash", "filter", "Filter"),
-        Binding("question_mark", "help", "Keys"),
-        Binding("q", "quit", "Quit"),
+        *(Binding(str(n), f"show_view('{n}')", f"View {n}", show=False, id=f"app.view_{n}") for n in range(1, 7)),
+        Binding("colon", "command_bar", "Command", id="app.command_bar"),
+        Binding("slash", "filter", "Filter", id="app.filter"),
+        Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
     def __init__(
@@ -109,14 +110,21 @@ class KineticApp(App[int]):
         clock: Callable[[], float] | None = None,
         poll_interval: float = 1.0,
         background: Callable[[Console], Awaitable[None]] | None = None,
+        config: UserConfig | None = None,
     ) -> None:
-        """`background` is work that fills the workspace while the UI is up (the demo)."""
+        """`background` is work that fills the workspace while the UI is up (the demo); `config` the user's
+        keymap and theme (`kinetic_tui.config`; None: the defaults)."""
         # ansi_color from the start: Textual picks its NO_COLOR filter here (NoColor strips colour, where
         # the default Monochrome would emit truecolour greys) and never converts ANSI colours to RGB
         super().__init__(ansi_color=True)
         for name in list(self.available_themes):  # the palette's theme picker offers 16-colour themes only
             if not self.available_themes[name].ansi:
                 self.unregister_theme(name)
+        self.config = config or UserConfig()
+        if self.config.keymap:
+            self.set_keymap(dict(self.config.keymap))
+        if self.config.theme != THEME:  # only then: assigning the theme restyles everything once
+            self.theme = self.config.theme
         self.background = background
         self.service = console  # `App.console` is Textual's rich console
         self.readonly = readonly
@@ -161,6 +169,8 @@ class KineticApp(App[int]):
         self.set_interval(TICK, self._tick)
         if self.background is not None:
             self.run_worker(self.background(self.service), group="background", exit_on_error=False)
+        if self.config.problem:
+            self.notify(self.config.problem, title="config", severity="error", timeout=20)
         self._tick()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -273,12 +283,12 @@ class KineticApp(App[int]):
         try:
             command = parse_line(line)
         except ParseError as exc:
-            self._parse_failed(exc)
+            self.notify(str(exc), title="does not parse", severity="error", timeout=8)
             return None
         if command is None:
             return None
         if self.readonly and command.verb not in READ_ONLY_VERBS:
-            self._failed(
+            await self._failed(
                 line,
                 f"read-only console: {command.verb!r} changes state; allowed: {', '.join(sorted(READ_ONLY_VERBS))}",
                 command.verb,
@@ -288,7 +298,7 @@ class KineticApp(App[int]):
         try:
             result = await execute(self.service, command)
         except KineticError as exc:
-            self._failed(line, one_line(exc), command.verb, panel)
+            await self._failed(line, one_line(exc), command.verb, panel)
             return None
         if panel:
             await self._show_output(line, render_text(command.verb, result) or "done")
@@ -300,15 +310,12 @@ class KineticApp(App[int]):
             self._report(one_line(exc))
         return result
 
-    def _failed(self, line: str, message: str, verb: str, panel: bool) -> None:
+    async def _failed(self, line: str, message: str, verb: str, panel: bool) -> None:
         """A refused command: back in the bar with the error under it (typed lines), else a notification."""
         if panel:
-            self.run_worker(self._bar_error(line, message), group="bar", exit_on_error=False)
+            (await self._bar()).open("command", line, error=f"✗ {message}")
         else:
             self.notify(message, title=verb, severity="error", timeout=8)
-
-    async def _bar_error(self, line: str, message: str) -> None:
-        (await self._bar()).open("command", line, error=f"✗ {message}")
 
     async def _show_output(self, title: str, text: str) -> None:
         """The output panel (mounted above the bar on first use) with `text`, focused until Esc."""
@@ -318,9 +325,6 @@ class KineticApp(App[int]):
             output = OutputPanel(id="output")
             await self.mount(output, before=self.query_one("#footer"))
         output.show(title, text)
-
-    def _parse_failed(self, exc: ParseError) -> None:
-        self.notify(str(exc), title="does not parse", severity="error", timeout=8)
 
     async def object_names(self) -> dict[str, list[str]]:
         """Names of every live object by kind, for completion and the palette."""
@@ -333,6 +337,7 @@ class KineticApp(App[int]):
             "group": (console.registry.models, "group"),
             "endpoint": (console.endpoints.list, "name"),
             "pipeline": (console.pipelines.list, "name"),
+            "function": (console.jobs.known_functions, "ref"),
         }
         names: dict[str, list[str]] = {}
         for kind, (read, attribute) in readers.items():
@@ -412,12 +417,8 @@ class KineticApp(App[int]):
         else:
             target = self.current_view
             title, bindings = (target.title, target.visible_bindings()) if target else ("console", [])
-        rows = []
-        for binding in bindings:
-            reason = target.why_not(binding.action) if target is not None else None
-            described = binding.description if reason is None else f"{binding.description} (not now: {reason})"
-            rows.append((self.get_key_display(binding), described))
-        self.push_screen(HelpScreen(title, rows, GLOBAL_KEYS))
+        why_not = target.why_not if target is not None else None
+        self.push_screen(HelpScreen(title, key_rows(bindings, self.get_key_display, why_not), GLOBAL_KEYS))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Dialogs keep the keyboard: no view switching or bars behind a modal. The bar and the filter
@@ -493,7 +494,7 @@ def run_app(demo: bool = False, readonly: bool = False, mouse: bool = True, home
     except KineticError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
-    app = KineticApp(console, readonly=readonly, background=background)
+    app = KineticApp(console, readonly=readonly, background=background, config=load_config(binding_ids()))
     with using_home(console.workspace.home):  # what the views read beside the console (profiles) is there too
         app.run(mouse=mouse)
     return app.return_code or 0

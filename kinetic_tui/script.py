@@ -2,7 +2,8 @@
 
 Exit codes are an API: 0 every command succeeded; 1 a command failed (the script stops there unless
 `keep_going`, and what earlier lines did stays done); 2 a line did not parse, reported with its line and
-column before anything runs. Errors are one line each; a traceback is printed only with `debug`.
+column before anything runs. Errors are one line each (a failed job's remote traceback follows its line);
+our own traceback is printed only with `debug`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, TextIO
 
 from kinetic_tui.core.commands import Command, ParseError, parse_script
 from kinetic_tui.core.commands.execute import execute, render_text
-from kinetic_tui.core.console import Console
+from kinetic_tui.core.console import Console, RemoteJobFailed
 from kinetic_tui.core.errors import ValidationError, one_line
 from kinetic_tui.core.events import DetachedWorkFailed
 
@@ -57,10 +58,15 @@ def _script_text(data: bytes | str, label: str) -> str:
 
 
 class _Reporter:
-    """Writes one result or error per command in the chosen format."""
+    """Writes one result or error per command in the chosen format. Text results are separated by a blank
+    line. `numbered` errors name their line and command (`line 3: promote ...: Type: message`), as a
+    script's must; a CLI command's (`numbered=False`) are `error: message`, as every CLI error is. A failed
+    job's remote traceback follows its error line (JSON: `phase` and `traceback` in the error)."""
 
-    def __init__(self, output: str, stdout: TextIO, stderr: TextIO, debug: bool) -> None:
+    def __init__(self, output: str, stdout: TextIO, stderr: TextIO, debug: bool, numbered: bool = True) -> None:
         self.output, self.stdout, self.stderr, self.debug = output, stdout, stderr, debug
+        self.numbered = numbered
+        self.printed = False
 
     def _json(self, record: dict[str, Any]) -> None:
         self.stdout.write(json.dumps(record, separators=(",", ":"), default=repr) + "\n")
@@ -70,22 +76,33 @@ class _Reporter:
             self._json({"line": line, "command": command.text, "ok": True, "result": result})
         else:
             text = render_text(command.verb, result)
-            self.stdout.write(text + "\n" if text else "")
+            if text:
+                self.stdout.write(("\n" if self.printed else "") + text + "\n")
+                self.printed = True
         self.stdout.flush()
 
     def error(self, line: int, text: str, exc: BaseException) -> None:
-        self.failure(line, text, type(exc).__name__, one_line(exc))
-        if self.debug:
+        remote = exc if isinstance(exc, RemoteJobFailed) else None
+        extra = {} if remote is None else {"phase": remote.phase, "traceback": remote.traceback}
+        # a CLI command is one line the user did not write as such: its column would point into our join
+        message = exc.message if isinstance(exc, ParseError) and not self.numbered else one_line(exc)
+        self.failure(line, text, type(exc).__name__, message, extra)
+        if self.debug:  # our own stack first: the job's traceback, when there is one, stays the last word
             traceback.print_exception(exc, file=self.stderr)
-            self.stderr.flush()
+        if remote is not None and remote.traceback and self.output == "text":
+            self.stderr.write(remote.traceback.rstrip("\n") + "\n")
+        self.stderr.flush()
 
-    def failure(self, line: int, text: str, error_type: str, message: str) -> None:
+    def failure(self, line: int, text: str, error_type: str, message: str, extra: dict[str, Any] | None = None) -> None:
         if self.output == "json":
-            self._json({"line": line, "command": text, "ok": False, "error": {"type": error_type, "message": message}})
+            error = {"type": error_type, "message": message, **(extra or {})}
+            self._json({"line": line, "command": text, "ok": False, "error": error})
             self.stdout.flush()
-        else:
+        elif self.numbered:
             self.stderr.write(f"line {line}: {text}: {error_type}: {message}\n")
-            self.stderr.flush()
+        else:
+            self.stderr.write(f"error: {message}\n" if line else f"error: {text}: {error_type}: {message}\n")
+        self.stderr.flush()
 
 
 async def _run(
@@ -128,17 +145,19 @@ def run_script(
     stderr: TextIO | None = None,
     debug: bool = False,
     console_factory: Callable[[], Console] | None = None,
+    numbered: bool = True,
 ) -> int:
     """Parse every line, then run them in order against the active workspace; returns the exit code.
 
     Starting verbs wait by default here (`default_wait=True`), and commands run one at a time with no UI
     to keep responsive, so blocking calls run inline (`offload=False`). `console_factory` lets a caller
-    supply its own Console (a test's clock, another workspace).
+    supply its own Console (a test's clock, another workspace). `numbered=False` is a CLI command's one
+    line: its errors do not name a script line.
     """
     out, err = stdout or sys.stdout, stderr or sys.stderr
     if output not in OUTPUTS:
         raise ValidationError(f"--output {output!r} is not one of: {', '.join(OUTPUTS)}")
-    reporter = _Reporter(output, out, err, debug)
+    reporter = _Reporter(output, out, err, debug, numbered)
     try:
         commands = parse_script(text)
     except ParseError as exc:

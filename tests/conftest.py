@@ -1,9 +1,12 @@
-"""Suite-wide fixtures: every test gets its own KINETIC_HOME; hypothesis runs deterministically."""
+"""Suite-wide fixtures: every test gets its own KINETIC_HOME; property tests draw fresh inputs each run from
+one recorded seed, printed at the end of the run so a failure replays with `--hypothesis-seed`."""
 
 import os
+import random
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, core, settings
 
 from tests.helpers import processes
 
@@ -12,26 +15,48 @@ pytest_plugins = ["tests.gcs_emulator"]
 settings.register_profile(
     "ci",
     deadline=None,
-    derandomize=True,
+    print_blob=True,
     max_examples=100,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+SEED_OPTION = "--hypothesis-seed"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Without `--hypothesis-seed`, pick one: every run explores new inputs, and the seed is on record."""
+    if config.getoption(SEED_OPTION) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+        core.global_force_seed = int(config.option.hypothesis_seed)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    seed = terminalreporter.config.getoption(SEED_OPTION)
+    terminalreporter.write_line(f"hypothesis seed {seed}: replay a failure with pytest {SEED_OPTION}={seed}")
+
 
 @pytest.fixture(autouse=True)
 def kinetic_home(tmp_path_factory, monkeypatch):
-    """Point KINETIC_HOME at a fresh temp dir and clear KINETIC_* so the user's config never leaks in;
-    afterwards stop the supervisor and the fork server, and fail the test if any process of ours is still
-    serving its home a moment later (a job, a lane, a client): a suite run leaves nothing behind."""
+    """Point KINETIC_HOME (and XDG_CONFIG_HOME) at fresh temp dirs and clear KINETIC_* so the user's config
+    never leaks in; afterwards stop the supervisor and the fork server, and fail the test if any process of
+    ours is still serving its home a moment later (a job, a lane, a client): a suite run leaves nothing
+    behind. A test
+    that points KINETIC_HOME elsewhere (an overriding fixture: the tmux test's demo workspace) has the home
+    it ended with judged too."""
     home = tmp_path_factory.mktemp("kinetic-home")
     for name in list(os.environ):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KINETIC_HOME", str(home))
+    # the console's own config file (keymap, theme) is the test's to write, never the user's
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     yield home
-    processes.stop_infrastructure(home)
-    left = processes.reap(home, LEFTOVER_GRACE)
+    homes = dict.fromkeys([home, Path(os.environ.get("KINETIC_HOME") or home)])
+    left = {}
+    for served in homes:
+        processes.stop_infrastructure(served)
+        left.update(processes.reap(served, LEFTOVER_GRACE))
     if left:
         pytest.fail(
             "the test left processes of ours running (killed now): "

@@ -23,6 +23,7 @@ EXPECTED_VERBS = [
     "pool remove",
     "jobs",
     "submit",
+    "functions",
     "status",
     "logs",
     "wait",
@@ -64,16 +65,18 @@ FULL = [
     ("jobs --status failed", {"status": "FAILED"}, None),
     (
         """submit pkg.mod:train_fn --accelerator v5e-2x4 --args '[1, "a"]' --kwargs '{"lr": 0.1}' """
-        "--name 'my job' --detach",
+        "--name 'my job' --save trainer --detach",
         {
             "ref": "pkg.mod:train_fn",
             "accelerator": "v5litepod-2x4",
             "args": [1, "a"],
             "kwargs": {"lr": 0.1},
             "name": "my job",
+            "save": "trainer",
         },
         False,
     ),
+    ("functions", {}, None),
     ("status job-1234abcd", {"job": "job-1234abcd"}, None),
     ("logs job-0000000a --tail 0 --follow", {"job": "job-0000000a", "tail": 0, "follow": True}, None),
     ("wait job-0000000a --timeout 2.5", {"job": "job-0000000a", "timeout": 2.5}, None),
@@ -153,7 +156,8 @@ FULL = [
 # The shortest valid line of each verb, with every default filled in.
 MINIMAL = [
     ("jobs", {"status": None}),
-    ("submit m:f", {"ref": "m:f", "accelerator": None, "args": [], "kwargs": {}, "name": None}),
+    ("submit m:f", {"ref": "m:f", "accelerator": None, "args": [], "kwargs": {}, "name": None, "save": None}),
+    ("submit saved", {"ref": "saved", "accelerator": None, "args": [], "kwargs": {}, "name": None, "save": None}),
     ("logs job-0000000a", {"job": "job-0000000a", "tail": None, "follow": False}),
     ("wait job-0000000a", {"job": "job-0000000a", "timeout": None}),
     (
@@ -292,6 +296,12 @@ def test_describe_prints_a_line_that_parses_back_to_the_same_command(line):
     assert parse_line(command.describe()) == command
 
 
+def test_describe_writes_an_empty_string_value_as_json_so_it_parses_back():
+    command = parse_line("tune s --space 'opt=\"\",adam' --strategy grid --max-trials 1")
+    assert command.args["space"] == {"opt": ["", "adam"]}
+    assert parse_line(command.describe()) == command
+
+
 def test_describe_omits_defaults_and_canonicalises():
     assert parse_line("promote g 2 production").describe() == "promote g 2 Production"
     assert parse_line("train   't 1'  --epochs 5 --hp opt=adam").describe() == "train 't 1' --hp opt=adam"
@@ -408,7 +418,8 @@ def test_unknown_flag_message_matches_the_documented_form():
         ("invoke e m {x}", 12, "{x}", "JSON: expected a JSON value, got invalid JSON"),
         ("invoke e m NaN", 12, "NaN", "expected a JSON value, got invalid JSON (NaN is not JSON)"),
         ("invoke e m " + "[" * 100_000, 12, "[" * 100_000, "nested too deeply"),
-        ("submit m --args []", 8, "m", "MODULE:FUNC: expected MODULE:NAME such as pkg.module:func, got 'm'"),
+        ("submit m: --args []", 8, "m:", "MODULE:FUNC: expected MODULE:NAME such as pkg.module:func, got 'm:'"),
+        ("submit ' ' --args []", 8, " ", "MODULE:FUNC: expected a non-empty name"),
         ("submit 1m:f", 8, "1m:f", "expected MODULE:NAME"),
         ("pool add p --accelerator h200 --nodes 1", 26, "h200", "--accelerator: invalid accelerator 'h200'"),
         ("train t --hp lr", 14, "lr", "--hp: expected K=V with K a name such as learning_rate, got 'lr'"),
@@ -589,6 +600,7 @@ _BY_METAVAR = {
         ]
     ),
     "MODULE:NAME": st.from_regex(rf"{_IDENT}(\.{_IDENT}){{0,2}}:{_IDENT}", fullmatch=True).map(lambda t: (t, t)),
+    "MODULE:FUNC": st.from_regex(rf"{_IDENT}(\.{_IDENT}){{0,2}}:{_IDENT}", fullmatch=True).map(lambda t: (t, t)),
     "SECONDS": st.floats(0, 1e6).map(lambda seconds: (repr(seconds), seconds)),
     "VERB": st.sampled_from(EXPECTED_VERBS).map(lambda verb: (verb, verb)),
     "K=V": _pairs(_JSON | _BARE_WORDS, lambda v: v if isinstance(v, str) and v[0].isalpha() else json.dumps(v)),

@@ -9,6 +9,8 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
+import unittest
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +18,7 @@ from types import ModuleType
 import pytest
 
 import kinetic_tui as kinetic
-from kinetic_tui.core.data import DATA_REF_KEY, FUSE_MOUNT_ROOT, Data, fuse_mounts, replace_data_refs
+from kinetic_tui.core.data import DATA_REF_KEY, FUSE_MOUNT_ROOT, Data, data_log, fuse_mounts, replace_data_refs
 from kinetic_tui.core.paths import local_root
 from kinetic_tui.core.storage import LocalStorage
 from tests.hf_endpoint import HubServer, hf_hub
@@ -121,19 +123,40 @@ def test_bad_options_are_value_errors(args: tuple, message: str | None) -> None:
 # -- refs and log lines ---------------------------------------------------------------------------------
 
 
-def test_upload_then_cache_hit_log_kinetic_s_lines(
-    dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.fixture
+def fresh_data_log() -> Iterator[None]:
+    """`data_log` decides once per process; a test that changes what is importable decides again."""
+    data_log.cache_clear()
+    yield
+    data_log.cache_clear()
+
+
+def test_upload_then_cache_hit_log_kinetic_s_lines_on_absl_s_logger(
+    dataset: Path, tmp_path: Path, fresh_data_log: None
 ) -> None:
+    absl_logging = pytest.importorskip("absl.logging")  # installs absl's handler, as Kinetic's tests run
     storage = LocalStorage(tmp_path / "buckets", "jobs")
     digest = Data(dataset).content_hash()
-    with caplog.at_level(logging.INFO, logger="kinetic_tui.core.data"):
+    with unittest.TestCase().assertLogs(logging.getLogger("absl"), level="INFO") as captured:  # Kinetic's way
         Data(dataset).to_ref(storage)
         Data(dataset).to_ref(storage)
-    lines = [record.getMessage() for record in caplog.records]
     where = storage.uri(f"data-cache/{digest}/")
-    assert lines == [
+    assert [record.getMessage() for record in captured.records] == [
         f"Uploading data (hash={digest[:12]}...) to {where}",
         f"Data cache hit (hash={digest[:12]}...): {where}",
+    ]
+    assert absl_logging.get_absl_logger() is logging.getLogger("absl")
+
+
+def test_without_absl_the_lines_go_to_the_data_module_s_logger(
+    dataset: Path, tmp_path: Path, fresh_data_log: None, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "absl", None)  # as if absl-py were not installed
+    storage = LocalStorage(tmp_path / "buckets", "jobs")
+    with caplog.at_level(logging.INFO, logger="kinetic_tui.core.data"):
+        Data(dataset).to_ref(storage)
+    assert [(r.name, r.getMessage().split(" (")[0]) for r in caplog.records] == [
+        ("kinetic_tui.core.data", "Uploading data")
     ]
 
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -17,11 +18,12 @@ import pytest
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.backends.local.launcher import HostProcess
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.doctor.checks import examine
 from kinetic_tui.core.paths import state_db_path
 from kinetic_tui.core.store import Store
 from kinetic_tui.core.supervisor import process as supervisor
-from tests.lifecycle.backend_projects import client_json, jobs, reap_jobs, user_project, wait_for
+from tests.lifecycle.backend_projects import client_json, jobs, reap_jobs, start_client, user_project, wait_for
 
 __all__ = ["jobs", "reap_jobs", "user_project"]
 
@@ -195,3 +197,63 @@ def test_a_stopped_fork_server_is_a_problem(jobs, kinetic_home: Path):
         os.kill(pid, signal.SIGCONT)
     assert "does not answer (stopped?)" in _problems(report.to_dict())["fork server"]
     assert examine(kinetic_home).clean
+
+
+CLAIM_THEN_DIE = """
+    import os
+    import kinetic_tui as kinetic
+    from kinetic_tui.core.backends.local import backend
+    from {package} import jobs
+
+    backend.launch_job = lambda store, row: os._exit(0)  # the client dies between its claim and its spawn
+    kinetic.run()(jobs.add).run_async(20, 22)
+"""
+
+SPAWNER_DIES = """
+    import sys
+    from kinetic_tui.core.backends.local import launch_files
+
+    launch_files.take_spawn(sys.argv[1], sys.argv[2], "spawner")  # takes the launch, dies before forking
+"""
+
+
+def _claimed_by_a_dead_client(user_project, kinetic_home: Path) -> str:
+    project, package = user_project
+    client = start_client(project, CLAIM_THEN_DIE.format(package=package))
+    client.communicate(timeout=30)
+    supervisor.stop(kinetic_home)  # no reader settles it meanwhile: the records are all that is left
+    (row,) = local_backend().jobs()
+    assert (row.status.value, row.hosts) == ("RUNNING", None)
+    return row.job_id
+
+
+def test_a_claim_without_a_live_launcher_is_found_then_queued_again(jobs, user_project, kinetic_home: Path):
+    job_id = _claimed_by_a_dead_client(user_project, kinetic_home)
+    before = _tree(kinetic_home / "local" / "jobs" / job_id)
+    report = examine(kinetic_home)
+    problem = _problems(report.to_dict())["launches"]
+    assert f"{job_id}: claim " in problem and "without a live launcher" in problem and "no spawner took it" in problem
+    assert _tree(kinetic_home / "local" / "jobs" / job_id) == before  # looking abandoned nothing
+    report = examine(kinetic_home, repair=True)
+    assert any(f"settled the stuck launch of {job_id}" in a and "now PENDING" in a for a in report.actions), report
+    assert "launches" not in _problems(report.to_dict())
+    wait_for(lambda: kinetic.attach(job_id).status().finished, 30, "the requeued job run by the supervisor")
+    assert kinetic.attach(job_id).result() == 42  # it ran, once, after the repair
+
+
+def test_a_spawn_token_without_a_started_record_is_found_then_queued_again(jobs, user_project, kinetic_home: Path):
+    job_id = _claimed_by_a_dead_client(user_project, kinetic_home)
+    job_dir = kinetic_home / "local" / "jobs" / job_id
+    token = launcher.claim_token(job_dir)
+    spawner = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SPAWNER_DIES), str(job_dir), str(token)], timeout=30, check=True
+    )
+    assert spawner.returncode == 0 and (job_dir / f"spawn-{token}.json").exists()
+    problem = _problems(examine(kinetic_home).to_dict())["launches"]
+    assert f"{job_id}: spawn token {token} was taken by pid" in problem
+    assert "died without a started record for host 0" in problem
+    report = examine(kinetic_home, repair=True)
+    assert any(f"settled the stuck launch of {job_id}" in a for a in report.actions), report.actions
+    assert "launches" not in _problems(report.to_dict())
+    wait_for(lambda: kinetic.attach(job_id).status().finished, 30, "the requeued job run by the supervisor")
+    assert kinetic.attach(job_id).result() == 42

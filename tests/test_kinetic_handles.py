@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import time
 from datetime import UTC, datetime, timezone
 from typing import Any
 
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.interface import LocalInterface
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
@@ -181,3 +184,56 @@ def test_base_image_repo_and_bundled_pick_the_image_as_kinetic_does(monkeypatch:
     assert kinetic.run(container_image="bundled")(lambda: 1).options["container_image"] == "bundled"
     with pytest.raises(ValidationError, match="base_image_repo must be an image repository without a tag"):
         kinetic.run(container_image="prebuilt", base_image_repo="repo:tag")(lambda: 1)
+
+
+def test_cancel_returns_once_the_jobs_processes_are_gone(jobs) -> None:
+    handle = kinetic.run()(jobs.hold).run_async(30)
+    backend = local_backend()
+    deadline = time.monotonic() + TIMEOUT
+    while backend.job(handle.job_id).hosts is None:  # until its processes are recorded
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.02)
+    hosts = backend.job(handle.job_id).hosts or ()
+    assert handle.cancel(cleanup_timeout=TIMEOUT, cleanup_poll_interval=0.05) is JobStatus.CANCELLED
+    assert hosts and not any(host.is_alive() for host in hosts)
+
+
+def test_wait_removed_polls_until_the_working_directory_is_gone(jobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = kinetic.run()(jobs.add).run_async(1, 2)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 3
+    work = local_backend().job(handle.job_id).job_dir / "work"
+    with pytest.raises(TimeoutError, match=f"working directory {work} still there 0.2 s later"):
+        handle.wait_removed(timeout=0.2, poll_interval=0.05)
+    handle.wait_removed(files=False, timeout=0)  # no process of it is left: nothing to wait for
+    polls: list[float] = []
+    real = LocalInterface.leftover
+
+    def counted(self: LocalInterface, job_id: str, files: bool) -> str | None:
+        polls.append(time.monotonic())
+        if len(polls) == 3:  # someone else removes the directory while we wait
+            local_backend().cleanup(job_id)
+        return real(self, job_id, files)
+
+    monkeypatch.setattr(LocalInterface, "leftover", counted)
+    handle.wait_removed(timeout=TIMEOUT, poll_interval=0.05)
+    assert len(polls) == 3 and not work.exists()
+    assert polls[2] - polls[0] >= 0.09  # it slept the interval between polls
+
+
+def test_cleanup_waits_for_the_working_directory_and_says_what_stayed(jobs) -> None:
+    handle = kinetic.run()(jobs.add).run_async(2, 2)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 4
+    work = local_backend().job(handle.job_id).job_dir / "work"
+    if subprocess.run(["chattr", "+i", str(work)], capture_output=True).returncode:
+        pytest.skip(
+            "no immutable flag on this file system (chattr +i failed)"
+        )  # it stops rename and unlink, even for root
+    try:
+        with pytest.raises(TimeoutError, match="working directory .* still there 0.3 s later"):
+            handle.cleanup(cleanup_timeout=0.3, cleanup_poll_interval=0.05)
+        with pytest.warns(UserWarning, match="cleanup after reading the result: .* still there"):
+            assert handle.result(cleanup=True, cleanup_timeout=0.1, cleanup_poll_interval=0.05) == 4
+    finally:
+        subprocess.run(["chattr", "-i", str(work)], check=True)
+    handle.cleanup(cleanup_timeout=TIMEOUT, cleanup_poll_interval=0.05)
+    assert not work.exists()

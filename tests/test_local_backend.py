@@ -18,6 +18,8 @@ from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.store import jobs_repo
+from kinetic_tui.core.store.db import StoreError
 from tests.lifecycle.backend_projects import (
     client_json,
     finish_client,
@@ -134,16 +136,36 @@ def test_remove_is_refused_while_the_pool_has_active_jobs(jobs):
 # -- the queue -------------------------------------------------------------------------------------------
 
 
-def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs):
+def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs, tmp_path):
     local_backend().add_pool("one", "v5litepod-2x2", 1)
-    hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    first, second, third = hold.run_async(0.6), hold.run_async(0.2), hold.run_async(0.2)
+    gated = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated)
+    release = str(tmp_path / "release")
+    first, second, third = gated.run_async(release), gated.run_async(release), gated.run_async(release)
     assert [first.pool, second.pool, third.pool] == ["one"] * 3
     assert first.status() is JobStatus.RUNNING
     assert second.status() is third.status() is JobStatus.PENDING
     assert local_backend().pool("one").queued == 2
+    Path(release).write_text("")
     a, b, c = (h.result(timeout=TIMEOUT) for h in (first, second, third))
     assert a["end"] <= b["start"] and b["end"] <= c["start"]
+
+
+def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(jobs, tmp_path):
+    """Strict FIFO per pool: the head (its batch at max_concurrent) holds back a job the free nodes could run."""
+    local_backend().add_pool("slices", "v4-2x2x2", 4)  # room for two 2-host slices
+    gated = kinetic.run(accelerator="v4-2x2x2")(jobs.gated)
+    release = tmp_path / "release"
+    first, head = gated.map([str(release)] * 2, max_concurrent=1).handles()
+    behind = gated.run_async(str(release))
+    assert first.status() is JobStatus.RUNNING
+    assert head.status() is behind.status() is JobStatus.PENDING
+    assert local_backend().pool("slices").in_use == 2
+    release.write_text("")
+    for handle in (first, head, behind):
+        handle.result(timeout=TIMEOUT)
+    backend = local_backend()
+    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
+    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
 
 
 def test_a_job_that_ended_unobserved_frees_its_node_for_the_next_submission(user_project, jobs):
@@ -166,6 +188,25 @@ def test_accelerator_no_pool_provides_fails_at_submit_naming_pools_and_the_fix(j
     assert "kinetic-tui pool add NAME --accelerator l4x1 --nodes 1" in message
     assert local_backend().jobs() == []
     assert not list((kinetic_home / "local").glob("buckets/*/job-*"))
+
+
+@pytest.mark.parametrize("how", ["single", "map"])
+def test_a_submission_whose_rows_never_committed_leaves_no_files(jobs, kinetic_home, monkeypatch, how):
+    """The store locked past its timeout at the insert: the caller gets the error and nothing was
+    acknowledged, so no job directory, handle or batch stays behind for `doctor` to find without a row."""
+
+    def locked(*_args: object) -> None:
+        raise StoreError("state.db is locked by another process for more than 5s")
+
+    monkeypatch.setattr(jobs_repo, "insert_pending", locked)
+    remote = kinetic.run()(jobs.add)
+    with pytest.raises(StoreError, match="locked"):
+        remote.run_async(1, 2) if how == "single" else kinetic.map(remote, [(1, 2), (3, 4)])
+    monkeypatch.undo()
+    assert local_backend().jobs() == []
+    local = kinetic_home / "local"
+    assert not [p for p in local.glob("buckets/*/*") if p.name != "_groups"] + list(local.glob("buckets/*/_groups/*"))
+    assert not list(local.glob("jobs/job-*"))
 
 
 def test_emulated_accelerator_pool_runs_the_job_on_the_cpu(jobs):
@@ -196,10 +237,11 @@ def test_cancel_running_job_sends_sigterm(jobs, tmp_path):
     marker = tmp_path / "term"
     handle = kinetic.run()(jobs.on_sigterm).run_async(30, str(marker), False)
     _armed(marker)
-    started = time.monotonic()
     assert handle.cancel() is JobStatus.CANCELLED
-    assert time.monotonic() - started < 4  # ended by SIGTERM, well inside the 5 s grace
     assert marker.read_text() == "SIGTERM"
+    job_dir = local_backend().job(handle.job_id).job_dir
+    exit_code = wait_for(lambda: launcher.exit_code(job_dir, 0), TIMEOUT, "the exit file")
+    assert exit_code != -signal.SIGKILL  # it ended on SIGTERM by itself, not by the kill that ends the grace
     assert handle.status() is JobStatus.CANCELLED
     with pytest.raises(RemoteJobError, match="cancelled"):
         handle.result(timeout=TIMEOUT)

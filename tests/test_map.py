@@ -7,6 +7,7 @@ import json
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
 from kinetic_tui.core.submission.packaging import PayloadError
+from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import (
     TASKS_PRELUDE,
     client_result,
@@ -38,10 +40,9 @@ def echo(*args, **kwargs):
 
 
 @kinetic.run(accelerator="l4")
-def timed(index, out_dir, seconds):
-    start = time.time()
-    time.sleep(seconds)
-    Path(out_dir, f"{index}.json").write_text(json.dumps([start, time.time()]))
+def gated(index, marker_dir):
+    Path(marker_dir, f"started-{index}").write_text("")
+    wait_for(Path(marker_dir) / "release")
     return index
 
 
@@ -61,8 +62,7 @@ def step(action, marker_dir):
     if action == "early":
         Path(marker_dir, "early").write_text("")
         return "early"
-    wait_for(Path(marker_dir) / "early")
-    time.sleep(1.0)
+    wait_for(Path(marker_dir) / "release")
     return "late"
 
 
@@ -133,21 +133,31 @@ def test_kinetic_map_runs_a_plain_function_with_run_options(tasks: ModuleType) -
 # -- max_concurrent ----------------------------------------------------------------------------------------
 
 
-def _max_overlap(out_dir: Path) -> int:
-    spans = [json.loads(p.read_text()) for p in out_dir.glob("*.json")]
-    return max(sum(1 for start, end in spans if start <= t < end) for t, _ in spans)
+def _most_running_at_once(batch: Any) -> int:
+    """From the store's start and end times, which are the ones the scheduler counts against the limit."""
+    rows = [local_backend().job(h.job_id) for h in batch.handles()]
+    spans = [(row.started_at, row.finished_at) for row in rows]
+    return max(sum(1 for start, end in spans if start <= at < end) for at, _ in spans)
+
+
+def _started(markers: Path) -> int:
+    return len(list(markers.glob("started-*")))
 
 
 def test_max_concurrent_caps_how_many_inputs_run_at_once(tasks: ModuleType, tmp_path: Path) -> None:
     local_backend().add_pool("wide", "l4", 6)  # room for every input: only the batch limit holds them back
     limited, free = tmp_path / "limited", tmp_path / "free"
     limited.mkdir(), free.mkdir()
-    assert tasks.timed.map([(i, str(limited), 0.4) for i in range(5)], max_concurrent=2).results(
-        timeout=TIMEOUT
-    ) == list(range(5))
-    assert _max_overlap(limited) <= 2
-    assert tasks.timed.map([(i, str(free), 1.0) for i in range(4)]).results(timeout=TIMEOUT) == list(range(4))
-    assert _max_overlap(free) >= 3  # control: the measurement does see overlap when nothing limits it
+    batch = tasks.gated.map([(i, str(limited)) for i in range(5)], max_concurrent=2)
+    wait_for(lambda: _started(limited) >= 2, TIMEOUT, "two inputs to start")
+    assert sorted(s.value for s in batch.status_list()) == ["PENDING"] * 3 + ["RUNNING"] * 2
+    (limited / "release").write_text("")
+    assert batch.results(timeout=TIMEOUT) == list(range(5))
+    assert _most_running_at_once(batch) <= 2
+    control = tasks.gated.map([(i, str(free)) for i in range(4)])  # nothing limits it: all four at once
+    wait_for(lambda: _started(free) == 4, TIMEOUT, "every unlimited input to start")
+    (free / "release").write_text("")
+    assert control.results(timeout=TIMEOUT) == list(range(4))
 
 
 # -- retries, fail-fast, partial failures --------------------------------------------------------------------
@@ -209,7 +219,10 @@ def test_as_completed_and_unordered_results_follow_completion_order(tasks: Modul
     markers.mkdir()
     batch = tasks.step.map([("late", str(markers)), ("early", str(markers))])
     late, early = batch.handles()
-    assert [h.job_id for h in batch.as_completed(timeout=TIMEOUT)] == [early.job_id, late.job_id]
+    completed = batch.as_completed(timeout=TIMEOUT)
+    assert next(completed).job_id == early.job_id  # late waits for the release written only after this
+    (markers / "release").write_text("")
+    assert [h.job_id for h in completed] == [late.job_id]
     assert batch.results(ordered=False) == ["early", "late"]  # asked after both settled: still by finish time
     assert batch.results() == ["late", "early"]
     assert batch.status_list() == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]

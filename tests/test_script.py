@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kinetic_tui.core.commands.execute import render_text
+from kinetic_tui.core.backends.local import pools
+from kinetic_tui.core.commands.execute import float_text, render_text
 from kinetic_tui.core.commands.verbs import VERBS
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.script import read_script, run_script
@@ -43,6 +44,9 @@ result {job2}
 submit console_user:sleepy --args [30] --detach
 cancel {job3}
 jobs --status CANCELLED
+submit console_user:add --args [1,1] --save pair
+submit pair --args [4,4]
+functions
 # training, tuning, registry
 train base --hp learning_rate=0.2 --epochs 4 --checkpoint-every 2 --interrupt-before-epoch 3
 interrupt base
@@ -128,7 +132,8 @@ def _run_in_chunks(script: str) -> list[dict]:
 
 
 @pytest.mark.usefixtures("user_project")
-def test_every_verb_matches_the_golden_output() -> None:
+def test_every_verb_matches_the_golden_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pools, "host_cores", lambda: 2)  # as recorded; tests/test_core_counts.py covers others
     records = _run_in_chunks(EVERY_VERB)
     ran = {" ".join(record["command"].split()[:2]) for record in records} | {
         record["command"].split()[0] for record in records
@@ -214,10 +219,45 @@ def test_render_text_formats_records_tables_and_logs() -> None:
     lines = render_text("status", record).splitlines()
     assert lines[0] == "job_id: job-1"
     assert re.fullmatch(r"created_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", lines[1])
-    assert lines[2:] == ['result: {"k":[1,2]}', "rows:", "  a  b", "  1  -"]
+    assert lines[2:] == ["result:", "  k: [1, 2]", "rows:", "  a  b", "  1  -"]
     assert render_text("logs", {"job_id": "job-1", "lines": ["x", "y"]}) == "x\ny"
     assert render_text("jobs", []) == "(none)"
     assert render_text("help", "usage") == "usage"
+
+
+def test_render_text_prints_floats_without_noise_and_nested_values_whole() -> None:
+    assert [float_text(x) for x in (0.1 + 0.2, 0.512 * 1.0000000000000002, 1 / 3, 1e300 * 10, 2.0, -0.0)] == [
+        "0.3",
+        "0.512",
+        "0.333333333333333",
+        "1e+301",
+        "2.0",
+        "-0.0",
+    ]
+    assert float_text(float("inf")) == "inf" and float_text(float("nan")) == "nan"
+    long_name = "x" * 80
+    record = {"v": 0.6000000000000001, "result": {"nested": {"a": [1, {"b": 0.1 + 0.2}]}, "name": long_name}}
+    assert render_text("status", record).splitlines() == [
+        "v: 0.6",
+        "result:",
+        "  nested:",
+        "    a:",
+        "      - 1",
+        "      - b: 0.3",
+        f"  name: {long_name}",
+    ]
+    rows = [{"name": "a", "metrics": {"loss": 0.1 + 0.2}}, {"name": "b", "metrics": {}}]
+    assert render_text("models", rows).splitlines() == ["name  metrics", "a     {loss: 0.3}", "b     {}"]
+    deep = [{"name": "p", "runs": [{"n": 1}]}]
+    assert render_text("pipelines", deep).splitlines() == ["- name: p", "  runs:", "    n", "    1"]
+
+
+def test_text_output_puts_a_blank_line_between_commands() -> None:
+    code, out, err = _run("pools\nhelp pools\npools\n")
+    assert code == 0, err
+    blocks = out.rstrip("\n").split("\n\n")
+    assert len(blocks) == 3 and blocks[0] == blocks[2] and blocks[0].startswith("name ")
+    assert not out.startswith("\n") and out.endswith("False\n")
 
 
 @pytest.mark.usefixtures("user_project")

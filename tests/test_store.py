@@ -81,7 +81,7 @@ def test_fresh_store_is_wal_migrated_and_enforces_foreign_keys(store):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
     assert store.schema_version() == store_db.MIGRATIONS[-1][0]
     with pytest.raises(sqlite3.IntegrityError), store.transaction() as tx:
         tx.execute("INSERT INTO scaling_events VALUES ('ghost', 0, 0, 1, 1, 1, 'none')")
@@ -196,6 +196,19 @@ def test_newer_schema_is_refused_untouched(store):
     with pytest.raises(StoreError, match=r"schema version 99 .* upgrade kinetic-tui"):
         Store(path)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "inf", "nan"])
+def test_a_bad_lock_timeout_in_the_environment_is_refused_naming_it(store, monkeypatch, value):
+    monkeypatch.setenv("KINETIC_STORE_TIMEOUT", value)
+    with pytest.raises(ValidationError, match=r"KINETIC_STORE_TIMEOUT=.* is invalid: give a positive number"):
+        Store(store.path)
+
+
+def test_the_lock_timeout_comes_from_the_environment_or_defaults_to_30s(store, monkeypatch):
+    assert Store(store.path).timeout == 30.0
+    monkeypatch.setenv("KINETIC_STORE_TIMEOUT", "2.5")
+    assert Store(store.path).timeout == 2.5
 
 
 def test_lock_outlasting_the_timeout_is_a_store_error(store):

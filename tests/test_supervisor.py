@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.supervisor import duties, loop
 from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.supervisor.lease import Lease
@@ -99,8 +100,10 @@ def test_a_killed_supervisor_is_brought_back_by_the_next_command_and_the_queue_d
     pid = wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: supervisor.running(kinetic_home) is None, 10, "the lease to be released by the kernel")
-    time.sleep(2.5)  # the running job ends; with nobody driving, the queued one stays queued
-    assert statuses(kinetic_home)[-1] == "PENDING"
+    (first, _) = (job_id for (job_id,) in read(kinetic_home, "SELECT job_id FROM jobs ORDER BY seq"))
+    first_dir = kinetic_home / "local" / "jobs" / first  # read, never scheduled from: nobody may drive here
+    wait_for(lambda: launcher.exit_code(first_dir, 0) is not None, TIMEOUT, "the running job to end")
+    assert statuses(kinetic_home)[-1] == "PENDING"  # it ended; with nobody driving, the queued one stays
     assert kt(kinetic_home, "jobs", "list").returncode == 0  # one command, then nobody looks again
     wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queue to drain")
 
@@ -145,6 +148,17 @@ def test_exactly_one_of_many_starters_serves_the_home(kinetic_home: Path) -> Non
     wait_for(lambda: len(supervisors(kinetic_home)) == 1, 20, "all but one starter to exit")
     assert supervisors(kinetic_home) == [supervisor.running(kinetic_home)]
     wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queue to drain")
+
+
+def test_a_supervisor_stopped_as_it_starts_is_stopped_not_left_to_start_later(kinetic_home: Path) -> None:
+    """The starter hands its lease to the child, so `stop` in the child's first instants finds and stops
+    it; were the lease taken by the child itself, this stop would see nobody and the child would serve."""
+    for _ in range(3):
+        assert supervisor.ensure_running(kinetic_home)
+        assert supervisor.running(kinetic_home) not in (None, 0)  # named from the start
+        assert supervisor.stop(kinetic_home) is not None
+        assert supervisor.running(kinetic_home) is None
+        wait_for(lambda: not supervisors(kinetic_home), 10, "the stopped supervisor to be gone")
 
 
 def test_the_lease_is_exclusive_and_names_its_holder(kinetic_home: Path) -> None:

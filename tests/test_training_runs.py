@@ -30,15 +30,10 @@ from kinetic_tui.core.platform.training import (
     default_train_step,
 )
 from kinetic_tui.core.training.service import SUBMIT_WINDOW, TrainingService
+from tests.helpers.gated_steps import GATED_STEP, resumed_hash
 
 HP = {"learning_rate": 0.2}
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    """The default step, slowed down so a test can interrupt a job mid-run."""
-    time.sleep(0.15)
-    return default_train_step(hyperparameters, epoch, state)
 
 
 def halving_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
@@ -178,14 +173,14 @@ def test_checkpoints_are_durable_objects_under_the_first_attempts_output_dir(ser
 # -- interrupt: a real kill that keeps the instance ------------------------------------------------------
 
 
-def test_interrupt_kills_the_process_and_the_stopped_job_keeps_its_instance(service, one_node):
-    step = "tests.test_training_runs:slow_step"
-    service.start("slow", HP, 6, 1, one_node, step=step)
-    wait_for(lambda: (service.refresh("slow")[0].checkpoint_epoch or 0) >= 2)  # a checkpoint, not just an epoch
+def test_interrupt_kills_the_process_and_the_stopped_job_keeps_its_instance(service, one_node, tmp_path):
+    hp = {**HP, "gate": str(tmp_path / "gate")}  # epoch 2 waits for the gate: the kill lands mid-run
+    service.start("slow", hp, 6, 1, one_node, step=GATED_STEP)
+    wait_for(lambda: service.refresh("slow")[0].checkpoint_epoch)  # a checkpoint, not just an epoch
 
     stopped = service.interrupt("slow")
     assert stopped.status == "Stopped" and stopped.interruptions == 1
-    assert stopped.current_epoch == stopped.checkpoint_epoch >= 2
+    assert stopped.current_epoch == stopped.checkpoint_epoch == 1
     row = local_backend().job(stopped.job_ids[0])
     assert row.status is JobStatus.CANCELLED and not any(h.is_alive() for h in row.hosts)
 
@@ -194,22 +189,25 @@ def test_interrupt_kills_the_process_and_the_stopped_job_keeps_its_instance(serv
         service.start("other", HP, 2, 1, one_node)
     assert state_of(service) == before
 
+    (tmp_path / "gate").write_text("")
     done = service.wait(service.resume("slow").name)
-    assert done.artifact_hash == in_memory(6, 1).artifact_hash
+    assert done.artifact_hash == resumed_hash(hp, 6)
     assert service.wait(service.start("other", HP, 2, 1, one_node).name).status == "Completed"
 
 
-def test_a_process_killed_from_outside_is_a_preemption_and_resumes(service):
-    service.start("reclaimed", HP, 5, 1, None, step="tests.test_training_runs:slow_step")
+def test_a_process_killed_from_outside_is_a_preemption_and_resumes(service, tmp_path):
+    hp = {**HP, "gate": str(tmp_path / "gate")}
+    service.start("reclaimed", hp, 5, 1, None, step=GATED_STEP)
     # wait for a recorded checkpoint: an epoch event alone may precede its checkpoint, and a kill between
     # the two is a preemption with no checkpoint (epoch 0), a different case
-    wait_for(lambda: (service.refresh("reclaimed")[0].checkpoint_epoch or 0) >= 1)
+    wait_for(lambda: service.refresh("reclaimed")[0].checkpoint_epoch)
     row = local_backend().job(service.get("reclaimed").job_ids[0])
     os.killpg(row.hosts[0].pgid, signal.SIGKILL)
     stopped = service.wait("reclaimed")
     assert (stopped.status, stopped.interruptions) == ("Stopped", 1)
-    assert stopped.current_epoch == stopped.checkpoint_epoch >= 1
-    assert service.wait(service.resume("reclaimed").name).artifact_hash == in_memory(5, 1).artifact_hash
+    assert stopped.current_epoch == stopped.checkpoint_epoch == 1
+    (tmp_path / "gate").write_text("")
+    assert service.wait(service.resume("reclaimed").name).artifact_hash == resumed_hash(hp, 5)
 
 
 def test_an_attempt_whose_launch_failed_is_stopped_at_its_checkpoint_and_resumes(service, monkeypatch, tmp_path):
@@ -281,15 +279,28 @@ def after_the_submit_window(service: TrainingService) -> TrainingService:
     return TrainingService(service.store, service.backend, clock=lambda: time.time() + SUBMIT_WINDOW)
 
 
-def test_a_first_attempt_whose_submitter_died_fails_after_the_window_and_frees_the_instance(service, one_node):
+def test_a_first_attempt_whose_submitter_died_is_stopped_after_the_window_and_resumes_from_epoch_1(service, one_node):
     die_while_submitting("start('orphan', {}, 2, 1, 'one')")
     assert service.refresh("orphan")[0].status == "InProgress"  # maybe still submitting: left alone
     with pytest.raises(TrainingStateError, match="still being submitted"):
         service.interrupt("orphan")
 
-    failed = after_the_submit_window(service).refresh("orphan")[0]
-    assert failed.status == "Failed" and "was never submitted" in failed.error
-    assert service.wait(service.start("next", HP, 1, 1, one_node).name).status == "Completed"
+    stopped = after_the_submit_window(service).refresh("orphan")[0]
+    assert stopped.status == "Stopped" and "was never submitted" in stopped.error
+    with pytest.raises(CapacityError, match="orphan"):  # Stopped keeps its instance, as a preempted run does
+        service.start("next", HP, 1, 1, one_node)
+    done = service.wait(service.resume("orphan").name)
+    assert (done.status, done.artifact_hash) == ("Completed", in_memory(2, 1, hp={}).artifact_hash)
+    assert len(done.job_ids) == 2
+
+
+def test_a_trial_whose_submitter_died_is_submitted_again_by_its_study(service, one_node):
+    die_while_submitting("tune('lost', {'lr': [0.1]}, 'grid', 1, pool='one', epochs=2, wait=False)")
+    assert service.study("lost").trials[0].status == "InProgress"  # reserved, never queued
+    after_the_submit_window(service).refresh()  # what the supervisor's tick does once the window passed
+    done = service.wait("lost.trial-1")
+    assert (done.status, done.artifact_hash) == ("Completed", in_memory(2, 1, hp={"lr": 0.1}).artifact_hash)
+    assert service.study("lost").status == "Completed"
 
 
 def test_a_resume_whose_submitter_died_is_undone_after_the_window(service):

@@ -18,12 +18,12 @@ import pytest
 import kinetic_tui as kinetic
 
 
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kinetic_tui", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "KINETIC_HOME": str(home)},
+        env={**os.environ, "KINETIC_HOME": str(home), **(env or {})},
         timeout=60,
         check=False,
     )
@@ -79,7 +79,7 @@ def test_status_while_another_process_holds_the_write_lock(workspace: Path):
     holder.execute("BEGIN IMMEDIATE")
     try:
         before = _tree(workspace)
-        run = _cli(workspace, "status")
+        run = _cli(workspace, "status", env={"KINETIC_STORE_TIMEOUT": "0.5"})
         assert _tree(workspace) == before
     finally:
         holder.execute("ROLLBACK")

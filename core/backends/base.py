@@ -251,6 +251,12 @@ class Backend(Protocol):
         and its `uploads` under the jobs bucket; records a finished job is still asked about stay."""
         ...
 
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        """What of a stopped or cleaned-up job is still there, in words (its processes, and with `files` its
+        working directories; its workload object on a cluster, which a deletion keeps until its pods are
+        gone); None once nothing is. What `cancel` and `cleanup` wait on."""
+        ...
+
     def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
         """Where this machine reaches the debugpy a job listens with on `host:port` (a cluster forwards
         `local_port` to its pod)."""

@@ -7,7 +7,7 @@ command bar all call `execute`. A command without --wait/--detach passes `wait=N
 
 from __future__ import annotations
 
-import json
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -31,31 +31,63 @@ async def execute(console: Console, command: Command) -> Any:
 
 # -- text rendering --------------------------------------------------------------------------------------
 
-_CELL = 48
 _TIMESTAMPS = ("at", "created_at", "started_at", "finished_at")
+_INDENT = "  "
 
 
-def _cell(value: Any, key: str = "") -> str:
+def float_text(value: float) -> str:
+    """A float as people read it: the shortest repr that round-trips the value rounded to 15 significant
+    digits. A double is exact to 15 digits; what lies past them is the noise of binary arithmetic
+    (`0.1 + 0.2` reads `0.3`, not `0.30000000000000004`). `--output json` keeps the exact value."""
+    if not math.isfinite(value):
+        return repr(value)
+    return repr(float(f"{value:.15g}"))
+
+
+def timestamp_text(value: float) -> str:
+    """Seconds since the epoch as local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+def _scalar(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
-    if key in _TIMESTAMPS and isinstance(value, (int, float)):
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    if key in _TIMESTAMPS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timestamp_text(value)
     if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (dict, list)):
-        text = json.dumps(value, separators=(",", ":"))
-        return text if len(text) <= _CELL else text[: _CELL - 3] + "..."
+        return float_text(value)
     return str(value)
 
 
-def _is_scalar(value: Any) -> bool:
-    return not isinstance(value, (dict, list))
+def inline_text(value: Any) -> str:
+    """A value on one line, whole: nested values in a JSON-like form with the floats as `float_text`."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {inline_text(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(inline_text(item) for item in value) + "]"
+    if isinstance(value, str) and value == "":
+        return '""'
+    return _scalar(value)
+
+
+def _cell(value: Any, key: str) -> str:
+    return inline_text(value) if isinstance(value, (dict, list)) else _scalar(value, key)
+
+
+def _flat(value: Any) -> bool:
+    """Fits one line: a scalar, or a list or mapping of scalars."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return not any(isinstance(item, (dict, list)) for item in items)
+
+
+def _nested(value: Any) -> bool:
+    """Shown as an indented block under its key: a non-empty mapping, or a list holding nested values."""
+    return bool(value) and (isinstance(value, dict) or (isinstance(value, list) and not _flat(value)))
 
 
 def _table(rows: list[dict[str, Any]], indent: str = "") -> list[str]:
-    if not rows:
-        return [f"{indent}(none)"]
-    columns = [key for key, value in rows[0].items() if _is_scalar(value)]
+    """Rows whose cells all fit a line, as aligned columns (the columns of the first row)."""
+    columns = list(rows[0])
     cells = [[_cell(row.get(column), column) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     lines = [indent + "  ".join(column.ljust(widths[i]) for i, column in enumerate(columns)).rstrip()]
@@ -63,27 +95,44 @@ def _table(rows: list[dict[str, Any]], indent: str = "") -> list[str]:
     return lines
 
 
-def _record(record: dict[str, Any]) -> list[str]:
+def _items(items: list[Any], indent: str) -> list[str]:
+    """A list: a table when its items are records of one-line cells, else one `- ` entry per item with
+    its nested lines indented under it."""
+    if not items:
+        return [f"{indent}(none)"]
+    if all(isinstance(item, dict) and item and all(_flat(v) for v in item.values()) for item in items):
+        return _table(items, indent)
+    lines = []
+    for item in items:
+        if not _nested(item):
+            lines.append(f"{indent}- {inline_text(item)}")
+            continue
+        block = _record(item, indent + _INDENT) if isinstance(item, dict) else _items(item, indent + _INDENT)
+        lines += [f"{indent}- {block[0].lstrip()}", *block[1:]]
+    return lines
+
+
+def _record(record: dict[str, Any], indent: str = "") -> list[str]:
     lines = []
     for key, value in record.items():
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            lines.append(f"{key}:")
-            lines += _table(value, "  ")
+        if not _nested(value):
+            lines.append(f"{indent}{key}: {_cell(value, key)}")
+        elif isinstance(value, dict):
+            lines += [f"{indent}{key}:", *_record(value, indent + _INDENT)]
         else:
-            lines.append(f"{key}: {_cell(value, key)}")
+            lines += [f"{indent}{key}:", *_items(value, indent + _INDENT)]
     return lines
 
 
 def render_text(verb: str, result: Any) -> str:
-    """A result from `execute` as people read it: records as `key: value` lines, lists as tables."""
+    """A result from `execute` as people read it: records as `key: value` lines with nested values as
+    indented blocks, lists as tables, nothing cut."""
     if isinstance(result, str):
         return result
     if verb == "logs":
         return "\n".join(result["lines"])
     if isinstance(result, list):
-        if all(isinstance(item, dict) for item in result):
-            return "\n".join(_table(result))
-        return _cell(result)
+        return "\n".join(_items(result, ""))
     if isinstance(result, dict):
         return "\n".join(_record(result))
-    return _cell(result)
+    return _scalar(result)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 JOB_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 SHOW_KINDS = ("job", "training", "study", "model", "endpoint", "pipeline", "pool")
 # Kinds of workspace objects an argument can name, for completion (the console's and the shell's)
-OBJECT_KINDS = ("job", "pool", "training", "study", "group", "endpoint", "pipeline")
+OBJECT_KINDS = ("job", "pool", "training", "study", "group", "endpoint", "pipeline", "function")
 BY_KIND = "by-kind"  # `names` of `show KIND NAME`'s NAME: the object kind is the KIND argument's
 # (console, the command's args, its --wait/--detach choice) -> the result of the Console call
 Handler = Callable[["Console", Mapping[str, Any], "bool | None"], Awaitable[Any]]
@@ -226,8 +226,9 @@ def dump_json(value: Any) -> str:
 
 
 def _render_loose(value: Any, reserved: str = "") -> str:
-    """Bare text when it reads back as the same string (`adam`), JSON otherwise (`"1"`, `0.1`)."""
-    if isinstance(value, str) and _loose(value) == value and not any(char in value for char in reserved):
+    """Bare text when it reads back as the same string (`adam`), JSON otherwise (`"1"`, `0.1`, `""`: an empty
+    bare value is refused as missing)."""
+    if isinstance(value, str) and value and _loose(value) == value and not any(char in value for char in reserved):
         return value
     return dump_json(value)
 
@@ -343,6 +344,11 @@ def _reference(text: str) -> str:
     return text
 
 
+def _function(text: str) -> str:
+    """MODULE:FUNC, or a saved submission's name (no ':')."""
+    return _reference(text) if ":" in text else _name(text)
+
+
 def _job_id(text: str) -> str:
     """Checked at parse time: an id becomes a path, so a glob or `..` must not reach a file."""
     try:
@@ -355,6 +361,7 @@ NAME = ValueType("NAME", "a non-empty name", _name)
 JOB_ID = ValueType("JOB", JOB_ID_SHAPE, _job_id)
 ACCELERATOR = ValueType("ACC", "an accelerator such as cpu, l4x2 or v5litepod-2x4", _accelerator)
 REFERENCE = ValueType("MODULE:NAME", "a MODULE:NAME reference", _reference)
+FUNCTION = ValueType("MODULE:FUNC", "a MODULE:FUNC reference or the NAME of a saved submission", _function)
 HP = ValueType("K=V", "K=V (V is JSON when it parses)", _hp_pair, render=_render_hp)
 SPACE = ValueType("K=V1,V2", "K=V1,V2 (each V is JSON when it parses)", _space_pair, render=_render_space)
 PARAM = ValueType("K=JSON", "K=JSON", _param_pair, render=_render_param)

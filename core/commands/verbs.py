@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kinetic_tui.core.commands.grammar import (
     ACCELERATOR,
     BY_KIND,
+    FUNCTION,
     HP,
     JOB_ID,
     JOB_STATUSES,
@@ -155,16 +156,25 @@ _TABLE = (
     ),
     Verb(
         "submit",
-        "run MODULE:FUNC as a job on a pool",
-        (_pos("ref", "MODULE:FUNC", "function to run", REFERENCE),),
+        "run MODULE:FUNC (or a saved submission's NAME) as a job on a pool",
+        (_pos("ref", "MODULE:FUNC", "function to run, or a saved NAME", FUNCTION, names="function"),),
         (
-            _flag("--accelerator", ACCELERATOR, "accelerator (default: the function's own, else cpu)"),
-            _flag("--args", json_of(list), "positional arguments", []),
-            _flag("--kwargs", json_of(dict), "keyword arguments", {}),
+            _flag("--accelerator", ACCELERATOR, "accelerator (default: the saved one, the function's own, else cpu)"),
+            _flag("--args", json_of(list), "positional arguments (default: the saved ones)", []),
+            _flag("--kwargs", json_of(dict), "keyword arguments (default: the saved ones)", {}),
             _flag("--name", NAME, "display name"),
+            _flag("--save", NAME, "save this submission as NAME: `submit NAME` runs it again"),
         ),
         starts_work=True,
-        run=lambda c, a, w: c.jobs.submit(a["ref"], a["accelerator"], a["args"], a["kwargs"], a["name"], w),
+        run=lambda c, a, w: c.jobs.submit(
+            a["ref"], a["accelerator"], a["args"], a["kwargs"], a["name"], w, save=a["save"]
+        ),
+    ),
+    Verb(
+        "functions",
+        "list what submit can run: saved submissions, then every MODULE:FUNC submitted here",
+        mutates=False,
+        run=lambda c, a, w: c.jobs.known_functions(),
     ),
     Verb("status", "show a job's status", (_JOB,), mutates=False, run=lambda c, a, w: c.jobs.get(a["job"])),
     Verb(

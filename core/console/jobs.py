@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.backends.base import Backend, JobRecord
+from kinetic_tui.core.console.functions import known_functions, record_submission, resolve_submission
 from kinetic_tui.core.console.references import import_reference
 from kinetic_tui.core.console.snapshots import (
     JobResultSnapshot,
     JobSnapshot,
+    KnownFunctionSnapshot,
     LogsSnapshot,
+    json_safe,
 )
 from kinetic_tui.core.decorator import RemoteCallable
 from kinetic_tui.core.errors import KineticError, ValidationError
@@ -29,7 +32,7 @@ from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.submission.context import JobContext, check_callable
 from kinetic_tui.core.submission.dispatch import submit_call
 from kinetic_tui.core.supervisor import process as supervisor
-from kinetic_tui.core.validation import MAX_TAIL_LINES, require_int, require_job_id
+from kinetic_tui.core.validation import MAX_TAIL_LINES, require_int, require_job_id, require_name
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console.workspace import Workspace
@@ -67,30 +70,45 @@ class Jobs:
         kwargs: dict[str, Any] | None = None,
         name: str | None = None,
         wait: bool | None = None,
+        save: str | None = None,
     ) -> JobSnapshot:
         """Import MODULE:FUNC and submit it like `run_async`; a function decorated with `@run` keeps its
-        own settings (its accelerator unless one is given here)."""
+        own settings (its accelerator unless one is given here). `ref` may name a saved submission
+        (`kinetic_tui.core.console.functions`); `save` saves this one under that name once it is submitted."""
         if not isinstance(args, (list, tuple)) or not isinstance(kwargs or {}, dict):
             raise ValidationError("args must be a JSON list and kwargs a JSON object")
+        if save is not None:
+            require_name("--save", save)
+            if ":" in save:
+                raise ValidationError(f"--save {save!r}: a saved name cannot hold ':' (that reads as MODULE:FUNC)")
+        store = self.workspace.store
 
         def submit() -> str:
-            target = import_reference(ref, "function")
+            chosen = resolve_submission(store, ref, accelerator, list(args), dict(kwargs or {}))
+            target = import_reference(chosen.ref, "function")
             options: dict[str, Any] = {}
             if isinstance(target, RemoteCallable):
                 options = dict(target.options)
                 target = target.func
-            options["accelerator"] = accelerator or options.get("accelerator") or "cpu"
+            options["accelerator"] = chosen.accelerator or options.get("accelerator") or "cpu"
             try:
                 func = check_callable(target)
             except TypeError as exc:
-                raise ValidationError(f"function {ref!r}: {exc}") from None
+                raise ValidationError(f"function {chosen.ref!r}: {exc}") from None
             ctx = JobContext.from_params(func, **options, display_name=name)
-            return submit_call(ctx, tuple(args), dict(kwargs or {})).job_id
+            job_id = submit_call(ctx, tuple(chosen.args), chosen.kwargs).job_id
+            record_submission(store, chosen, save, self.workspace.clock())
+            return job_id
 
         job_id = await self.workspace.blocking(submit)
         if self.workspace.wants_wait(wait):
             return await self.wait(job_id)
         return await self.get(job_id)
+
+    async def known_functions(self) -> tuple[KnownFunctionSnapshot, ...]:
+        """What `submit` can run by name: the saved submissions, then every MODULE:FUNC submitted here
+        (the latest first); the console's submit form and completion offer them."""
+        return await self.workspace.blocking(known_functions, self.workspace.store)
 
     async def get(self, job_id: str) -> JobSnapshot:
         require_job_id(job_id)
@@ -167,6 +185,23 @@ class Jobs:
             return JobResultSnapshot.of(job_id, row.status.value, value)
 
         return await self.workspace.blocking(fetch)
+
+    async def values(self, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The returned values of SUCCEEDED jobs (JSON-safe, as `result` gives them), by job id: what a
+        listing shows in its result column. Each costs a result read, so callers pass the rows they show;
+        a value that can no longer be read (cleaned up, unpicklable here) is left out."""
+
+        def read() -> dict[str, Any]:
+            found = {}
+            for job_id in job_ids:
+                require_job_id(job_id)
+                try:
+                    found[job_id] = json_safe(JobHandle.from_record(self.source.record(job_id)).result(cleanup=False))
+                except Exception:  # a listing outlives a result it cannot read
+                    continue
+            return found
+
+        return await self.workspace.blocking(read)
 
     async def cancel(self, job_id: str) -> JobSnapshot:
         require_job_id(job_id)

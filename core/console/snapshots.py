@@ -110,6 +110,19 @@ class JobResultSnapshot(Snapshot):
 
 
 @dataclass(frozen=True)
+class KnownFunctionSnapshot(Snapshot):
+    """A function `submit` offers: `ref` is what to type (MODULE:FUNC, or a saved submission's NAME)."""
+
+    ref: str
+    target: str  # the MODULE:FUNC it runs
+    saved: bool
+    accelerator: str | None  # a saved submission's own; None: the function's
+    args: list[Any]
+    kwargs: dict[str, Any]
+    at: float  # saved at, or last submitted at
+
+
+@dataclass(frozen=True)
 class LogsSnapshot(Snapshot):
     job_id: str
     lines: tuple[str, ...]

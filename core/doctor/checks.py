@@ -2,7 +2,8 @@
 
 The checks: the home's permissions, the store (opens, full integrity check, schema version), the workspace
 supervisor (missing while work is due), the fork server (answers when it holds its lock), orphaned work
-processes (a job's or lane's process whose row is settled or closed) and jobs on disk without a row.
+processes (a job's or lane's process whose row is settled or closed), launches no live process will finish
+(launches.py) and jobs on disk without a row.
 
 Decisions: without `repair` nothing under the home changes (the home is inspected as found, not tightened);
 with it, the repairs run first (permissions, a lost store created, missing rows rebuilt, orphans stopped,
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from kinetic_tui.core.backends.local import forkserver, forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.backend import LocalBackend
-from kinetic_tui.core.doctor import permissions, rows
+from kinetic_tui.core.doctor import launches, permissions, rows
 from kinetic_tui.core.doctor.processes import WorkProcess, work_processes
 from kinetic_tui.core.doctor.report import Finding, Report
 from kinetic_tui.core.errors import KineticError
@@ -67,7 +68,12 @@ def _check(home: Path) -> list[Finding]:
             return findings
         backend = LocalBackend(opened.store)
         processes = work_processes(home)
-        findings += [_supervisor(home, backend), _orphans(backend, processes), _rows(home, backend)]
+        findings += [
+            _supervisor(home, backend),
+            _orphans(backend, processes),
+            _launches(backend),
+            _rows(home, backend),
+        ]
     return findings
 
 
@@ -85,6 +91,7 @@ def _repair(home: Path) -> list[str]:
         for job in _missing(home, backend, window=0.0 if lost else SUBMIT_WINDOW):
             actions.append(rows.rebuild(backend.store, home, job, [p for p in processes if p.owner == job.job_id]))
         actions += [_stop(group) for group in _orphan_groups(backend, processes).values()]
+        actions += [launches.repair(backend, stuck) for stuck in launches.stuck_launches(backend)]
         due = _due(home, backend)
         if due and supervisor.running(home) is None and supervisor.ensure_running(home):
             actions.append(f"started the workspace supervisor ({', '.join(due)} due)")
@@ -220,6 +227,20 @@ def _orphans(backend: LocalBackend, processes: list[WorkProcess]) -> Finding:
         False,
         f"{len(pids)} orphaned processes (pids {_few(pids)}) of settled jobs or closed lanes ({_few(named)})",
         "--repair stops them",
+    )
+
+
+def _launches(backend: LocalBackend) -> Finding:
+    stuck = launches.stuck_launches(backend)
+    if not stuck:
+        return Finding("launches", True, "every launch in progress has a live launcher or spawner")
+    shown = "; ".join(f"{s.owner}: {s.problem}" for s in stuck[:SHOWN])
+    more = f"; and {len(stuck) - SHOWN} more" if len(stuck) > SHOWN else ""
+    return Finding(
+        "launches",
+        False,
+        f"{len(stuck)} launches no live process will finish ({shown}{more})",
+        "--repair settles them: what never ran is queued again, a partial start fails",
     )
 
 

@@ -31,7 +31,6 @@ from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 from kinetic_tui.core.store.pipeline_steps_repo import StepRow
 from kinetic_tui.core.submission.context import JobContext
-from kinetic_tui.core.submission.dispatch import submit_call
 
 
 class Home(Protocol):
@@ -169,6 +168,7 @@ class RunDriver:
                 run_step,
                 step_accelerator(self.backend, run.pipeline, step),
                 display_name=f"{run.name}#{run.number} {node.name}",
+                container_image=run.record.get("container_image"),
                 package_root=Path(root) if root and Path(root).is_dir() else None,
             )
         except Exception as exc:
@@ -182,7 +182,7 @@ class RunDriver:
         uri = self.backend.bucket_uri(ctx.bucket, PREFIX)
         args = (node.name, node.fn, node.is_condition, prepared.resolved, ctx.bucket, uri)
         try:
-            submit_call(ctx, args, {})
+            self.backend.submit_call(ctx, args, {})
         except Exception as exc:
             error = f"step {node.name!r} could not be submitted: {exc}"
             return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), ctx.job_id, attempts)

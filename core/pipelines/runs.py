@@ -115,6 +115,7 @@ def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rer
         "code": code,
         "root": None if root is None else str(root),
         "accelerator": pipeline.accelerator,
+        "container_image": pipeline.container_image,
         "timeout": pipeline.timeout,
         "started_at": time.time(),
     }

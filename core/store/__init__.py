@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kinetic_tui.core.store.db import DEFAULT_TIMEOUT, Database, StoreError
+from kinetic_tui.core.store.db import Database, StoreError
 from kinetic_tui.core.store.endpoints_repo import EndpointRepo
 from kinetic_tui.core.store.pipelines_repo import PipelineRepo, StepCache, StoredRun
 from kinetic_tui.core.store.registry_repo import RegistryRepo
@@ -24,7 +24,7 @@ class Store(Database):
     """state.db with a repository per platform mechanism, all sharing its connections and transactions."""
 
     def __init__(
-        self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT, rebuilding: bool = False
+        self, path: Path | str | None = None, *, timeout: float | None = None, rebuilding: bool = False
     ) -> None:
         super().__init__(path, timeout=timeout, rebuilding=rebuilding)
         self.training = TrainingRepo(self)

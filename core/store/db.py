@@ -7,7 +7,9 @@ Settings and why:
   crash or power loss can drop the last commits, and that also kills every local job those commits
   describe, which the console reconciles on start. FULL would add an fsync per action for no gain here.
 - `busy_timeout`: a writer waits for another process's transaction instead of failing at once; a lock
-  held longer than the timeout becomes a `StoreError`.
+  held longer than the timeout becomes a `StoreError`. The timeout (30 s, `KINETIC_STORE_TIMEOUT` seconds)
+  is long because a busy machine (many writers, a writer descheduled or stopped mid-transaction) must
+  slow a command down, never fail it; only a process stuck holding the lock should.
 - Threads: one connection per thread (`threading.local`), because a sqlite3 connection carries its own
   transaction state; sharing one behind a lock would let one thread's action commit another's writes.
   SQLite's file locking then serialises the threads exactly as it does processes.
@@ -30,7 +32,8 @@ from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.paths import job_data_in, state_db_path
 from kinetic_tui.core.store.migrations import MIGRATIONS
 
-DEFAULT_TIMEOUT = 5.0
+DEFAULT_TIMEOUT = 30.0
+TIMEOUT_ENV = "KINETIC_STORE_TIMEOUT"
 LOCK_LOG = "KINETIC_LOCK_LOG"  # a file each lock wait is appended to ("PID SECONDS PATH")
 
 
@@ -110,16 +113,32 @@ def lost_file(path: Path) -> tuple[str, Path] | None:
     return ("missing" if size is None else "empty (0 bytes)"), found
 
 
+def lock_timeout() -> float:
+    """KINETIC_STORE_TIMEOUT seconds when set, else DEFAULT_TIMEOUT; a value that is not a positive number
+    is refused, never silently replaced."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValidationError(f"{TIMEOUT_ENV}={text!r} is invalid: give a positive number of seconds (default 30)")
+    return value
+
+
 class Database:
     """Owns state.db: opens, checks and migrates it, and runs each action in one transaction."""
 
     def __init__(
-        self, path: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT, rebuilding: bool = False
+        self, path: Path | str | None = None, *, timeout: float | None = None, rebuilding: bool = False
     ) -> None:
-        """`rebuilding`: create the file even beside job data (a lost store), for the repair that rebuilds the
+        """`timeout`: seconds a write waits for the lock (default: the environment's, else DEFAULT_TIMEOUT).
+        `rebuilding`: create the file even beside job data (a lost store), for the repair that rebuilds the
         job rows from their files right after."""
         self.path = Path(path) if path is not None else state_db_path()
-        self.timeout = timeout
+        self.timeout = lock_timeout() if timeout is None else timeout
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

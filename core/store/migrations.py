@@ -263,4 +263,22 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         CREATE INDEX artifact_refs_by_holder ON artifact_refs (kind, holder);
     """,
     ),
+    (
+        12,
+        """
+        -- what `submit` offers: every MODULE:FUNC submitted by reference here, and the submissions saved by name
+        CREATE TABLE submitted_functions (
+            ref      TEXT PRIMARY KEY,
+            last_run REAL NOT NULL
+        );
+        CREATE TABLE saved_functions (
+            name        TEXT PRIMARY KEY,
+            ref         TEXT NOT NULL,
+            accelerator TEXT,            -- NULL: the function's own
+            args        TEXT NOT NULL,   -- JSON list
+            kwargs      TEXT NOT NULL,   -- JSON object
+            saved_at    REAL NOT NULL
+        );
+    """,
+    ),
 ]

@@ -112,10 +112,19 @@ class PipelineRepo:
         return rows[0][0], json.loads(rows[0][1])
 
     def load(self, name: str) -> Pipeline:
-        """Re-import a registered pipeline with its stored default params and the persistent cache."""
+        """Re-import a registered pipeline with its stored default params and the persistent cache; where its
+        steps run (default accelerator, image) and its timeout are the definition's own."""
         ref, params = self.definition(name)
         pipeline = resolve_pipeline(ref)
-        return Pipeline(name, pipeline.steps, params, cache=self.cache)
+        return Pipeline(
+            name,
+            pipeline.steps,
+            params,
+            cache=self.cache,
+            accelerator=pipeline.accelerator,
+            timeout=pipeline.timeout,
+            container_image=pipeline.container_image,
+        )
 
     def record_run(self, run: PipelineRun) -> int:
         """Append a run of a registered pipeline; returns its number (1 for the first run)."""

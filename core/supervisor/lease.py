@@ -4,6 +4,10 @@ A lock rather than a pid file: the kernel drops it when the holder dies, however
 can never keep a second supervisor from starting, and two starters racing can never both win. The holder
 writes its pid into the locked file so `down` and `doctor` can find it; the pid is read only while the lock
 is held by someone, so it is never a guess.
+
+A starter takes the lease itself and hands it to the process it starts (the locked file descriptor is
+inherited; HANDOVER_ENV names it), writing the child's pid: from the instant a supervisor is started the
+lease says so, so a `stop` in the child's first second can never miss it and let it start afterwards.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 from pathlib import Path
 
 LOCK_NAME = "supervisor.lock"
+HANDOVER_ENV = "KINETIC_SUPERVISOR_LEASE_FD"
 
 
 def lock_path(home: Path) -> Path:
@@ -29,8 +34,9 @@ class Lease:
         self._fd = fd
 
     @classmethod
-    def acquire(cls, home: Path) -> Lease | None:
-        """The lease, or None when another process holds it (one non-blocking flock attempt)."""
+    def acquire(cls, home: Path, *, pid: bool = True) -> Lease | None:
+        """The lease, or None when another process holds it (one non-blocking flock attempt). Without
+        `pid`, the file stays empty (a holder still starting) until `hand_to` names the process."""
         fd = os.open(lock_path(home), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -38,8 +44,30 @@ class Lease:
             os.close(fd)
             return None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if pid:
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(fd)
+
+    @classmethod
+    def inherited(cls) -> Lease | None:
+        """The lease the process that started this one handed over, if it did."""
+        text = os.environ.pop(HANDOVER_ENV, "")
+        if not text.isdigit():
+            return None
+        fd = int(text)
+        os.set_inheritable(fd, False)  # this process's own children must never hold the home's lease
+        return cls(fd)
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    def hand_to(self, pid: int) -> None:
+        """Name `pid` (a child that inherited the descriptor) as the holder and let go of this copy; the
+        lock stays held through the child's."""
+        os.pwrite(self._fd, f"{pid}\n".encode(), 0)
+        os.close(self._fd)
+        self._fd = -1
 
     def release(self) -> None:
         if self._fd >= 0:

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 POLL = 0.1
 
 
-def serve(home: duties.Supervised, poll: float = POLL) -> None:
+def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = None) -> None:
+    """Serve while duties are due; `lease` is one the starter handed over, else the loop takes its own."""
     stopping = threading.Event()
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -28,7 +29,7 @@ def serve(home: duties.Supervised, poll: float = POLL) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     while not stopping.is_set():
-        lease = Lease.acquire(home.home)
+        lease = lease or Lease.acquire(home.home)
         if lease is None:
             return  # another supervisor serves this home
         try:
@@ -36,6 +37,7 @@ def serve(home: duties.Supervised, poll: float = POLL) -> None:
                 stopping.wait(poll)
         finally:
             lease.release()
+            lease = None
         if stopping.is_set() or not _due(home):
             return
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.store import Store, jobs_repo, pipeline_steps_repo
-from kinetic_tui.core.supervisor.lease import Lease, holder
+from kinetic_tui.core.supervisor.lease import HANDOVER_ENV, Lease, holder
 
 LOG_NAME = "supervisor.log"
 # Set in the supervisor's own process: it serves the home, so opening the home there must not start another.
@@ -29,24 +29,30 @@ STOP_TIMEOUT = 5.0  # how long a stopped supervisor may take to finish its round
 
 
 def ensure_running(home: Path | None = None) -> bool:
-    """Start a supervisor for the home unless one holds the lease; True when this call started one."""
+    """Start a supervisor for the home unless one holds the lease; True when this call started one. The
+    lease passes to the started process, so it is held from this call on."""
     home = kinetic_home() if home is None else home
-    lease = Lease.acquire(home)
+    lease = Lease.acquire(home, pid=False)
     if lease is None:
         return False
-    lease.release()  # free: the process we start takes it (if another starter wins the race, ours exits)
     log = open(home / "run" / LOG_NAME, "ab")  # noqa: SIM115 - owned by the child
-    with log:  # the home may be this process's console's rather than its environment's: pass it on
-        subprocess.Popen(
-            [sys.executable, "-m", "kinetic_tui.core.supervisor"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-            cwd=str(_import_root()),
-            env={**os.environ, "KINETIC_HOME": str(home)},
-        )
+    try:
+        with log:  # the home may be this process's console's rather than its environment's: pass it on
+            child = subprocess.Popen(
+                [sys.executable, "-m", "kinetic_tui.core.supervisor"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(lease.fd,),
+                cwd=str(_import_root()),
+                env={**os.environ, "KINETIC_HOME": str(home), HANDOVER_ENV: str(lease.fd)},
+            )
+    except BaseException:
+        lease.release()
+        raise
+    lease.hand_to(child.pid)
     return True
 
 

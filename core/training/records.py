@@ -42,6 +42,7 @@ class RunMeta:
     job_ids: list[str] = field(default_factory=list)
     last_metric: Any = None
     code: str | None = None  # the snapshot digest of the step's project every attempt ships
+    unsubmitted: str | None = None  # the attempt that never reached the backend (its submitter died), if any
 
 
 @dataclass

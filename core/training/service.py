@@ -126,6 +126,7 @@ class TrainingService:
             run = self.runs.get(name)
             _require(run, "resume", TrainingStatus.STOPPED)
             run.meta.code = code
+            run.meta.unsubmitted = None
             self._reserve_attempt(run, ctx)
         resume_from = run.job.checkpoint.epoch if run.job.checkpoint else None
         resumed = self._submit(
@@ -296,8 +297,9 @@ class TrainingService:
 
     def _settle_lost_submission(self, run: Run) -> TrainingSnapshot:
         """An attempt reserved but not queued: still being submitted, or its submitter died in between.
-        After SUBMIT_WINDOW a lost resume is undone (Stopped again, resumable) and a lost first attempt is
-        failed, so neither holds its instance forever."""
+        After SUBMIT_WINDOW the run is Stopped, resumable, so it never holds its instance with nothing
+        running: a lost resume is undone (the attempt forgotten); a lost first attempt stays recorded as
+        `unsubmitted`, and resuming it starts from epoch 1. A study resubmits its own lost trials."""
         if self.clock() - (run.meta.attempt_at or 0) < SUBMIT_WINDOW:
             return TrainingSnapshot.of(run)
         lost = run.current_job_id
@@ -307,11 +309,9 @@ class TrainingService:
         with self.store.transaction():
             fresh = self.runs.get(run.job.name)
             if fresh.job.status is TrainingStatus.IN_PROGRESS and fresh.current_job_id == lost:
-                fresh.job.status = TrainingStatus.FAILED
-                fresh.job.error = (
-                    f"attempt {lost} was never submitted (its submitting process died?); "
-                    f"start the training again under a new name"
-                )
+                fresh.job.status = TrainingStatus.STOPPED
+                fresh.job.error = f"attempt {lost} was never submitted (its submitting process died?); resume it"
+                fresh.meta.unsubmitted = lost
                 self.runs.save(fresh)
             return TrainingSnapshot.of(fresh)
 

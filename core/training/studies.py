@@ -25,6 +25,7 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.training import (
     CapacityError,
     TrainingCluster,
+    TrainingStateError,
     TrainingStatus,
 )
 from kinetic_tui.core.platform.tuning import HyperparameterTuner, Trial, best_trial
@@ -92,6 +93,8 @@ class Trainings(Protocol):
         study: str | None = None,
         code: str | None = None,
     ) -> TrainingSnapshot: ...
+
+    def resume(self, name: str, interrupt_before_epoch: int | None = None) -> TrainingSnapshot: ...
 
     def refresh(self, name: str | None = None) -> list[TrainingSnapshot]: ...
 
@@ -179,6 +182,8 @@ class StudyDriver:
         tuner = self._tuner(name)
         pool, step, code = self._run_row(name)
         trials = self._refreshed_trials(name)
+        if self._resubmit_lost(name):
+            trials = self._trials(name)
         while len(trials) < tuner.budget and self._may_launch(tuner, trials):
             trial_id = len(trials) + 1
             hyperparameters = tuner._grid[next_position(tuner, trials)]
@@ -214,6 +219,15 @@ class StudyDriver:
             if run.job.status in IN_FLIGHT:
                 self.service.refresh(run.job.name)
         return self._trials(name)
+
+    def _resubmit_lost(self, name: str) -> bool:
+        """A trial whose first attempt never reached the backend (its submitter died) is the study's to
+        submit again: no user decided to stop it, unlike a preempted trial, which waits for `resume`."""
+        lost = [run.job.name for run in self._runs(name) if run.meta.unsubmitted is not None]
+        for trial in lost:
+            with contextlib.suppress(TrainingStateError):  # another process resubmitted it first
+                self.service.resume(trial)
+        return bool(lost)
 
     def _persist(self, name: str, tuner: HyperparameterTuner, trials: list[Trial]) -> None:
         """Store the trials and best unless the rows say so already (showing a study writes nothing then)."""

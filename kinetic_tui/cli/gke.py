@@ -426,11 +426,14 @@ def pool_list(infra: ResolvedInfra, as_json: bool) -> None:
         click.echo(note, err=True)
 
 
-def build_image(infra: ResolvedInfra, requirements: str | None, accelerator: str, as_json: bool) -> None:
+def build_image(
+    infra: ResolvedInfra, requirements: str | None, accelerator: str, as_json: bool, template: str | None = None
+) -> None:
+    """The bundled image of `accelerator`, built unless its tag exists; `template` replaces the Dockerfile's."""
     from kinetic_tui.infra.container_builder import image_inputs, image_tag
 
     config = infra_config(infra)
-    inputs = guard(lambda: image_inputs(accelerator, _requirements_text(requirements)))
+    inputs = guard(lambda: image_inputs(accelerator, _requirements_text(requirements), template=template))
     tag = image_tag(config.project, config.region, config.cluster, inputs)
     if not as_json:
         click.echo(f"image {tag}")

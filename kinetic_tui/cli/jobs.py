@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import shlex
 import time
+from typing import Any
 
 import click
 
-from kinetic_tui.cli.options import cleanup_timing_params, infra_params, with_params
+from kinetic_tui.cli.options import cleanup_timing, cleanup_timing_params, infra_params, with_params
 from kinetic_tui.cli.output import UsageLineError, guard, json_flag, run_line
 from kinetic_tui.cli.verbs import VerbCommand, VerbValue
 from kinetic_tui.core.commands.verbs import VERBS
@@ -26,10 +27,76 @@ def jobs() -> None:
     """Jobs: list, inspect, cancel, clean up."""
 
 
-jobs.add_command(VerbCommand(VERBS["jobs"], "list", infra_params(namespace=True)))
+class JobsList(VerbCommand):
+    """`jobs list`: the `jobs` verb (`--json` prints its records); its text is a table fitted to the
+    terminal (`kinetic_tui.cli.job_table`), every column with `--wide`."""
+
+    def __init__(self) -> None:
+        wide = click.Option(
+            ["--wide"], is_flag=True, help="every column, nothing cut (default: the columns that fit the terminal)"
+        )
+        super().__init__(VERBS["jobs"], "list", [wide, *infra_params(namespace=True)])
+
+    def _run(self, **parsed: Any) -> None:
+        line, as_json = self.typed_line()
+        if as_json:
+            run_line(line, as_json=True)
+            return
+        import shutil
+
+        from kinetic_tui.cli.job_table import job_table
+
+        listed, values = guard(lambda: listing(line))
+        width = None if parsed["wide"] else shutil.get_terminal_size().columns
+        click.echo(job_table(listed, values, time.time(), width))
+
+
+jobs.add_command(JobsList())
+
+
+def listing(line: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The `jobs` line's records (the parser judges the words, exit 2 when they do not parse) and the
+    values of the newest SUCCEEDED ones."""
+    import asyncio
+
+    from kinetic_tui.cli.job_table import VALUE_ROWS
+    from kinetic_tui.core.commands import ParseError, parse_script
+    from kinetic_tui.core.commands.execute import execute
+    from kinetic_tui.core.console import Console
+
+    try:
+        ((_, command),) = parse_script(line)
+    except ParseError as exc:
+        raise UsageLineError(exc.message) from None
+
+    async def read() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        console = Console(default_wait=True, offload=False)
+        try:
+            records = await execute(console, command)
+            done = [job["job_id"] for job in records if job["status"] == "SUCCEEDED"][:VALUE_ROWS]
+            return records, await console.jobs.values(done)
+        finally:
+            await console.aclose()
+
+    return asyncio.run(read())
+
+
 for _verb in ("status", "logs"):
     jobs.add_command(VerbCommand(VERBS[_verb], extra=infra_params(namespace=True)))
-jobs.add_command(VerbCommand(VERBS["cancel"], extra=[*cleanup_timing_params(), *infra_params(namespace=True)]))
+
+
+def _await_stopped(parsed: dict[str, Any]) -> None:
+    """After the `cancel` verb: wait, as Kinetic does, until the job's processes or workload are gone."""
+    from kinetic_tui.core.jobs import attach
+
+    job = parsed.get("job")
+    if job:
+        guard(lambda: attach(job).wait_removed(files=False, **cleanup_timing()))
+
+
+jobs.add_command(
+    VerbCommand(VERBS["cancel"], extra=[*cleanup_timing_params(), *infra_params(namespace=True)], after=_await_stopped)
+)
 
 
 def _cleanup(job: str, k8s: bool, gcs: bool) -> None:
@@ -37,7 +104,12 @@ def _cleanup(job: str, k8s: bool, gcs: bool) -> None:
     from kinetic_tui.core.validation import require_job_id
 
     guard(lambda: require_job_id(job), UsageLineError)
-    guard(lambda: attach(job).cleanup(k8s=k8s, gcs=gcs))
+    timing = cleanup_timing()
+    guard(
+        lambda: attach(job).cleanup(
+            k8s=k8s, gcs=gcs, cleanup_timeout=timing["timeout"], cleanup_poll_interval=timing["poll_interval"]
+        )
+    )
 
 
 @jobs.command("result")

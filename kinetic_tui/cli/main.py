@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kinetic_tui.cli.doctor import doctor
+from kinetic_tui.cli.images import build_image
 from kinetic_tui.cli.jobs import jobs
 from kinetic_tui.cli.options import INFRA_META, NEVER_ASKS, infra_options, note_local_overrides, yes_option
 from kinetic_tui.cli.output import CliError, GuardedGroup, UsageLineError, emit, guard, json_flag, run_line
@@ -354,63 +355,6 @@ def _provisioned() -> set[str]:
     return {str(dataclasses.replace(parse_accelerator(text), spot=False)) for text in texts}
 
 
-@main.command("build-image")
-@infra_options()
-@click.option(
-    "--requirements",
-    type=click.Path(exists=True, dir_okay=False),
-    help="requirements file baked into the image (default: ./requirements.txt if present)",
-)
-@click.option("--accelerator", default="cpu", show_default=True, help="selects the image category")
-@click.option(
-    "--category",
-    multiple=True,
-    type=click.Choice(["cpu", "gpu", "tpu"]),
-    help="Kinetic's: build the image of each category given (repeatable; overrides --accelerator)",
-)
-@click.option("--repo", help="Kinetic's; refused here: images live in the cluster's own repository")
-@click.option("--tag", help="Kinetic's; refused here: tags are the digest of the image's inputs")
-@click.option(
-    "--dockerfile", type=click.Path(exists=True, dir_okay=False), help="Kinetic's; refused here: the template is fixed"
-)
-@click.option("--update-credentials", is_flag=True, help="Kinetic's Docker Hub login; refused here (no Docker Hub)")
-@NEVER_ASKS
-@json_flag
-def build_image(
-    requirements: str | None,
-    accelerator: str,
-    category: tuple[str, ...],
-    repo: str | None,
-    tag: str | None,
-    dockerfile: str | None,
-    update_credentials: bool,
-    as_json: bool,
-) -> None:
-    """Build the bundled job image with Cloud Build unless its tag exists (GKE profiles only)."""
-    refused = [
-        flag
-        for flag, given in (
-            ("--repo", repo),
-            ("--tag", tag),
-            ("--dockerfile", dockerfile),
-            ("--update-credentials", update_credentials),
-        )
-        if given
-    ]
-    if refused:
-        raise click.UsageError(
-            f"{', '.join(refused)}: not supported; images are built into the cluster's Artifact Registry "
-            f"repository, tagged by the digest of their inputs (use --requirements and --category)"
-        )
-    infra = gke_profile()
-    if infra is None:
-        raise CliError("build-image is for GKE profiles: the local backend runs jobs without images")
-    from kinetic_tui.cli import gke as cli_gke
-
-    for chosen in category or (accelerator,):
-        cli_gke.build_image(infra, requirements, chosen, as_json)
-
-
 def _verb_words(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """`help pool <TAB>` offers the family's verbs, `help <TAB>` every first word."""
     done: tuple[str, ...] = tuple(ctx.params.get(param.name or "") or ())
@@ -427,6 +371,7 @@ def help_(verb: tuple[str, ...]) -> None:
     click.echo(guard(lambda: help_text(" ".join(verb) or None)))
 
 
+main.add_command(build_image)
 main.add_command(doctor)
 main.add_command(profile)
 main.add_command(jobs)

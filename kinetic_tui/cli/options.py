@@ -6,9 +6,9 @@
   profile jobs still run on this machine: the values are only what resolution reports and what jobs
   submitted by the command record, and the command says so on stderr.
 - `-y/--yes` wherever Kinetic has it; where this product never asks, it is accepted and changes nothing.
-- `--cleanup-timeout/--cleanup-poll-interval`: Kinetic waits that long for Kubernetes to confirm a
-  deletion. Here a local deletion is synchronous and a GKE deletion is issued without waiting, so they are
-  validated and bound nothing (said in their help).
+- `--cleanup-timeout/--cleanup-poll-interval`: as Kinetic, how long `cancel`, `cleanup` and `result`'s
+  cleanup wait for what ran the job to be gone (local: its processes and working directory; GKE: its
+  workload object), polling at the interval; the values go to `ctx.meta` (`cleanup_timing`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ _INFRA_HELP = {
     "cluster": "GKE cluster for this command (overrides the profile and KINETIC_CLUSTER)",
     "namespace": "Kubernetes namespace for this command (overrides the profile and KINETIC_NAMESPACE)",
 }
-CLEANUP_TIMING_HELP = (
-    "Kinetic's wait for deletion; here deletion is not awaited (local: immediate), so it bounds nothing"
-)
+CLEANUP_TIMING_HELP = "how long to wait, polling at the interval, for the job's workload to be gone"
+TIMING_META = "kinetic.cleanup_timing"  # ctx.meta key: {"timeout": s, "poll_interval": s}
+TIMING_DEFAULTS = {"timeout": 180.0, "poll_interval": 2.0}  # Kinetic's
 MAX_WAIT = 86400.0  # a day: the largest timing value accepted
 
 
@@ -109,22 +109,21 @@ def cleanup_timing_params() -> list[click.Parameter]:
     """Kinetic's `--cleanup-timeout` and `--cleanup-poll-interval` (see the module docstring)."""
     return [
         click.Option(
-            ["--cleanup-timeout"],
-            type=click.FloatRange(0.0, MAX_WAIT),
-            default=180.0,
+            [f"--cleanup-{key.replace('_', '-')}"],
+            type=click.FloatRange(0.0, MAX_WAIT, min_open=key == "poll_interval"),
+            default=default,
             show_default=True,
             expose_value=False,
+            callback=lambda ctx, param, value, key=key: ctx.meta.setdefault(TIMING_META, {}).update({key: value}),
             help=CLEANUP_TIMING_HELP,
-        ),
-        click.Option(
-            ["--cleanup-poll-interval"],
-            type=click.FloatRange(0.0, MAX_WAIT, min_open=True),
-            default=2.0,
-            show_default=True,
-            expose_value=False,
-            help=CLEANUP_TIMING_HELP,
-        ),
+        )
+        for key, default in TIMING_DEFAULTS.items()
     ]
+
+
+def cleanup_timing() -> dict[str, float]:
+    """The running command's cleanup timing, as `JobHandle.wait_removed` takes it."""
+    return {**TIMING_DEFAULTS, **click.get_current_context().meta.get(TIMING_META, {})}
 
 
 def cli_words(args: Sequence[str], shorts: Iterable[Flag], dropped: Iterable[click.Parameter]) -> list[str]:

@@ -90,7 +90,11 @@ def run_line(line: str, as_json: bool = False) -> None:
 
     ctx = click.get_current_context()
     code = run_script(
-        line, output="json" if as_json else "text", keep_going=False, debug=bool(ctx.find_root().params.get("debug"))
+        line,
+        output="json" if as_json else "text",
+        keep_going=False,
+        debug=bool(ctx.find_root().params.get("debug")),
+        numbered=False,
     )
     if code:
         ctx.exit(code)

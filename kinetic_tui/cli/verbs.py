@@ -13,7 +13,7 @@ not parse exits 2 with the parser's one-line error). Click's own parse serves `-
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -68,9 +68,16 @@ class VerbCommand(click.Command):
     """The click face of one verb (see the module docstring for who judges its arguments). `extra` are the
     CLI's own options (`--project`, ...): click applies them, and they are removed from the words."""
 
-    def __init__(self, verb: Verb, name: str | None = None, extra: Sequence[click.Parameter] = ()) -> None:
+    def __init__(
+        self,
+        verb: Verb,
+        name: str | None = None,
+        extra: Sequence[click.Parameter] = (),
+        after: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.verb = verb
         self.extra = tuple(extra)
+        self.after = after  # run with click's parsed values once the verb succeeded
         super().__init__(
             name or verb.name.split()[-1],
             callback=self._run,
@@ -93,12 +100,18 @@ class VerbCommand(click.Command):
         except click.UsageError:
             return []
 
-    def _run(self, **_parsed: Any) -> None:
+    def _run(self, **parsed: Any) -> None:
+        run_line(*self.typed_line())
+        if self.after is not None:
+            self.after(parsed)
+
+    def typed_line(self) -> tuple[str, bool]:
+        """The command-language line of the arguments as typed, and whether `--json` was given."""
         typed = click.get_current_context().meta[_WORDS]
         if self.extra:
             note_local_overrides()
         words, as_json = split_json_flag(cli_words(typed, self.verb.flags, self.extra))
-        run_line(shlex.join([*self.verb.name.split(), *words]), as_json)
+        return shlex.join([*self.verb.name.split(), *words]), as_json
 
 
 def split_json_flag(args: list[str]) -> tuple[list[str], bool]:

@@ -21,9 +21,9 @@ class ConfirmScreen(Dialog[bool]):
     """Dismisses with True only on an explicit yes: Escape, `n` and the No button all cancel."""
 
     BINDINGS = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n", "answer(False)", "No"),
-        Binding("escape", "answer(False)", "Cancel"),
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n", "answer(False)", "No", id="confirm.no"),
+        Binding("escape", "answer(False)", "Cancel", id="confirm.cancel"),
     ]
 
     def __init__(self, question: str) -> None:
@@ -65,7 +65,7 @@ class FormScreen(Dialog[dict[str, str] | None]):
     FormScreen .form { grid-size: 2; grid-columns: 18 1fr; grid-rows: 3; height: auto; }
     FormScreen .form Label { padding: 1 0 0 0; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="form_screen.cancel")]
 
     def __init__(self, title: str, fields: Sequence[Field]) -> None:
         super().__init__()

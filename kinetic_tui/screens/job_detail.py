@@ -52,12 +52,12 @@ class JobScreen(Screen[None]):
     JobScreen #log-search { dock: bottom; margin-bottom: 1; border: none; height: 1; }
     """
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("slash", "search", "Search"),
-        Binding("n", "next_match(1)", "Next", show=False),
-        Binding("N", "next_match(-1)", "Prev", show=False),
-        Binding("s", "save", "Save"),
-        Binding("c", "cancel", "Cancel"),
+        Binding("escape", "back", "Back", id="job.back"),
+        Binding("slash", "search", "Search", id="job.search"),
+        Binding("n", "next_match(1)", "Next", show=False, id="job.next_match"),
+        Binding("N", "next_match(-1)", "Prev", show=False, id="job.previous_match"),
+        Binding("s", "save", "Save", id="job.save"),
+        Binding("c", "cancel", "Cancel", id="job.cancel"),
     ]
 
     def __init__(self, job_id: str, max_lines: int = 10_000) -> None:

@@ -72,7 +72,10 @@ class ClustersView(View):
     key = "1"
     title = "Clusters"
     ACTION_VERBS = {"add_pool": "pool add", "remove_pool": "pool remove"}
-    BINDINGS = [Binding("a", "add_pool", "Add pool"), Binding("d", "remove_pool", "Remove pool")]
+    BINDINGS = [
+        Binding("a", "add_pool", "Add pool", id="clusters.add_pool"),
+        Binding("d", "remove_pool", "Remove pool", id="clusters.remove_pool"),
+    ]
 
     def __init__(self) -> None:
         super().__init__(id="view-clusters")

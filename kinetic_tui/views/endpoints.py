@@ -50,7 +50,7 @@ class EndpointsView(TableView):
     title = "Endpoints"
     MAIN = "endpoints"
     WHAT = "endpoint"
-    BINDINGS = [Binding("S", "scale", "Scale"), Binding("l", "load", "Load")]
+    BINDINGS = [Binding("S", "scale", "Scale", id="endpoints.scale"), Binding("l", "load", "Load", id="endpoints.load")]
     ACTION_VERBS = {"scale": "scale", "load": "load"}
     DEFAULT_CSS = """
     EndpointsView KeyedTable { max-height: 6; }

@@ -45,7 +45,7 @@ class ModalForm(Dialog[T]):
     """The frame every form shares: a title, the body, an error line and a key hint; Esc cancels."""
 
     DEFAULT_CSS = FORM_CSS
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="form.cancel")]
     HINT = "Enter submit · Esc cancel"
 
     def __init__(self, title: str) -> None:
@@ -88,7 +88,10 @@ class StagePicker(ModalForm[Stage]):
     StagePicker Button.-textual-compact:ansi:focus { text-style: bold reverse; }
     StagePicker .consequence { color: $warning; padding: 0 0 0 2; }
     """
-    BINDINGS = [Binding("up", "app.focus_previous", show=False), Binding("down", "app.focus_next", show=False)]
+    BINDINGS = [
+        Binding("up", "app.focus_previous", show=False, id="stage_picker.previous"),
+        Binding("down", "app.focus_next", show=False, id="stage_picker.next"),
+    ]
     HINT = "↑↓ choose · Enter promote · Esc cancel"
 
     def __init__(self, subject: str, stage: Stage | str, notes: Mapping[Stage, str] | None = None) -> None:
@@ -149,7 +152,7 @@ class ParamsForm(ModalForm[dict[str, Any]]):
     """Edits of the last run's params; dismisses with only the params whose value changed (a rerun merges
     them over the last run's params, so an unchanged or deleted line means 'keep')."""
 
-    BINDINGS = [Binding("ctrl+s", "submit", "Rerun")]
+    BINDINGS = [Binding("ctrl+s", "submit", "Rerun", id="params_form.rerun")]
     HINT = "one K=JSON per line · ctrl+s rerun · Esc cancel"
 
     def __init__(self, title: str, params: Mapping[str, Any]) -> None:

@@ -71,13 +71,13 @@ class JobsView(View):
     LISTS_JOBS = True
     DEFAULT_CSS = "JobsView #jobs-detail { color: $text-muted; padding: 0 1; height: auto; max-height: 2; }"
     BINDINGS = [
-        Binding("enter", "open", "Open"),
-        Binding("s", "submit", "Submit"),
-        Binding("c", "cancel", "Cancel"),
-        Binding("f", "next_failed", "Failed"),
-        Binding("o", "sort", "Sort"),
-        Binding("O", "reverse", "Reverse", show=False),
-        Binding("space", "mark", "Mark", show=False),
+        Binding("enter", "open", "Open", id="jobs.open"),
+        Binding("s", "submit", "Submit", id="jobs.submit"),
+        Binding("c", "cancel", "Cancel", id="jobs.cancel"),
+        Binding("f", "next_failed", "Failed", id="jobs.next_failed"),
+        Binding("o", "sort", "Sort", id="jobs.sort"),
+        Binding("O", "reverse", "Reverse", show=False, id="jobs.reverse"),
+        Binding("space", "mark", "Mark", show=False, id="jobs.mark"),
     ]
 
     def __init__(self) -> None:

@@ -33,7 +33,7 @@ class PipelinesView(TableView):
     title = "Pipelines"
     MAIN = "pipelines"
     WHAT = "pipeline"
-    BINDINGS = [Binding("R", "rerun", "Rerun")]
+    BINDINGS = [Binding("R", "rerun", "Rerun", id="pipelines.rerun")]
     ACTION_VERBS = {"rerun": "rerun"}
     DEFAULT_CSS = "PipelinesView KeyedTable { max-height: 8; }"
 

@@ -30,7 +30,7 @@ class RegistryView(TableView):
     title = "Registry"
     MAIN = "versions"
     WHAT = "model version"
-    BINDINGS = [Binding("p", "promote", "Promote")]
+    BINDINGS = [Binding("p", "promote", "Promote", id="registry.promote")]
     ACTION_VERBS = {"promote": "promote"}
     DEFAULT_CSS = "RegistryView KeyedTable { max-height: 8; }"
 

@@ -47,9 +47,9 @@ class TrainingView(TableView):
     MAIN = "trainings"
     WHAT = "training job"
     BINDINGS = [
-        Binding("t", "train", "Train"),
-        Binding("i", "interrupt", "Interrupt"),
-        Binding("r", "resume", "Resume"),
+        Binding("t", "train", "Train", id="training.train"),
+        Binding("i", "interrupt", "Interrupt", id="training.interrupt"),
+        Binding("r", "resume", "Resume", id="training.resume"),
     ]
     ACTION_VERBS = {"train": "train", "interrupt": "interrupt", "resume": "resume"}
 

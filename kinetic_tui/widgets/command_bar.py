@@ -98,7 +98,10 @@ class _Completer(Suggester):
 class _Prompt(Input):
     """The bar's input line; Tab and Esc go to the bar that owns it."""
 
-    BINDINGS = [Binding("tab", "complete", "Complete", show=False), Binding("escape", "close", "Close", show=False)]
+    BINDINGS = [
+        Binding("tab", "complete", "Complete", show=False, id="bar.complete"),
+        Binding("escape", "close", "Close", show=False, id="bar.close"),
+    ]
 
     def __init__(self, bar: CommandBar, *, id: str) -> None:
         super().__init__(id=id, suggester=_Completer(bar), select_on_focus=False)

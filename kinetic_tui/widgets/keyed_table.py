@@ -31,10 +31,10 @@ class KeyedTable(DataTable[Text]):
     j/k/g/G move the cursor as the arrows and Home/End do."""
 
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "scroll_top", "First", show=False),
-        Binding("G", "scroll_bottom", "Last", show=False),
+        Binding("j", "cursor_down", "Down", show=False, id="table.vim_down"),
+        Binding("k", "cursor_up", "Up", show=False, id="table.vim_up"),
+        Binding("g", "scroll_top", "First", show=False, id="table.vim_first"),
+        Binding("G", "scroll_bottom", "Last", show=False, id="table.vim_last"),
     ]
 
     def __init__(self, columns: Sequence[tuple[str, int | None]], *, id: str | None = None) -> None:

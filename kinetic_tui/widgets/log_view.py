@@ -34,14 +34,14 @@ STRIP_CACHE = 1024  # strips kept: a few screens' worth, so scrolling back and f
 
 class LogView(ScrollView, can_focus=True):
     BINDINGS = [
-        Binding("up", "scroll(-1)", "Up", show=False),
-        Binding("down", "scroll(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "top", "Top", show=False),
-        Binding("end", "bottom", "Follow"),
-        Binding("w", "toggle_wrap", "Wrap"),
-        Binding("t", "toggle_timestamps", "Timestamps"),
+        Binding("up", "scroll(-1)", "Up", show=False, id="log.up"),
+        Binding("down", "scroll(1)", "Down", show=False, id="log.down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="log.page_up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="log.page_down"),
+        Binding("home", "top", "Top", show=False, id="log.top"),
+        Binding("end", "bottom", "Follow", id="log.follow"),
+        Binding("w", "toggle_wrap", "Wrap", id="log.wrap"),
+        Binding("t", "toggle_timestamps", "Timestamps", id="log.timestamps"),
     ]
     DEFAULT_CSS = """
     LogView { overflow-x: hidden; overflow-y: scroll; }

@@ -30,11 +30,11 @@ class OutputPanel(VerticalScroll, can_focus=True):
     }}
     """
     BINDINGS = [
-        Binding("escape", "close", "Close"),
-        Binding("j", "scroll_down", "Down", show=False),
-        Binding("k", "scroll_up", "Up", show=False),
-        Binding("g", "scroll_home", "Top", show=False),
-        Binding("G", "scroll_end", "Bottom", show=False),
+        Binding("escape", "close", "Close", id="output.close"),
+        Binding("j", "scroll_down", "Down", show=False, id="output.down"),
+        Binding("k", "scroll_up", "Up", show=False, id="output.up"),
+        Binding("g", "scroll_home", "Top", show=False, id="output.top"),
+        Binding("G", "scroll_end", "Bottom", show=False, id="output.bottom"),
     ]
 
     class Closed(Message):

@@ -57,14 +57,14 @@ class VirtualTable(ScrollView, can_focus=True):
     refresh forgets the rows produced for the previous one (they may have changed)."""
 
     BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home,g", "edge(0)", "First", show=False),
-        Binding("end,G", "edge(1)", "Last", show=False),
-        Binding("enter", "select", "Open", show=False),
-        Binding("space", "mark", "Mark", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False, id="table.up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, id="table.down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="table.page_up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="table.page_down"),
+        Binding("home,g", "edge(0)", "First", show=False, id="table.first"),
+        Binding("end,G", "edge(1)", "Last", show=False, id="table.last"),
+        Binding("enter", "select", "Open", show=False, id="table.open"),
+        Binding("space", "mark", "Mark", show=False, id="table.mark"),
     ]
     COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
     DEFAULT_CSS = """

@@ -47,13 +47,6 @@ KNOWN = (
         ("succeeded-recorded-failed", "unexplained", "training"),
         "vanished without an exit status or result",
     ),
-    Known(
-        "killed trial submitter",
-        "the supervisor killed while it submits a study's trial leaves the trial Failed 'never submitted' after "
-        "60 s, so the study never completes its budget",
-        ("training",),
-        "was never submitted",
-    ),
 )
 
 

@@ -2,9 +2,10 @@
 
 `KubeApi` runs kmock's KubernetesEmulator in a thread with its own event loop, so the backend's
 synchronous kubernetes client talks to it over real HTTP. kmock stores, patches, lists and deletes
-objects but does not do three things a real API server does; `KineticEmulator` adds them, and the tests
+objects but does not do four things a real API server does; `KineticEmulator` adds them, and the tests
 rely on them only in these honest forms:
 - `labelSelector` (equality terms `k=v,...`) and `fieldSelector=involvedObject.name=...` on lists;
+- PUT on a named object (a replace): the body becomes the object's new version whole, 404 when absent;
 - the `pods/{name}/log` subresource (kmock would answer with the pod object): served from a log store
   the kubelet double fills, and with `follow=true` streamed until the kubelet marks the container done
   (`tailLines` without `follow`: only the last N lines).
@@ -55,6 +56,9 @@ RESOURCES = {
     "batch/v1/jobs": "Job",
     "v1/pods": "Pod",
     "v1/events": "Event",
+    "v1/services": "Service",
+    "apps/v1/deployments": "Deployment",
+    "autoscaling/v2/horizontalpodautoscalers": "HorizontalPodAutoscaler",
     f"{LWS_GROUP}/{LWS_VERSION}/{LWS_PLURAL}": "LeaderWorkerSet",
 }
 
@@ -93,7 +97,20 @@ class KineticEmulator(KubernetesEmulator):
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         if request.resource is not None and request.resource.plural == "pods" and request.subresource == "log":
             return await self._serve_log(request)
+        if request.resource is not None and request.method == "PUT" and request.name and not request.subresource:
+            return await self._serve_replace(request)
         return await super()._handle(request)
+
+    async def _serve_replace(self, request: Any) -> aiohttp.web.StreamResponse:
+        key = (request.resource, request.namespace, request.name)
+        async with self._lock:
+            if key not in self._objects or self._objects[key].deleted:
+                return aiohttp.web.json_response(
+                    {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}, status=404
+                )
+            self._objects[key].delete()
+            self._objects[key].create(request.data)
+            return aiohttp.web.json_response(self._objects[key].last.raw)
 
     async def _serve_log(self, request: Any) -> aiohttp.web.StreamResponse:
         key = (request.namespace, request.name)
@@ -370,6 +387,18 @@ class Cluster:
 
     def backend(self, kind: str = "gke", **options: Any) -> GkeBackend:
         return backend_class(kind)(self.clients, self.storage(), self.namespace, **options)
+
+
+def created_jobs(c: Cluster) -> list[dict[str, Any]]:
+    """The Jobs created in this test's namespace (the API server is shared by the module's tests)."""
+    return [
+        r.data
+        for r in c.api.requests()
+        if r.method == "POST"
+        and isinstance(r.data, dict)
+        and r.data.get("kind") == "Job"
+        and r.data["metadata"]["namespace"] == c.namespace
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -262,6 +262,59 @@ def test_cleanup_is_refused_while_running_then_removes_the_inputs(cluster: Clust
     assert backend.refresh(handle.job_id).status is JobStatus.SUCCEEDED  # told by the kept result
 
 
+def _hold_with_finalizer(c: Cluster, name: str, finalizers: list[str]) -> None:
+    """A finalizer keeps a deleted Job (with its deletionTimestamp) until it is cleared, as the garbage
+    collector's `foregroundDeletion` keeps one until its pods are gone."""
+    c.clients.batch.patch_namespaced_job(
+        name, c.namespace, {"metadata": {"finalizers": finalizers}}, _preload_content=False
+    )
+
+
+def _reads(c: Cluster, name: str) -> int:
+    return sum(1 for r in c.api.requests() if r.method == "GET" and r.name == name)
+
+
+def test_cleanup_waits_until_the_job_object_is_gone(cluster: Cluster, jobs: Any) -> None:
+    handle = submit(jobs.add, 1, 2)
+    name = wait_for_workload(cluster.kubelet, "job")
+    assert cluster.kubelet.run_job(name) == 0
+    _hold_with_finalizer(cluster, name, ["test.kinetic.dev/hold"])
+    with pytest.raises(TimeoutError, match=rf"Job {name} \(being deleted since .+\) still there 0.3 s later"):
+        handle.cleanup(cleanup_timeout=0.3, cleanup_poll_interval=0.05)
+    released = threading.Event()
+    start = _reads(cluster, name)
+
+    def release() -> None:  # once the waiting client has polled twice more, let the deletion finish
+        while _reads(cluster, name) < start + 3:
+            time.sleep(0.01)
+        _hold_with_finalizer(cluster, name, [])
+        released.set()
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    handle.cleanup(cleanup_timeout=30, cleanup_poll_interval=0.05)
+    assert released.is_set()  # it returned only after the Job was really gone
+    _assert_job_deleted(cluster, name)
+    thread.join(5)
+
+
+def test_cancel_waits_for_the_deleted_job_and_times_out_naming_it(cluster: Cluster, jobs: Any) -> None:
+    handle = submit(jobs.hold, 30)
+    name = wait_for_workload(cluster.kubelet, "job")
+    _pod, process = cluster.kubelet.start_job(name)
+    try:
+        _hold_with_finalizer(cluster, name, ["test.kinetic.dev/hold"])
+        with pytest.raises(TimeoutError, match=f"Job {name} .* still there 0.2 s later"):
+            handle.cancel(cleanup_timeout=0.2, cleanup_poll_interval=0.05)
+        assert handle.status() is JobStatus.CANCELLED  # recorded first; only the removal is late
+        _hold_with_finalizer(cluster, name, [])
+        assert handle.cancel(cleanup_timeout=30, cleanup_poll_interval=0.05) is JobStatus.CANCELLED
+        _assert_job_deleted(cluster, name)
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_logs_after_the_fact_and_followed(cluster: Cluster, jobs: Any) -> None:
     handle = submit(jobs.count_lines, 3)
     backend = cluster.backend()

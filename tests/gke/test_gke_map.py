@@ -16,7 +16,7 @@ from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.submission.packaging import PayloadError
-from tests.gke.kubelet import Cluster, cluster, kube, serving
+from tests.gke.kubelet import Cluster, cluster, created_jobs, kube, serving
 from tests.lifecycle.run_projects import flaky_task, load_module, make_project
 
 IMAGE = "us-docker.pkg.dev/kn-test/kn-c/base:cpu-0123456789ab"
@@ -51,18 +51,6 @@ def sliced(x):
 def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     project = make_project(tmp_path / "gkemap", {"kt_gke_map/__init__.py": "", "kt_gke_map/tasks.py": TASKS})
     return load_module(monkeypatch, project, "kt_gke_map.tasks")
-
-
-def created_jobs(c: Cluster) -> list[dict[str, Any]]:
-    """The Jobs created in this test's namespace (the API server is shared by the module's tests)."""
-    return [
-        r.data
-        for r in c.api.requests()
-        if r.method == "POST"
-        and isinstance(r.data, dict)
-        and r.data.get("kind") == "Job"
-        and r.data["metadata"]["namespace"] == c.namespace
-    ]
 
 
 def releases(c: Cluster) -> list[str]:

@@ -251,7 +251,9 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
         }
         if done and self.outcome == "SUCCESS":
             build["status"] = "SUCCESS"
-            images = [{"name": image, "digest": "sha256:" + "0" * 64} for image in build["images"]]
+            images = [
+                {"name": image, "digest": "sha256:" + "0" * 64} for image in build.get("images", [])
+            ]  # none: pushed by a step
             build["results"] = {"images": images}
             operation["response"] = {"@type": "type.googleapis.com/google.devtools.cloudbuild.v1.Build", **build}
         elif done:

@@ -74,6 +74,14 @@ def hold(seconds, marker_dir=None):
     return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
 
 
+def gated(release):
+    """Run until the test writes `release` (at most a minute, so a failed test leaves nothing running)."""
+    start, deadline = time.time(), time.monotonic() + 60
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
+
+
 def on_sigterm(seconds, marker, ignore):
     """Either ignore SIGTERM or note it in `marker` and exit; writes `marker`.ready once armed."""
     def noted(signum, frame):

@@ -105,6 +105,11 @@ def nowhere():
     return Pipeline("nowhere", [Step("tpu", lambda i: {}, accelerator="v5e-2x2")])
 
 
+def placed():
+    return Pipeline("placed", [Step("only", lambda i: {})], accelerator="v5e-2x2", timeout=30.0,
+                    container_image="img:1")
+
+
 def chained():
     return Pipeline("chained", [Step("first", gate("first")),
                                 Step("second", lambda i: {"version": "old", "got": i["x"]}, {"x": "first.done"})])

@@ -94,3 +94,11 @@ def test_a_step_returning_a_non_dict_fails_naming_its_type_and_a_missing_pool_re
     assert code == 1
     assert "step 'tpu'" in records[1]["error"]["message"] and "pools: cpu" in records[1]["error"]["message"]
     assert records[2]["result"]["runs"] == []  # refused before anything was recorded
+
+
+def test_a_registered_pipeline_keeps_its_default_accelerator_timeout_and_image(project) -> None:
+    code, records = script("pipeline register pipe_user:placed\npipeline run placed\n")
+    assert code == 1
+    assert "step 'only': no pool provides v5e-2x2" in records[1]["error"]["message"]  # the pipeline's default, not cpu
+    loaded = workspace_store().pipelines.load("placed")
+    assert (loaded.accelerator, loaded.timeout, loaded.container_image) == ("v5e-2x2", 30.0, "img:1")

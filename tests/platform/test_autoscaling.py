@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingEvent
+from kinetic_tui.core.platform.autoscaling import Endpoint, ScalingConfig, ScalingEvent
 
 
 def state(endpoint: Endpoint) -> tuple:
@@ -34,10 +35,26 @@ def test_spec_worked_example():
     ]
 
 
+def test_the_defaults_are_min_1_max_5_target_10_and_cooldowns_3_out_5_in():
+    endpoint = Endpoint("web")
+    assert endpoint.instance_count == 1
+    # 11 wants 2 at target 10; the next scale-out waits 3 ticks; the scale-in after it 5; 99 is capped at 5
+    observed = [endpoint.observe(c, t) for c, t in ((11, 0), (45, 2), (45, 3), (5, 7), (5, 8), (99, 20))]
+    assert observed == [2, 2, 5, 5, 1, 5]
+
+
+def test_the_config_is_frozen_and_its_defaults_are_the_endpoints():
+    config = Endpoint("web").config
+    assert config == ScalingConfig() == ScalingConfig(1, 5, 10, 3, 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.min_instances = 3  # reconfigure swaps a whole new config; nobody edits one in place
+
+
 def test_desired_instances_clamps_and_treats_idle_as_min():
     endpoint = Endpoint("web", min_instances=2, max_instances=6, target_per_instance=10)
     assert [endpoint.desired_instances(c) for c in (-3, 0, 1, 10, 11, 35, 10_000)] == [2, 2, 2, 2, 2, 4, 6]
     assert endpoint.desired_instances(0.5) == 2 and endpoint.desired_instances(51) == 6
+    assert Endpoint("fine", target_per_instance=0.25).desired_instances(1) == 4  # not idle below one request
 
 
 def test_one_last_scale_tick_serves_both_directions():
@@ -70,6 +87,7 @@ def test_backwards_tick_is_rejected_and_changes_nothing():
         ("target_per_instance", 0, r"target_per_instance: must be > 0"),
         ("scale_out_cooldown", -1, r"scale_out_cooldown: must be >= 0"),
         ("scale_in_cooldown", float("nan"), r"scale_in_cooldown: expected a finite number"),
+        ("scale_in_cooldown", -0.5, r"scale_in_cooldown: must be >= 0"),
     ],
 )
 def test_bad_config_names_the_field_and_range(field, value, message):
@@ -226,6 +244,6 @@ def test_from_record_rejects_damaged_records():
     with pytest.raises(ValueError, match="last_scale_tick: 4 is after the last tick 2"):
         Endpoint.from_record({**record, "last_scale_tick": 4, "last_tick": 2}, [])
     with pytest.raises(ValueError, match="unknown action 'boom'"):
-        Endpoint.from_record(record, [(0, 1, 1, 1, "boom")])
+        Endpoint.from_record(record, [(0, 1, 1, 1, "boom"), (1, 1, 1, 1, "none"), (2, 1, 1, 1, "bang")])  # the first
     with pytest.raises(ValueError, match="history: each event needs tick, concurrency"):
         Endpoint.from_record(record, [(0, 1, 1, "none")])

@@ -160,7 +160,8 @@ def test_save_writes_the_held_lines_as_shown(tmp_path):
     assert path.read_text().splitlines()[0] == "00:00:02.000 line 2"
 
 
-@settings(max_examples=60)
+# 400: at 60 a paused view whose top drifts on an append (no trim) slipped through on some seeds
+@settings(max_examples=400)
 @given(
     st.lists(
         st.one_of(
@@ -175,19 +176,24 @@ def test_save_writes_the_held_lines_as_shown(tmp_path):
 )
 def test_viewport_invariants(operations, max_lines):
     """Whatever happens: at most max_lines held, top within bounds, follow exactly when at the bottom,
-    and a following view never has unseen new lines."""
+    and a following view never has unseen new lines; appending to a paused view keeps its top line (or the
+    first held one once that was trimmed), and resizing a following view keeps it following."""
     log = LogBuffer(max_lines=max_lines, height=5)
     appended = 0
     for operation, value in operations:
+        followed, top_line = log.follow, log.trimmed + log.top  # the top line's number since the start
         if operation == "append":
             log.append(numbered(appended, appended + value))
             appended += value
+            if not followed:
+                assert not log.follow and log.trimmed + log.top == max(top_line, log.trimmed)
         elif operation == "scroll":
             log.scroll_by(value)
         elif operation == "end":
             log.scroll_end()
         else:
             log.resize(value)
+            assert log.follow or not followed
         assert len(log) == min(appended, max_lines) and log.trimmed == appended - len(log)
         assert 0 <= log.top <= log.bottom
         assert log.follow == (log.top == log.bottom)

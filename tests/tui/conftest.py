@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList
 from textual.pilot import Pilot
 
 from kinetic_tui.app import KineticApp
@@ -103,6 +104,18 @@ async def wait_for(condition: Callable[[], bool], pilot: Pilot, timeout: float =
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await pilot.pause(0.05)
+
+
+async def palette_enter(app: KineticApp, pilot: Pilot, query: str) -> None:
+    """Press Enter in the open command palette once its search has highlighted the command `query` names (the
+    search runs in a worker: an Enter before it lands picks nothing, or another command)."""
+
+    def offered() -> bool:
+        option = app.screen.query_one(CommandList).highlighted_option if app.screen.query(CommandList) else None
+        return option is not None and query.lower() in str(option.prompt).splitlines()[0].lower()
+
+    await wait_for(offered, pilot)
+    await pilot.press("enter")
 
 
 def job_status(console: Console, job_id: str) -> JobStatus:

@@ -24,7 +24,16 @@ from kinetic_tui.widgets.command_bar import CommandBar, apply_completion, comple
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.output_panel import OutputPanel
 from tests.test_console_support import state_dump
-from tests.tui.conftest import SIZE, AppFactory, build_workspace, job_status, notes, settle, wait_for
+from tests.tui.conftest import (
+    SIZE,
+    AppFactory,
+    build_workspace,
+    job_status,
+    notes,
+    palette_enter,
+    settle,
+    wait_for,
+)
 
 
 async def _command(app: KineticApp, pilot: Pilot, line: str) -> None:
@@ -102,8 +111,7 @@ async def test_the_palette_jumps_to_an_object_in_a_view_not_yet_mounted(
     async with app.run_test(size=SIZE) as pilot:
         assert not app.query(PipelinesView)
         await pilot.press("ctrl+p", *"Pipeline tiny")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_enter(app, pilot, "Pipeline tiny")
         await wait_for(lambda: isinstance(app.current_view, PipelinesView), pilot)
         view = app.current_view
         await wait_for(lambda: view.main_table.selected_key == "tiny", pilot)
@@ -175,13 +183,11 @@ async def test_the_palette_jumps_to_views_and_opens_jobs(make_app: AppFactory, c
         await pilot.press("ctrl+p")
         assert isinstance(app.screen, CommandPalette)
         await pilot.press(*"Go to Jobs")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_enter(app, pilot, "Go to Jobs")
         await pilot.pause()
         assert isinstance(app.current_view, JobsView)
         await pilot.press("ctrl+p", *f"Job {ids['done']}")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_enter(app, pilot, f"Job {ids['done']}")
         await wait_for(lambda: isinstance(app.screen, JobScreen), pilot)
         assert app.screen.job_id == ids["done"]
 
@@ -190,8 +196,7 @@ async def test_the_palette_runs_view_actions_through_the_same_path(make_app: App
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p", *"Clusters: Add pool")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_enter(app, pilot, "Clusters: Add pool")
         await wait_for(lambda: type(app.screen).__name__ == "FormScreen", pilot)
         await pilot.press("escape")
         assert [p.name for p in await console.pools.list()] == ["cpu"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kinetic_tui.core.demo.fill import BASELINE, ENDPOINT, LONG_JOB, POOLS, PREEMPTIBLE, STUDY
+from tests.helpers import processes
 
 SESSION = "demo"
 WIDTH, HEIGHT = 120, 35
@@ -57,9 +58,9 @@ def exited(pid: int) -> bool:
 
 @pytest.fixture
 def kinetic_home(kinetic_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test's home, seen from pytest, is the demo workspace: the suite's autouse `stop_jobs` then
-    cancels the demo's jobs (a 120 s one among them), kills their process groups and stops the demo's fork
-    server once the console is gone. The console itself gets a separate KINETIC_HOME (see `tmux`)."""
+    """This test's home, seen from pytest, is the demo workspace, so the suite's leftover-process check
+    (tests/conftest.py) judges the demo's processes too. The console itself gets a separate KINETIC_HOME
+    (see `tmux`); the test stops what the demo started with `down` once the console is gone."""
     demo = tmp_path / "demo"
     monkeypatch.setenv("KINETIC_HOME", str(demo))
     return demo
@@ -170,3 +171,16 @@ def test_the_installed_demo_console_shows_every_view_in_tmux_and_quits_on_q(tmux
         assert time.monotonic() < deadline, f"the console did not exit within {EXIT_TIMEOUT:g} s of q"
         time.sleep(0.1)
     assert not (tmp_path / "home" / "state.db").exists(), "the demo opened the real KINETIC_HOME's store"
+
+    # the console is gone, its workspace's supervisor and fork server are not: `down` stops them (and cancels
+    # the demo's long job), as a user leaving the demo would
+    demo = tmp_path / "demo"
+    assert processes.serving(demo), "the demo left nothing running: this check would prove nothing"
+    down = subprocess.run(
+        [script, "down", "--yes"], env={**tmux.env, "KINETIC_HOME": str(demo)}, capture_output=True, text=True
+    )
+    assert down.returncode == 0, down.stderr
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while left := processes.serving(demo):
+        assert time.monotonic() < deadline, f"still serving the demo after down: {left}"
+        time.sleep(0.05)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
@@ -12,16 +13,10 @@ from kinetic_tui.screens.dialogs import FormScreen
 from kinetic_tui.views.training import train_line
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.keyed_table import KeyedTable
+from tests.helpers.gated_steps import GATED_STEP, resumed_hash
 from tests.tui.conftest import notes, settle
 
-SLOW_STEP = "tests.tui.test_training_view:slow_step"
 HALVING_STEP = "tests.tui.test_training_view:halving_step"
-
-
-def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    """The default step, slowed so the test can interrupt the job mid-run."""
-    time.sleep(0.2)
-    return {"loss": state.get("loss", 1.0) * (1 - hyperparameters.get("learning_rate", 0.1))}
 
 
 def halving_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
@@ -32,13 +27,16 @@ def training(console: Console, name: str):
     return console.training.service.refresh(name)[0]
 
 
-async def start_slow(console: Console, name: str, epochs: int) -> None:
-    service = console.training.service
-    await asyncio.to_thread(service.start, name, {"learning_rate": 0.2}, epochs, 1, None, SLOW_STEP)
+async def start_gated(console: Console, name: str, epochs: int, gate: Path) -> dict:
+    """Start a training whose epochs after the first wait for `gate`; return once epoch 1's checkpoint is
+    recorded (its epoch event alone may come first)."""
+    service, hp = console.training.service, {"learning_rate": 0.2, "gate": str(gate)}
+    await asyncio.to_thread(service.start, name, hp, epochs, 1, None, GATED_STEP)
     deadline = time.monotonic() + 30
-    while training(console, name).current_epoch < 1:
-        assert time.monotonic() < deadline, f"training {name} never finished an epoch"
+    while not training(console, name).checkpoint_epoch:
+        assert time.monotonic() < deadline, f"training {name} never checkpointed an epoch"
         await asyncio.sleep(0.05)
+    return hp
 
 
 async def open_view(app, pilot, key: str = "3") -> None:
@@ -48,23 +46,23 @@ async def open_view(app, pilot, key: str = "3") -> None:
     await pilot.pause()
 
 
-async def test_interrupt_stops_a_running_training_and_resume_completes_it(console, make_app):
-    await start_slow(console, "slow", 15)
+async def test_interrupt_stops_a_running_training_and_resume_completes_it(console, make_app, tmp_path):
+    gate = tmp_path / "gate"
+    hp = await start_gated(console, "slow", 6, gate)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)
         await pilot.press("i")
         await settle(app, pilot)
         stopped = training(console, "slow")
-        assert (stopped.status, stopped.interruptions) == ("Stopped", 1)
+        assert (stopped.status, stopped.interruptions, stopped.checkpoint_epoch) == ("Stopped", 1, 1)
+        gate.write_text("")
         await pilot.press("r")
         await settle(app, pilot)
         await asyncio.to_thread(console.training.service.wait, "slow", 30)
         done = training(console, "slow")
-        assert (done.status, done.current_epoch, done.interruptions, len(done.job_ids)) == ("Completed", 15, 1, 2)
-        straight = TrainingJob("straight", {"learning_rate": 0.2}, 15, 1)
-        ManagedTrainingRunner(TrainingCluster(1)).start(straight)
-        assert done.artifact_hash == straight.artifact_hash  # resumed from the checkpoint, not restarted
+        assert (done.status, done.current_epoch, done.interruptions, len(done.job_ids)) == ("Completed", 6, 1, 2)
+        assert done.artifact_hash == resumed_hash(hp, 6)  # epoch 1 kept from the checkpoint: a restart differs
 
 
 async def test_interrupting_a_settled_training_is_dimmed_explained_and_changes_nothing(console, make_app):
@@ -84,8 +82,8 @@ async def test_interrupting_a_settled_training_is_dimmed_explained_and_changes_n
         assert ("r", "Resume (not now: done is Completed; resume needs Stopped)") in app.screen.view_keys
 
 
-async def test_readonly_hides_interrupt_and_resume(console, make_app):
-    await start_slow(console, "slow", 4)
+async def test_readonly_hides_interrupt_and_resume(console, make_app, tmp_path):
+    await start_gated(console, "slow", 4, tmp_path / "gate")
     app = make_app(readonly=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)
@@ -94,6 +92,7 @@ async def test_readonly_hides_interrupt_and_resume(console, make_app):
         await pilot.press("i")
         await settle(app, pilot)
         assert training(console, "slow").interruptions == 0
+    (tmp_path / "gate").write_text("")
     await asyncio.to_thread(console.training.service.wait, "slow", 30)
 
 

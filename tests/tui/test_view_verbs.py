@@ -22,6 +22,7 @@ def test_the_read_only_verbs_are_those_that_change_nothing() -> None:
     assert {
         "pools",
         "jobs",
+        "functions",
         "status",
         "logs",
         "wait",
@@ -71,12 +72,11 @@ async def test_a_palette_verb_opens_the_command_bar_with_the_verb_typed() -> Non
 
 async def test_choosing_a_verb_in_the_palette_types_it_in_the_command_bar(make_app) -> None:
     from kinetic_tui.widgets.command_bar import CommandBar
-    from tests.tui.conftest import SIZE, wait_for
+    from tests.tui.conftest import SIZE, palette_enter, wait_for
 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p", *"Command: tune")
-        await pilot.pause(0.3)
-        await pilot.press("enter")
+        await palette_enter(app, pilot, "Command: tune")
         await wait_for(lambda: bool(app.query(CommandBar)) and app.query_one(CommandBar).display, pilot)
         assert app.query_one(CommandBar).prompt.value == "tune "

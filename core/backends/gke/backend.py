@@ -312,6 +312,16 @@ class GkeBackend:
             if not key[len(job_id) + 1 :].startswith(KEEP_ON_CLEANUP):
                 self.storage.delete_prefix(key)
 
+    def leftover(self, job_id: str) -> str | None:
+        """The job's workload object while the API server still has it: a deletion marks it and the
+        garbage collector removes it once its pods (and any finalizers) are gone."""
+        workload = self._read(job_id)
+        if workload is None:
+            return None
+        since = (workload.get("metadata") or {}).get("deletionTimestamp")
+        kind = workload.get("kind") or "workload"
+        return f"{kind} {job_id}" + (f" (being deleted since {since})" if since else "")
+
     # -- logs -------------------------------------------------------------------------------------------
 
     def read_logs(

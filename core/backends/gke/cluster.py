@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.accelerators import parse_accelerator
+from kinetic_tui.core.artifacts import PREFIX as ARTIFACTS
 from kinetic_tui.core.backends.base import (
     Call,
     DebugEndpoint,
@@ -35,7 +36,7 @@ from kinetic_tui.core.backends.base import (
     Submitted,
     read_record,
 )
-from kinetic_tui.core.backends.gke import batches
+from kinetic_tui.core.backends.gke import batches, serving
 from kinetic_tui.core.backends.gke.backend import GkeBackend
 from kinetic_tui.core.backends.gke.k8s_client import target
 from kinetic_tui.core.backends.gke.pools import GkePools
@@ -177,12 +178,34 @@ class GkeCluster:
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         self._backend(job_id).cleanup(job_id, workload, uploads)
 
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        return self._backend(job_id).leftover(job_id)
+
     def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
         """A `kubectl port-forward` from `local_port` here to the job's leader pod."""
         pod = self._backend(job_id).leader_pod(job_id)
         if pod is None:
             raise NotFoundError(f"job {job_id} has no pod to forward to: it has not started or is gone")
         return port_forward(self.infra, pod, port, local_port)
+
+    # -- endpoints ------------------------------------------------------------------------------------------
+
+    def deploy_endpoint(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """Create or replace the endpoint's Deployment (the serving image, the jobs bucket's artifact store),
+        Service and autoscaler; their names. Bad config raises before any object is written."""
+        from kinetic_tui.infra.container_builder import prebuilt_image
+
+        objects = serving.endpoint_manifests(
+            config,
+            namespace=self.infra.namespace,
+            image=prebuilt_image("cpu"),
+            artifacts_uri=self.bucket_uri(self.bucket, ARTIFACTS),
+        )
+        return serving.deploy(self._workloads["gke"].clients, objects)
+
+    def remove_endpoint(self, name: str) -> None:
+        """Delete the endpoint's autoscaler, Service and Deployment; NotFoundError when it has none here."""
+        serving.remove(self._workloads["gke"].clients, name, self.infra.namespace)
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -67,11 +67,13 @@ def api_reason(exc: ApiError) -> str:
 
 @dataclass(frozen=True)
 class K8sClients:
-    """The three API groups the backends use, sharing one connection pool."""
+    """The API groups the backends use, sharing one connection pool."""
 
     batch: Any
     core: Any
     custom: Any
+    apps: Any  # an endpoint's Deployment
+    autoscaling: Any  # an endpoint's HorizontalPodAutoscaler (autoscaling/v2)
 
 
 def kube_context(infra: ResolvedInfra) -> str:
@@ -121,5 +123,11 @@ def clients_for(infra: ResolvedInfra) -> K8sClients:
         if key not in _cache:
             client = kubernetes_module()
             api = client.ApiClient(_configuration(key, infra))
-            _cache[key] = K8sClients(client.BatchV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api))
+            _cache[key] = K8sClients(
+                client.BatchV1Api(api),
+                client.CoreV1Api(api),
+                client.CustomObjectsApi(api),
+                client.AppsV1Api(api),
+                client.AutoscalingV2Api(api),
+            )
         return _cache[key]

@@ -14,6 +14,7 @@ inputs have no processes or files of their own, and are settled from their lane'
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import threading
 import time
@@ -31,8 +32,9 @@ from kinetic_tui.core.backends.local.pools import checked_config, ensure_default
 from kinetic_tui.core.backends.local.settling import finish, outcome
 from kinetic_tui.core.backends.local.trash import discard
 from kinetic_tui.core.backends.local.volumes import check_volume_path
-from kinetic_tui.core.errors import NotFoundError, ValidationError
+from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
+from kinetic_tui.core.storage import Storage
 from kinetic_tui.core.store import Store, jobs_repo, pools_repo, volume_locks_repo
 from kinetic_tui.core.supervisor import process as supervisor
 
@@ -108,6 +110,19 @@ class LocalBackend:
         }
         self._queue([(handle, launch)], group_id)
         return self.job(job_id)
+
+    def forget_unqueued(self, job_ids: list[str], storage: Storage, prefixes: list[str]) -> None:
+        """Undo the files of a submission that failed before its rows committed (the store was locked, the
+        disk full): it was never acknowledged, so no job directory or bucket object without a row stays
+        behind. Rows that did commit keep their files, whatever failed after; an undo that fails leaves the
+        files for `doctor` to report."""
+        with contextlib.suppress(KineticError, OSError):
+            if any(jobs_repo.get(self.store, job_id) is not None for job_id in job_ids):
+                return
+            for prefix in prefixes:
+                storage.delete_prefix(prefix)
+            for job_id in job_ids:
+                discard(job_dir_for(job_id))
 
     def submit_lane_inputs(self, inputs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str) -> None:
         """Queue a map's inputs for lanes: (handle, lane_input) each, one transaction, no per-job files."""
@@ -372,6 +387,18 @@ class LocalBackend:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
         if workload and not row.in_lane:
             discard(row.job_dir / "work")
+
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        """The job's own processes still alive, then (with `files`) its working directory; a map input's
+        processes are its lane's, which go on with the lane's other inputs, so they are not counted."""
+        row = self.job(job_id)
+        alive = [host.pgid for host in row.hosts or () if host.is_alive()]
+        if alive and not row.in_lane:
+            return f"process group{'s' if len(alive) > 1 else ''} {', '.join(map(str, alive))}"
+        work = row.job_dir / "work"
+        if files and not row.in_lane and work.exists():
+            return f"working directory {work}"
+        return None
 
     def log_reader(self, job_id: str) -> LogReader:
         row = self.job(job_id)

@@ -103,6 +103,9 @@ class LocalInterface:
     def cleanup(self, job_id: str, workload: bool = True, uploads: bool = True) -> None:
         self.backend.cleanup(job_id, workload)  # the uploads are the handle's: the storage is the caller's
 
+    def leftover(self, job_id: str, files: bool) -> str | None:
+        return self.backend.leftover(job_id, files)
+
     def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
         """A local job listens on this machine: its own address is where to attach."""
         return DebugEndpoint(host, port)

@@ -21,9 +21,14 @@ from kinetic_tui.core.validation import MAX_NODES
 DEFAULT_POOL = "cpu"
 
 
+def host_cores() -> int:
+    """The cores of this machine: the default pool's size (tests replace it to run as on other machines)."""
+    return os.cpu_count() or 1
+
+
 def ensure_default_pool(store: Store) -> None:
     """A fresh home has pool `cpu` with one node per core; once removed it stays removed."""
-    pools_repo.create_default_once(store, DEFAULT_POOL, "cpu", os.cpu_count() or 1, time.time())
+    pools_repo.create_default_once(store, DEFAULT_POOL, "cpu", host_cores(), time.time())
 
 
 def list_pools(store: Store) -> list[Pool]:

@@ -83,8 +83,12 @@ class Staged:
         self.writes.flush()
         prepared = upload(self.packed, storage, self.archives)
         record = handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
-        write_handle(storage, record)
-        self.backend.submit(record, prepared.runner_args(), prepared.volume_paths, ctx.group_id)
+        try:
+            write_handle(storage, record)
+            self.backend.submit(record, prepared.runner_args(), prepared.volume_paths, ctx.group_id)
+        except BaseException:
+            self.backend.forget_unqueued([ctx.job_id], storage, [f"{ctx.job_id}/"])
+            raise
         return record
 
 
@@ -143,13 +147,17 @@ class LaneBatch:
         ]
         storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
         batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
-        self.backend.submit_lane_inputs(
-            [
-                (record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
-                for i, record in enumerate(records)
-            ],
-            first.group_id or "",
-        )
+        try:
+            self.backend.submit_lane_inputs(
+                [
+                    (record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
+                    for i, record in enumerate(records)
+                ],
+                first.group_id or "",
+            )
+        except BaseException:
+            self.backend.forget_unqueued([r["job_id"] for r in records], storage, [f"{prefix}/"])
+            raise
         return records
 
 

@@ -40,9 +40,11 @@ class Pipeline:
         cache: MutableMapping[str, dict[str, Any]] | None = None,
         accelerator: str = "cpu",
         timeout: float | None = None,
+        container_image: str | None = None,
     ) -> None:
         """`accelerator` is where steps that name none run as jobs; `timeout` (seconds) bounds a run whose
-        steps are jobs: past it, the run is cancelled."""
+        steps are jobs: past it, the run is cancelled; `container_image` is what the steps' jobs run in on
+        a cluster, as `@run` takes it (None builds the bundled image; a local run ignores it)."""
         if not isinstance(name, str) or not name:
             raise ValidationError(f"pipeline name must be a non-empty string, got {name!r}")
         steps = tuple(steps)
@@ -56,6 +58,11 @@ class Pipeline:
             raise ValidationError(f"pipeline {name!r}: cache must be a MutableMapping, got {type(cache).__name__}")
         if not isinstance(accelerator, str) or not accelerator:
             raise ValidationError(f"pipeline {name!r}: accelerator must be a non-empty string, got {accelerator!r}")
+        if container_image is not None and (not isinstance(container_image, str) or not container_image):
+            raise ValidationError(
+                f"pipeline {name!r}: container_image must be a non-empty image reference or None, "
+                f"got {container_image!r}"
+            )
         if timeout is not None:
             require_number(f"pipeline {name!r}: timeout", timeout, minimum=0, exclusive=True, maximum=MAX_SECONDS)
         self._nodes = compile_steps(name, steps)
@@ -69,6 +76,7 @@ class Pipeline:
         self.cache: MutableMapping[str, dict[str, Any]] = {} if cache is None else cache
         self.accelerator = accelerator
         self.timeout = timeout
+        self.container_image = container_image
 
     def _plan(self) -> list[list[int]]:
         if self._layers is None:
