@@ -14,6 +14,7 @@ row's text, so only then is every row rendered on a reload.
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -21,6 +22,7 @@ from textual.binding import Binding
 from textual.widgets import Label
 
 from kinetic_tui.core.console.snapshots import JobSnapshot
+from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.render import filter_rows, job_row, sort_rows
 from kinetic_tui.render.batches import batch_detail, batch_row, group_keys, member_row
@@ -207,8 +209,15 @@ class JobsView(View):
         event.stop()
         self._open(event.key)
 
-    def action_submit(self) -> None:
-        self.run_after_form("Submit a job", SUBMIT_FORM, submit_line)
+    async def action_submit(self) -> None:
+        """The form, its MODULE:FUNC completing from the functions the workspace knows (every one that has
+        run here, and the saved submissions)."""
+        try:
+            known = tuple(function.ref for function in await self.console.jobs.known_functions())
+        except KineticError:
+            known = ()
+        ref = replace(SUBMIT_FORM[0], suggestions=known, placeholder=known[0] if known else SUBMIT_FORM[0].placeholder)
+        self.run_after_form("Submit a job", (ref, *SUBMIT_FORM[1:]), submit_line)
 
     def action_mark(self) -> None:
         self.table.action_mark()

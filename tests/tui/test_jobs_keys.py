@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from rich.text import Text
-from textual.widgets import Label, Static
+from textual.widgets import Input, Label, Static
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.console import Console
-from kinetic_tui.screens.dialogs import ConfirmScreen
+from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.jobs import JobsView
 from kinetic_tui.widgets.key_footer import KeyFooter
@@ -158,3 +158,24 @@ async def test_log_search_counts_matches_highlights_them_and_opens_empty(
         assert drawn.spans  # the match is marked where it is drawn
         await pilot.press("slash")
         assert screen.query_one("#log-search").value == ""  # a new search starts empty
+
+
+async def test_the_submit_form_completes_known_functions_and_takes_kwargs(
+    make_app: AppFactory, console: Console
+) -> None:
+    await console.jobs.submit("tui_user:add", args=[1, 1], wait=True)  # now a function the workspace knows
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2", "s")
+        await wait_for(lambda: isinstance(app.screen, FormScreen), pilot)
+        ref = app.screen.query_one("#field-ref", Input)
+        await pilot.press(*"tui_user:a")
+        await wait_for(lambda: ref._suggestion == "tui_user:add", pilot)
+        await pilot.press("right")  # accepts the completion
+        assert ref.value == "tui_user:add"
+        app.screen.query_one("#field-args", Input).value = "[]"
+        app.screen.query_one("#field-kwargs", Input).value = '{"a": 40, "b": 2}'
+        await pilot.press("enter")
+        await settle(app, pilot)
+        newest = (await console.jobs.list())[0]
+        assert (await console.jobs.wait(newest.job_id, timeout=30)).result == 42

@@ -51,7 +51,7 @@ async def test_submit_form_creates_a_job(make_app: AppFactory, console: Console)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2", "s")
-        assert isinstance(app.screen, FormScreen)
+        await wait_for(lambda: isinstance(app.screen, FormScreen), pilot)
         app.screen.query_one("#field-ref").value = "tui_user:add"
         app.screen.query_one("#field-args").value = "[20, 22]"
         app.screen.query_one("#field-name").value = "answer"
