@@ -28,6 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from kinetic_tui.bar_words import summarize, unknown_word, view_key
 from kinetic_tui.config import UserConfig, binding_ids, load_config
 from kinetic_tui.core.commands import parse_line
 from kinetic_tui.core.commands.execute import execute, render_text
@@ -41,7 +42,7 @@ from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.host import ConsoleHost
 from kinetic_tui.palette import KineticCommands, PaletteHost
 from kinetic_tui.render.header import header_text
-from kinetic_tui.screens.help import HelpScreen, KeyRow
+from kinetic_tui.screens.help import HelpScreen, KeyRow, key_rows
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.base import View
 from kinetic_tui.views.clusters import ClustersView
@@ -52,11 +53,11 @@ from kinetic_tui.views.registry import RegistryView
 from kinetic_tui.views.training import TrainingView
 from kinetic_tui.widgets.command_bar import CommandBar
 from kinetic_tui.widgets.key_footer import KeyFooter
+from kinetic_tui.widgets.output_panel import OutputPanel
 from kinetic_tui.widgets.too_small import TooSmall
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
-NOTIFY_LINES = 8
 TICK = 0.2
 THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
@@ -70,20 +71,12 @@ VIEW_CLASSES: tuple[type[View], ...] = (
 SCREEN_ACTIONS = frozenset({"show_view", "command_bar", "filter", "help"})
 GLOBAL_KEYS: tuple[KeyRow, ...] = (
     ("1-6", "switch view"),
-    (":", "command bar (Tab completes)"),
+    (":", "command bar (Tab completes; a view name alone switches to it)"),
     ("/", "filter the table"),
     ("ctrl+p", "palette: actions and objects"),
     ("?", "these keys"),
     ("q", "quit"),
 )
-
-
-def summarize(verb: str, result: Any) -> str:
-    """A command's result as a notification: the text rendering, cut to a few lines."""
-    lines = render_text(verb, result).splitlines() or ["done"]
-    if len(lines) > NOTIFY_LINES:
-        lines = [*lines[: NOTIFY_LINES - 1], f"… {len(lines) - NOTIFY_LINES + 1} more lines"]
-    return "\n".join(lines)
 
 
 class MainScreen(Screen[None]):
@@ -279,39 +272,59 @@ class KineticApp(App[int]):
 
     # -- commands --------------------------------------------------------------------------------------
 
-    def run_command(self, line: str) -> Worker[Any]:
-        """Run one command-language line in a worker; its result or error becomes a notification."""
-        return self._execute(line)
+    def run_command(self, line: str, panel: bool = False) -> Worker[Any]:
+        """Run one command-language line in a worker. A key's command answers with a notification; a line
+        typed in the `:` bar (`panel`) opens its whole output in the output panel, and its error goes back
+        into the bar, inline."""
+        return self._execute(line, panel)
 
     @work(group="commands", exit_on_error=False)
-    async def _execute(self, line: str) -> Any:
+    async def _execute(self, line: str, panel: bool = False) -> Any:
         try:
             command = parse_line(line)
         except ParseError as exc:
-            self._parse_failed(exc)
+            self.notify(str(exc), title="does not parse", severity="error", timeout=8)
             return None
         if command is None:
             return None
         if self.readonly and command.verb not in READ_ONLY_VERBS:
-            self.notify(
+            await self._failed(
+                line,
                 f"read-only console: {command.verb!r} changes state; allowed: {', '.join(sorted(READ_ONLY_VERBS))}",
-                severity="error",
+                command.verb,
+                panel,
             )
             return None
         try:
             result = await execute(self.service, command)
         except KineticError as exc:
-            self.notify(one_line(exc), title=command.verb, severity="error", timeout=8)
+            await self._failed(line, one_line(exc), command.verb, panel)
             return None
-        self.notify(summarize(command.verb, result), title=command.verb)
+        if panel:
+            await self._show_output(line, render_text(command.verb, result) or "done")
+        else:
+            self.notify(summarize(command.verb, result), title=command.verb)
         try:
             await self.reload_visible()
         except KineticError as exc:
             self._report(one_line(exc))
         return result
 
-    def _parse_failed(self, exc: ParseError) -> None:
-        self.notify(str(exc), title="does not parse", severity="error", timeout=8)
+    async def _failed(self, line: str, message: str, verb: str, panel: bool) -> None:
+        """A refused command: back in the bar with the error under it (typed lines), else a notification."""
+        if panel:
+            (await self._bar()).open("command", line, error=f"✗ {message}")
+        else:
+            self.notify(message, title=verb, severity="error", timeout=8)
+
+    async def _show_output(self, title: str, text: str) -> None:
+        """The output panel (mounted above the bar on first use) with `text`, focused until Esc."""
+        try:
+            output = self.query_one(OutputPanel)
+        except NoMatches:
+            output = OutputPanel(id="output")
+            await self.mount(output, before=self.query_one("#footer"))
+        output.show(title, text)
 
     async def object_names(self) -> dict[str, list[str]]:
         """Names of every live object by kind, for completion and the palette."""
@@ -381,6 +394,8 @@ class KineticApp(App[int]):
 
     async def action_command_bar(self, text: str = "") -> None:
         """Open the `:` bar, with `text` already typed (the palette's verbs start a line this way)."""
+        for output in self.query(OutputPanel):
+            output.display = False  # the bar takes the panel's place
         bar = await self._bar()
         bar.open("command", text)
         self.run_worker(self._load_names(bar), group="names", exclusive=True, exit_on_error=False)
@@ -394,14 +409,16 @@ class KineticApp(App[int]):
             (await self._bar()).open("filter", self._view_filters.get(view.id or "", ""))
 
     def action_help(self) -> None:
+        """The keys of what is on screen; a dimmed key says why it cannot act now."""
         screen = self.screen
+        target: JobScreen | View | None
         if isinstance(screen, JobScreen):
-            title, bindings = f"job {screen.job_id}", screen.key_bindings()
+            target, title, bindings = screen, f"job {screen.job_id}", screen.key_bindings()
         else:
-            view = self.current_view
-            title, bindings = (view.title, view.visible_bindings()) if view else ("console", [])
-        rows = [(self.get_key_display(binding), binding.description) for binding in bindings]
-        self.push_screen(HelpScreen(title, rows, GLOBAL_KEYS))
+            target = self.current_view
+            title, bindings = (target.title, target.visible_bindings()) if target else ("console", [])
+        why_not = target.why_not if target is not None else None
+        self.push_screen(HelpScreen(title, key_rows(bindings, self.get_key_display, why_not), GLOBAL_KEYS))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Dialogs keep the keyboard: no view switching or bars behind a modal. The bar and the filter
@@ -411,19 +428,29 @@ class KineticApp(App[int]):
         return not (isinstance(self.screen, JobScreen) and action in ("command_bar", "filter"))
 
     @on(CommandBar.Submitted)
-    def _bar_submitted(self, event: CommandBar.Submitted) -> None:
+    async def _bar_submitted(self, event: CommandBar.Submitted) -> None:
+        """A view name alone switches views; anything else must parse (the error shows inline, under the
+        column it blames) and then runs, its output in the panel."""
         bar = self.query_one(CommandBar)
         if event.mode == "filter":
             bar.hide()
             return
+        key = view_key(event.value)
+        if key is not None:
+            bar.hide()
+            await self.action_show_view(key)
+            return
         try:
             parse_line(event.value)
         except ParseError as exc:
-            bar.show_error(exc.column, exc.message)
-            self._parse_failed(exc)
+            unknown = unknown_word(event.value)
+            if unknown is not None:
+                bar.hint(f"✗ {unknown}")
+            else:
+                bar.show_error(exc.column, exc.message)
             return
         bar.hide()
-        self.run_command(event.value)
+        self.run_command(event.value, panel=True)
 
     @on(CommandBar.FilterChanged)
     def _filter_changed(self, event: CommandBar.FilterChanged) -> None:
@@ -434,6 +461,15 @@ class KineticApp(App[int]):
 
     @on(CommandBar.Closed)
     def _bar_closed(self) -> None:
+        """The bar gave up the focus: to the output panel if a command's answer is showing, else the view."""
+        shown = [output for output in self.query(OutputPanel) if output.display]
+        if shown:
+            shown[0].focus()
+        else:
+            self._panel_closed()
+
+    @on(OutputPanel.Closed)
+    def _panel_closed(self) -> None:
         view = self.current_view
         if view is not None:
             self._focus_view(view)

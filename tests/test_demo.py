@@ -22,6 +22,7 @@ from kinetic_tui.core.demo.fill import (
     MULTI_HOST_JOB,
     PIPELINE,
     PREEMPTIBLE,
+    RESUMED,
     SHORT_JOBS,
     STUDY,
 )
@@ -69,13 +70,18 @@ async def _check_pools_and_jobs(console: Console) -> None:
 
     long = jobs[LONG_JOB]
     assert (long.status, long.pool) == ("RUNNING", "gpu-l4-spot")
+    newest = await console.jobs.list()
+    assert newest[0].name == LONG_JOB  # what the jobs view selects first
+    assert next(job for job in newest if job.status == "FAILED").name == FAILING_JOB  # the newest failure
     assert (await console.jobs.cancel(long.job_id)).status == "CANCELLED"
 
 
 async def _check_training_and_registry(console: Console) -> None:
     trainings = {run.name: run for run in await console.training.list()}
+    waiting = trainings.pop(PREEMPTIBLE)
+    assert waiting.status == "Stopped" and waiting.checkpoint_epoch is not None  # left for the operator to resume
     assert all(run.status == "Completed" for run in trainings.values())
-    resumed = trainings[PREEMPTIBLE]
+    resumed = trainings[RESUMED]
     assert resumed.interruptions == 1 and len(resumed.job_ids) == 2 and resumed.current_epoch == resumed.max_epochs
 
     study = await console.training.study(STUDY)

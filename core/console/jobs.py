@@ -64,6 +64,7 @@ class Jobs:
         self._known: dict[str, JobSnapshot] = {}
         self._listed: tuple[JobSnapshot, ...] = ()
         self._cursor: object = None
+        self._batch_of: dict[str, str] = {}  # map input's job id -> its batch id, as the looks found them
         self._looking = threading.Lock()
 
     # -- jobs ------------------------------------------------------------------------------------------
@@ -231,6 +232,8 @@ class Jobs:
         with self._looking:
             found = self.source.job_changes(self._cursor)
             known = {} if found.complete else self._known
+            if found.complete:
+                self._batch_of = {}
             fresh: dict[str, JobSnapshot] = {}
             changed = found.complete
             for row in found.rows:
@@ -239,6 +242,9 @@ class Jobs:
                     changes.append(JobStatusChanged(row.job_id, status, previous))
                     self._seen_status[row.job_id] = status
                 snapshot = JobSnapshot.of(row)
+                batch = row.handle.get("group_id")
+                if batch:
+                    self._batch_of[row.job_id] = str(batch)
                 if row.job_id not in known:
                     fresh[row.job_id] = snapshot  # new since the last look: newer than all it knew
                 elif known[row.job_id] != snapshot:
@@ -269,6 +275,25 @@ class Jobs:
             self._seen_status[row.job_id] = status
             self.workspace.events.publish(JobStatusChanged(row.job_id, status, previous))
         return JobSnapshot.of(row, result)
+
+    async def list_with_batches(self, limit: int | None = None) -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
+        """Every job newest first (as `list`, from the same incremental look), and the batch of each map
+        input (job id -> batch id): a console shows a map's inputs under their batch."""
+
+        def read() -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
+            if limit is None:
+                listed = self._look()[0]
+                with self._looking:
+                    return listed, dict(self._batch_of)
+            jobs, batches = [], {}
+            for row in self.source.jobs(None, limit):
+                jobs.append(self._noted(row))
+                batch = row.handle.get("group_id")
+                if batch:
+                    batches[row.job_id] = str(batch)
+            return tuple(jobs), batches
+
+        return await self.workspace.blocking(read)
 
     # kept last: a signature below it would read `list[...]` as this method, not the builtin
     async def list(self, status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:

@@ -31,7 +31,7 @@ GROUP = "fraud-detector"
 ENDPOINT = "fraud-endpoint"
 PIPELINE_REF = "kinetic_tui.core.demo.canonical:canonical_pipeline"
 PIPELINE = "canonical"
-BASELINE, PREEMPTIBLE, STUDY = "fraud-baseline", "fraud-preemptible", "fraud-sweep"
+BASELINE, PREEMPTIBLE, RESUMED, STUDY = "fraud-baseline", "fraud-preemptible", "fraud-resumed", "fraud-sweep"
 LONG_JOB, FAILING_JOB, MULTI_HOST_JOB = "metrics-stream", "score-corrupt-batch", "allreduce-v4"
 LONG_JOB_SECONDS = 120.0
 STEP_PAUSE = 0.5  # seconds between steps at pace 1
@@ -142,7 +142,7 @@ class _Scenario:
             ("emulated accelerator pools added", self.pools),
             ("jobs submitted", self.jobs),
             ("training run completed", self.train),
-            (f"training interrupted before epoch {INTERRUPT_BEFORE_EPOCH}", self.interrupt),
+            (f"training stopped before epoch {INTERRUPT_BEFORE_EPOCH}, waiting for resume", self.interrupt),
             ("training interrupted and resumed", self.resume),
             ("tuning study finished", self.tune),
             ("registry versions in every stage", self.registry),
@@ -152,6 +152,7 @@ class _Scenario:
             ("pipeline run 2: all cached", self.pipeline_cached),
             ("pipeline run 3: changed parameters", self.pipeline_changed),
             ("short jobs settled", self.settle),
+            ("a failed job and a live one, newest", self.live),
         ]
 
     async def pools(self) -> None:
@@ -167,25 +168,28 @@ class _Scenario:
     async def jobs(self) -> None:
         for name, accelerator in SHORT_JOBS:
             self.settling.append(await self._submit("crunch", accelerator, name, name=name, delay=self.delay))
-        self.settling.append(await self._submit("score_corrupt_batch", "cpu", FAILING_JOB, delay=self.delay))
         self.settling.append(await self._submit("all_reduce", "v4-2x2x2", MULTI_HOST_JOB, delay=self.delay))
-        await self._submit("stream_metrics", "l4x1:spot", LONG_JOB, duration=LONG_JOB_SECONDS)
 
     async def train(self) -> None:
         await self.console.training.start(BASELINE, {"learning_rate": 0.2}, epochs=5, pool="tpu-v5e", wait=True)
 
-    async def interrupt(self) -> None:
+    async def _preempted(self, name: str, learning_rate: float) -> None:
         await self.console.training.start(
-            PREEMPTIBLE,
-            {"learning_rate": 0.3},
+            name,
+            {"learning_rate": learning_rate},
             epochs=5,
             pool="tpu-v5e",
             interrupt_before_epoch=INTERRUPT_BEFORE_EPOCH,
             wait=True,
         )
 
+    async def interrupt(self) -> None:
+        """Left Stopped at its checkpoint: the training an operator finds waiting for `resume`."""
+        await self._preempted(PREEMPTIBLE, 0.3)
+
     async def resume(self) -> None:
-        await self.console.training.resume(PREEMPTIBLE, wait=True)
+        await self._preempted(RESUMED, 0.35)
+        await self.console.training.resume(RESUMED, wait=True)
 
     async def tune(self) -> None:
         await self.console.training.tune(
@@ -197,7 +201,7 @@ class _Scenario:
         study = await self.console.training.study(STUDY)
         best = next(trial for trial in study.trials if trial.trial_id == study.best)
         worst = max(study.trials, key=lambda trial: trial.metric)
-        sources = [BASELINE, PREEMPTIBLE, best.training, worst.training]
+        sources = [BASELINE, RESUMED, best.training, worst.training]
         for source in sources:
             await self.console.registry.register_from_training(GROUP, source)
         for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
@@ -235,3 +239,9 @@ class _Scenario:
     async def settle(self) -> None:
         for job_id in self.settling:
             await self.console.jobs.wait(job_id)
+
+    async def live(self) -> None:
+        """Last, so they head the jobs list: the newest failure (a remote traceback) and, newest of all, a
+        job that keeps running with a growing log."""
+        await self.console.jobs.wait(await self._submit("score_corrupt_batch", "cpu", FAILING_JOB, delay=self.delay))
+        await self._submit("stream_metrics", "l4x1:spot", LONG_JOB, duration=LONG_JOB_SECONDS)

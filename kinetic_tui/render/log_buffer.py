@@ -189,6 +189,13 @@ class LogBuffer:
         start = count if before is None else max(0, min(before, count))
         return self._first(query, chain(range(start - 1, -1, -1), range(count - 1, start - 1, -1)))
 
+    def matches(self, query: str) -> list[int]:
+        """Indexes of every line containing `query` (any case), in order: the search's `3/17`."""
+        needle = query.casefold()
+        if not needle:
+            return []
+        return [index for index, text in enumerate(self._texts) if needle in text.casefold()]
+
     def _first(self, query: str, order: Iterable[int]) -> int | None:
         needle = query.casefold()
         if not needle:

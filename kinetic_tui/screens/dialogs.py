@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Switch
 
 from kinetic_tui.screens.dialog import Dialog
@@ -49,13 +50,15 @@ class ConfirmScreen(Dialog[bool]):
 
 @dataclass(frozen=True)
 class Field:
-    """One form field; `switch` fields answer "true"/"false"."""
+    """One form field; `switch` fields answer "true"/"false"; `suggestions` complete what is typed (ghost
+    text, accepted with the right arrow)."""
 
     name: str
     label: str
     default: str = ""
     placeholder: str = ""
     switch: bool = False
+    suggestions: tuple[str, ...] = ()
 
 
 class FormScreen(Dialog[dict[str, str] | None]):
@@ -81,7 +84,10 @@ class FormScreen(Dialog[dict[str, str] | None]):
                     if field.switch:
                         yield Switch(field.default == "true", id=f"field-{field.name}")
                     else:
-                        field_input = Input(field.default, placeholder=field.placeholder, id=f"field-{field.name}")
+                        suggester = SuggestFromList(field.suggestions) if field.suggestions else None
+                        field_input = Input(
+                            field.default, placeholder=field.placeholder, id=f"field-{field.name}", suggester=suggester
+                        )
                         field_input.cursor_blink = False
                         yield field_input
             with Horizontal(classes="buttons"):

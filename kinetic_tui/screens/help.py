@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from rich.table import Table
 from textual.app import ComposeResult
@@ -13,6 +13,20 @@ from textual.widgets import Label, Static
 from kinetic_tui.screens.dialog import Dialog
 
 KeyRow = tuple[str, str]  # (key as shown, what it does)
+
+
+def key_rows(
+    bindings: Iterable[Binding],
+    display: Callable[[Binding], str],
+    why_not: Callable[[str], str | None] | None = None,
+) -> list[KeyRow]:
+    """(key as shown, what it does) per binding; a key that cannot act now says why (`why_not`)."""
+    rows = []
+    for binding in bindings:
+        reason = why_not(binding.action) if why_not is not None else None
+        described = binding.description if reason is None else f"{binding.description} (not now: {reason})"
+        rows.append((display(binding), described))
+    return rows
 
 
 def keys_table(rows: Sequence[KeyRow]) -> Table:

@@ -1,5 +1,8 @@
 """The job screen: one job's status, its live log, and its result or remote traceback once it ends.
 
+`/` searches the log (the box opens empty; the status line counts the matches, `3/17`, and every match is
+highlighted); `c` cancels the job after a confirmation, and is dimmed once the job has finished.
+
 The log is read by a thread worker that follows the job's log files and feeds the `LogView` (which
 batches every 100 ms). It reads through the backend with a stop event rather than `Console.logs(follow)`
 so that leaving the screen ends the reader at once instead of when the job ends.
@@ -7,6 +10,7 @@ so that leaving the screen ends the reader at once instead of when the job ends.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.host import ConsoleHost, console_host
 from kinetic_tui.render import humanize_age, status_cell
-from kinetic_tui.screens.dialogs import Field, FormScreen
+from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.log_view import LogView
 
@@ -53,6 +57,7 @@ class JobScreen(Screen[None]):
         Binding("n", "next_match(1)", "Next", show=False, id="job.next_match"),
         Binding("N", "next_match(-1)", "Prev", show=False, id="job.previous_match"),
         Binding("s", "save", "Save", id="job.save"),
+        Binding("c", "cancel", "Cancel", id="job.cancel"),
     ]
 
     def __init__(self, job_id: str, max_lines: int = 10_000) -> None:
@@ -63,6 +68,9 @@ class JobScreen(Screen[None]):
         self._stop = threading.Event()
         self._query = ""
         self._match: int | None = None
+        self._status: str | None = None  # the job's status as last read
+        self._log_status = ""
+        self._alert = False  # new lines wait below a paused log
 
     @property
     def host(self) -> ConsoleHost:
@@ -99,7 +107,16 @@ class JobScreen(Screen[None]):
         self.run_worker(self.reload(), group="job-reload", exit_on_error=False)
 
     def on_log_view_status_changed(self, event: LogView.StatusChanged) -> None:
-        self.query_one("#log-status", Static).update(Text(event.status, style="reverse" if event.alert else "dim"))
+        self._log_status, self._alert = event.status, event.alert
+        self._show_status()
+
+    def _show_status(self) -> None:
+        status = self._log_status
+        if self._query:
+            found = self.log_view.buffer.matches(self._query)
+            at = 0 if self._match is None or not found else bisect.bisect_left(found, self._match) + 1
+            status += f" · /{self._query}: {at}/{len(found)}"
+        self.query_one("#log-status", Static).update(Text(status, style="reverse" if self._alert else "dim"))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.host.report_failure(event.worker)
@@ -114,6 +131,9 @@ class JobScreen(Screen[None]):
     async def reload(self) -> None:
         """Called by the app's poll while this screen is on top."""
         job = await self.console.jobs.get(self.job_id)
+        if job.status != self._status:
+            self._status = job.status
+            self.refresh_bindings()  # `c` dims once the job has finished
         self.query_one("#job-summary", Static).update(summary_text(job, self.host.now()))
         if self.outcome is None and JobStatus(job.status).finished:
             self.outcome = await self._outcome(job)
@@ -131,8 +151,28 @@ class JobScreen(Screen[None]):
 
     # -- search and save -------------------------------------------------------------------------------
 
+    def why_not(self, action: str) -> str | None:
+        """Why a key cannot act now (the footer dims it; `?` and a press say why): cancel of a finished job."""
+        if action != "cancel" or self._status is None or not JobStatus(self._status).finished:
+            return None
+        return f"job {self.job_id} is already {self._status}; only PENDING or RUNNING jobs can be cancelled"
+
+    def action_cancel(self) -> None:
+        reason = self.why_not("cancel")
+        if reason is not None:
+            self.notify(reason, severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.host.run_command(f"cancel {self.job_id}")
+
+        self.app.push_screen(ConfirmScreen(f"Cancel job {self.job_id}?"), answered)
+
     def action_search(self) -> None:
+        """The box opens empty: a new search is typed afresh (n/N repeat the last one)."""
         search = self.query_one("#log-search", Input)
+        search.value = ""
         search.display = True
         search.focus()
 
@@ -165,9 +205,11 @@ class JobScreen(Screen[None]):
         )
         if found is None:
             self.notify(f"no line matches {self._query!r}", severity="warning")
+            self._show_status()
             return
         self._match = found
         self.log_view.reveal(found)
+        self._show_status()
 
     def action_save(self) -> None:
         def chosen(values: dict[str, str] | None) -> None:

@@ -102,6 +102,11 @@ class View(Widget, can_focus=False):
         can never work in this session is noise in the footer, and the key does nothing."""
         return not (self.readonly and action in self.mutating_actions())
 
+    def why_not(self, action: str) -> str | None:
+        """Why `action` cannot act on what is selected now, or None when it can. The footer dims such a
+        key, `?` gives the reason, and pressing it says the reason instead of acting."""
+        return None
+
     def visible_bindings(self) -> list[Binding]:
         """This view's own bindings that `check_action` allows now: what `?` and the palette list."""
         return [binding for binding in Binding.make_bindings(self.BINDINGS) if self.check_action(binding.action, ())]

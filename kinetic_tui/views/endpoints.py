@@ -157,9 +157,9 @@ class EndpointsView(TableView):
             self._ask(
                 "scale",
                 endpoint.name,
-                [
-                    Field("min", "min instances", str(endpoint.min_instances)),
+                [  # max first: the bound an operator changes most, focused with its value selected
                     Field("max", "max instances", str(endpoint.max_instances)),
+                    Field("min", "min instances", str(endpoint.min_instances)),
                     Field("target", "target per instance", f"{endpoint.target_per_instance:g}"),
                 ],
             )

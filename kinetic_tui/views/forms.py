@@ -20,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Label, Static, TextArea
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.platform.registry import Stage
+from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage
 from kinetic_tui.render import filter_rows, look, promote_targets
 from kinetic_tui.screens.dialog import Dialog
 from kinetic_tui.views.base import View
@@ -74,7 +74,10 @@ class ModalForm(Dialog[T]):
 
 class StagePicker(ModalForm[Stage]):
     """Illegal targets stay visible but disabled, with the reason, so the user learns the stage rules
-    instead of wondering where an option went. Up/Down move between the legal targets."""
+    instead of wondering where an option went. Up/Down move between the legal targets; the first one
+    along the graph (None → Staging → Production) has the focus, so Enter takes a version one step up.
+    A target's consequence (`notes`: another version leaving Production) is written under it, so choosing
+    it is the confirmation."""
 
     # In ANSI mode Textual draws every button with a tall border, compact and disabled ones too (with
     # `!important`): keep the targets one line high, and mark focus with reverse video (no ANSI tints)
@@ -83,6 +86,7 @@ class StagePicker(ModalForm[Stage]):
         border: none !important;
     }
     StagePicker Button.-textual-compact:ansi:focus { text-style: bold reverse; }
+    StagePicker .consequence { color: $warning; padding: 0 0 0 2; }
     """
     BINDINGS = [
         Binding("up", "app.focus_previous", show=False, id="stage_picker.previous"),
@@ -90,9 +94,11 @@ class StagePicker(ModalForm[Stage]):
     ]
     HINT = "↑↓ choose · Enter promote · Esc cancel"
 
-    def __init__(self, subject: str, stage: Stage | str) -> None:
+    def __init__(self, subject: str, stage: Stage | str, notes: Mapping[Stage, str] | None = None) -> None:
         super().__init__(f"Promote {subject} (now {look(Stage, stage).cell}) to:")
         self.targets = promote_targets(stage)
+        self.notes = dict(notes or {})
+        self.first = ALLOWED_TRANSITIONS[Stage(stage)][0]
 
     def body(self) -> ComposeResult:
         for target in self.targets:
@@ -104,6 +110,11 @@ class StagePicker(ModalForm[Stage]):
             )
             if not target.allowed:
                 yield Static(target.reason, classes="reason")
+            elif target.stage in self.notes:
+                yield Static(self.notes[target.stage], classes="consequence")
+
+    def on_mount(self) -> None:
+        self.query_one(f"#stage-{self.first.value.lower()}", Button).focus()
 
     @on(Button.Pressed)
     def chosen(self, event: Button.Pressed) -> None:
@@ -191,6 +202,7 @@ class TableView(View):
     def show_rows(self, rows: list[tuple[str, ...]]) -> None:
         self.rows = rows
         self.filter(self.filter_text)
+        self.refresh_bindings()  # a row's status may have changed what its keys can do
 
     def filter(self, query: str) -> None:
         self.filter_text = query
@@ -204,6 +216,7 @@ class TableView(View):
     def _main_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table is self.main_table:
             self.show_selected()
+            self.refresh_bindings()  # the footer dims the keys that cannot act on the new row
 
     def reveal(self, name: str) -> None:
         if self.main_table.select_key(name):

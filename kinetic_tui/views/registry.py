@@ -1,5 +1,6 @@
-"""View 4, Registry: every model version, the stage graph of the selected version's group (where each
-version sits, the allowed edges) and the group's transition history. `p` promotes the selected version."""
+"""View 4, Registry: every model version (newest first in each group), the stage graph of the selected
+version's group (where each version sits, the allowed edges) and the group's transition history. `p`
+promotes the selected version."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class RegistryView(TableView):
     async def reload(self) -> None:
         groups = await self.console.registry.models()
         self.groups = {group.group: group for group in groups}
-        self.versions = {_key(model): model for group in groups for model in group.versions}
+        self.versions = {_key(model): model for group in groups for model in reversed(group.versions)}
         self.show_rows([model_row(model) for model in self.versions.values()])
 
     def show_selected(self) -> None:
@@ -74,7 +75,7 @@ class RegistryView(TableView):
         model = self.versions.get(self.chosen_key() or "")
         if model is None:
             return
-        target = await self.app.push_screen_wait(StagePicker(_key(model), model.stage))
+        target = await self.app.push_screen_wait(StagePicker(_key(model), model.stage, self._notes(model)))
         if target is None:
             return
         question = self._confirmation(model, target)
@@ -82,14 +83,16 @@ class RegistryView(TableView):
             return
         await self.run_to_end(f"promote {shlex.quote(model.group)} {model.version} {target.value}")
 
+    def _notes(self, model: ModelVersionSnapshot) -> dict[Stage, str]:
+        """Promoting over the Production version takes it out of Production: the picker says so under the
+        target, so choosing Production there is the confirmation."""
+        production = self.groups[model.group].production
+        if production in (None, model.version):
+            return {}
+        return {Stage.PRODUCTION: f"{model.group}:v{production} leaves Production and is Archived"}
+
     def _confirmation(self, model: ModelVersionSnapshot, target: Stage) -> str | None:
-        """Taking a version out of Production is destructive, whether directly (archiving it) or as the
-        side effect of promoting another version over it."""
+        """Archiving the Production version leaves its group without one: asked separately."""
         if model.stage == Stage.PRODUCTION and target is Stage.ARCHIVED:
             return f"Archive {_key(model)}, the Production version of {model.group}?"
-        production = self.groups[model.group].production
-        if target is Stage.PRODUCTION and production not in (None, model.version):
-            return (
-                f"Promote {_key(model)} to Production? {model.group}:v{production} leaves Production and is Archived."
-            )
         return None

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Label
 
+from kinetic_tui.core.platform.training import TrainingStatus
 from kinetic_tui.core.training.records import StudySnapshot
 from kinetic_tui.render import study_row, training_row, trial_row
 from kinetic_tui.screens.dialogs import Field
@@ -61,7 +62,7 @@ class TrainingView(TableView):
             yield Label("Training jobs", classes="section")
             yield KeyedTable(
                 [
-                    ("name", 14),
+                    ("name", None),  # auto: a name is never cut (the rows differ at its end)
                     ("status", None),
                     ("epochs", None),
                     ("ckpt", None),
@@ -73,7 +74,7 @@ class TrainingView(TableView):
             )
             yield Label("Tuning studies", classes="section")
             yield KeyedTable(
-                [("study", 14), ("strategy", None), ("status", None), ("trials", None), ("best", None)], id="studies"
+                [("study", None), ("strategy", None), ("status", None), ("trials", None), ("best", None)], id="studies"
             )
             yield Label("Trials", id="trials-title", classes="section")
             yield KeyedTable(
@@ -110,6 +111,19 @@ class TrainingView(TableView):
     def study_chosen(self) -> None:
         self._show_trials()
 
+    def why_not(self, action: str) -> str | None:
+        """Interrupt acts on an InProgress training and resume on a Stopped one (the core's rule, shown
+        before the key is pressed)."""
+        needs = {"interrupt": TrainingStatus.IN_PROGRESS, "resume": TrainingStatus.STOPPED}.get(action)
+        if needs is None:
+            return None
+        name = self.main_table.selected_key if self.is_mounted else None
+        row = next((row for row in self.rows if row[0] == name), None)
+        if row is None:
+            return "no training job selected"
+        status = row[1].split()[-1]
+        return None if status == needs.value else f"{name} is {status}; {action} needs {needs.value}"
+
     def action_train(self) -> None:
         self.run_after_form("Start a training", TRAIN_FORM, train_line)
 
@@ -120,7 +134,11 @@ class TrainingView(TableView):
         self._act_on_selected("resume")
 
     def _act_on_selected(self, verb: str) -> None:
-        """The core decides whether the training's status allows `verb` and says why not."""
+        """The core decides whether the training's status allows `verb`; the view says why not first."""
+        reason = self.why_not(verb)
+        if reason is not None:
+            self.notify(reason, severity="warning")
+            return
         name = self.chosen_key()
         if name is not None:
             self.host.run_command(f"{verb} {shlex.quote(name)}")

@@ -152,13 +152,14 @@ class CommandBar(Vertical):
     def prompt(self) -> Input:
         return self.query_one("#bar-input", Input)
 
-    def open(self, mode: Mode, value: str = "", names: Names | None = None) -> None:
+    def open(self, mode: Mode, value: str = "", names: Names | None = None, error: str = "") -> None:
+        """Show the bar with `value` typed (and `error` under it: a command that was refused)."""
         self.mode = mode
         self.names = names if names is not None else self.names
         self.prompt.placeholder = "command (Tab completes, Esc closes)" if mode == "command" else "filter rows"
         self.prompt.value = value
         self.prompt.cursor_position = len(value)
-        self.hint("")
+        self.hint(error)
         self.set_class(mode == "filter", "filter")
         self.display = True
         self.prompt.focus()

@@ -17,8 +17,9 @@ from kinetic_tui.render.key_hints import HintLine, KeyHint, key_hints
 
 class KeyFooter(Widget, can_focus=False):
     """Shows the bindings the screen would act on now (`Screen.active_bindings`: a `check_action` that
-    returns False hides a key, None dims it); the command palette's key sits at the right edge. A click on
-    a hint presses its key, as on Textual's footer."""
+    returns False hides a key, None dims it, and so does a `why_not(action)` of the binding's owner that
+    gives a reason: the key cannot act on the selected row); the command palette's key sits at the right
+    edge. A click on a hint presses its key, as on Textual's footer."""
 
     COMPONENT_CLASSES = {"key-footer--key"}
     DEFAULT_CSS = """
@@ -50,9 +51,11 @@ class KeyFooter(Widget, can_focus=False):
         shown: list[KeyHint] = []
         actions: set[str] = set()
         active = self.screen.active_bindings
-        for _, binding, enabled, _ in active.values():
+        for node, binding, enabled, _ in active.values():
             if binding.show and binding.action not in actions:
                 actions.add(binding.action)
+                why_not = getattr(node, "why_not", None)
+                enabled = enabled and not (why_not is not None and why_not(binding.action))
                 shown.append(KeyHint(app.get_key_display(binding), binding.description, enabled, binding.key))
         palette = active.get(app.COMMAND_PALETTE_BINDING) if app.ENABLE_COMMAND_PALETTE else None
         corner = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from kinetic_tui.render.formatting import styled_cell
@@ -26,7 +27,15 @@ class KeyedTable(DataTable[Text]):
     """A row-cursor DataTable whose rows are render-layer tuples keyed by their first cell.
 
     Give columns whose text grows (ages, statuses) a fixed width: an updated cell never re-measures its
-    column, because DataTable re-measures every cell of the column for each one (seconds at 10,000 rows)."""
+    column, because DataTable re-measures every cell of the column for each one (seconds at 10,000 rows).
+    j/k/g/G move the cursor as the arrows and Home/End do."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="table.vim_down"),
+        Binding("k", "cursor_up", "Up", show=False, id="table.vim_up"),
+        Binding("g", "scroll_top", "First", show=False, id="table.vim_first"),
+        Binding("G", "scroll_bottom", "Last", show=False, id="table.vim_last"),
+    ]
 
     def __init__(self, columns: Sequence[tuple[str, int | None]], *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)

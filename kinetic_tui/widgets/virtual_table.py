@@ -3,7 +3,9 @@
 DataTable keeps a widget-side copy of every cell and re-measures columns as rows arrive, so 10,000 rows
 cost seconds to show and every poll touches all of them. This table holds only the row keys in order and
 a function that produces a row for a key: a refresh is one list assignment, and drawing (Textual's Line
-API) asks only for the rows on screen. Columns have fixed widths so nothing is ever measured.
+API) asks only for the rows on screen. Column widths are measured on the rows on screen only, once per
+frame: each column as wide as its content, down to its minimum when the terminal is narrow
+(`render.columns`), and a cut value loses its middle, not the end that tells it apart.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -22,18 +24,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.render.columns import GAP, column_widths, fit_middle
 from kinetic_tui.render.formatting import styled_cell
 
 Row = tuple[str, ...]
-ELLIPSIS = "…"
 HEADER_LINES = 1
-
-
-def fit(text: str, width: int) -> str:
-    """`text` in exactly `width` cells: padded, or cut with an ellipsis so a clipped value reads as clipped."""
-    if cell_len(text) <= width:
-        return set_cell_size(text, width)
-    return set_cell_size(text, width - 1) + ELLIPSIS if width > 0 else ""
+MARK = "●"  # drawn in the gutter before a marked row's first cell
 
 
 @lru_cache(maxsize=1024)
@@ -43,18 +39,32 @@ def cell_style(cell: str) -> Style:
     return style if isinstance(style, Style) else Style.parse(style)
 
 
+class _TableMessage(Message):
+    """What a `VirtualTable` says about one of its rows (`key`)."""
+
+    def __init__(self, table: VirtualTable, key: str) -> None:
+        super().__init__()
+        self.table = table
+        self.key = key
+
+    @property
+    def control(self) -> VirtualTable:
+        return self.table
+
+
 class VirtualTable(ScrollView, can_focus=True):
     """Rows are `row_of(key)` tuples of plain strings; only visible rows are ever produced, and each
     refresh forgets the rows produced for the previous one (they may have changed)."""
 
     BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", show=False, id="table.up"),
-        Binding("down", "cursor(1)", "Down", show=False, id="table.down"),
+        Binding("up,k", "cursor(-1)", "Up", show=False, id="table.up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, id="table.down"),
         Binding("pageup", "page(-1)", "Page up", show=False, id="table.page_up"),
         Binding("pagedown", "page(1)", "Page down", show=False, id="table.page_down"),
-        Binding("home", "edge(0)", "First", show=False, id="table.first"),
-        Binding("end", "edge(1)", "Last", show=False, id="table.last"),
+        Binding("home,g", "edge(0)", "First", show=False, id="table.first"),
+        Binding("end,G", "edge(1)", "Last", show=False, id="table.last"),
         Binding("enter", "select", "Open", show=False, id="table.open"),
+        Binding("space", "mark", "Mark", show=False, id="table.mark"),
     ]
     COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
     DEFAULT_CSS = """
@@ -80,17 +90,14 @@ class VirtualTable(ScrollView, can_focus=True):
     }
     """
 
-    class Selected(Message):
+    class Selected(_TableMessage):
         """Enter (or a click on the cursor row) on a row: `key` is that row's key."""
 
-        def __init__(self, table: VirtualTable, key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.key = key
+    class Highlighted(_TableMessage):
+        """The cursor moved onto the row of `key`."""
 
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
+    class MarksChanged(_TableMessage):
+        """A row was marked or unmarked (`key`)."""
 
     def __init__(self, columns: Sequence[tuple[str, int]], *, id: str | None = None) -> None:
         bad = [(label, width) for label, width in columns if not isinstance(width, int) or width < 1]
@@ -101,9 +108,11 @@ class VirtualTable(ScrollView, can_focus=True):
         self._keys: list[str] = []
         self._row_of: Callable[[str], Row] = lambda key: (key,)
         self._made: dict[str, Row] = {}  # rows produced since the last refresh
+        self.marked: set[str] = set()  # keys marked with space, for actions on several rows at once
         self.cursor_row = 0
         self._style = Style.null()  # the table's own style, read once per frame by `render_lines`
-        self._line_width = sum(width + 2 for _, width in self.columns)
+        self._line_width = sum(width + GAP for _, width in self.columns)
+        self._widths = [width for _, width in self.columns]  # as drawn in the current frame
         # an empty table of `height: auto` still shows its header line
         self.set_reactive(ScrollView.virtual_size, Size(self._line_width, HEADER_LINES))
 
@@ -135,11 +144,14 @@ class VirtualTable(ScrollView, can_focus=True):
         self._keys = list(keys)
         self._row_of = row_of
         self._made = {}
+        if self.marked:
+            self.marked &= set(self._keys)
         position = self._position(selected) if selected is not None else None
         self.cursor_row = position if position is not None else min(self.cursor_row, max(len(self._keys) - 1, 0))
         self.virtual_size = Size(self._line_width, len(self._keys) + HEADER_LINES)
         self._scroll_to_cursor()
         self.refresh()
+        self.refresh_bindings()  # what the keys can act on may have changed with the rows
 
     def sync(self, rows: Sequence[Row]) -> None:
         """Show whole rows keyed by their first cell (small tables whose rows are already computed)."""
@@ -179,6 +191,8 @@ class VirtualTable(ScrollView, can_focus=True):
         if not self._scroll_to_cursor():
             self._refresh_row(before)
             self._refresh_row(row)
+        self.refresh_bindings()  # the footer dims the keys that cannot act on the new row
+        self.post_message(self.Highlighted(self, self._keys[row]))
 
     def _refresh_row(self, row: int) -> None:
         self.refresh(Region(0, row - int(self.scroll_y) + HEADER_LINES, self.size.width, 1))
@@ -202,6 +216,16 @@ class VirtualTable(ScrollView, can_focus=True):
     def action_edge(self, end: int) -> None:
         self._move_to(len(self._keys) - 1 if end else 0)
 
+    def action_mark(self) -> None:
+        """Space toggles the mark of the cursor row and moves down, so a run of rows is marked key by key."""
+        key = self.selected_key
+        if key is None:
+            return
+        self.marked.symmetric_difference_update({key})
+        self._refresh_row(self.cursor_row)
+        self.post_message(self.MarksChanged(self, key))
+        self._move_to(self.cursor_row + 1)
+
     def action_select(self) -> None:
         key = self.selected_key
         if key is not None:
@@ -220,23 +244,40 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._style = self.rich_style  # once per frame, not per line: it walks every ancestor's styles
+        self._widths = self._measure()
         return super().render_lines(crop)
+
+    def _measure(self) -> list[int]:
+        """The columns' widths for the rows on screen: what the header and those rows need, fitted to the
+        width of the table (the minimums given for each column hold even if the line then overflows)."""
+        natural = [cell_len(label) for label, _ in self.columns]
+        top = int(self.scroll_y)
+        for key in self._keys[top : top + self._page]:
+            natural = [max(width, cell_len(cell)) for width, cell in zip(natural, self._row(key))]
+        minimums = [width for _, width in self.columns]
+        return column_widths(minimums, natural, self.scrollable_content_region.width)
 
     def render_line(self, y: int) -> Strip:
         if y < HEADER_LINES:
             cells: Row = tuple(label for label, _ in self.columns)
             style, cursor = self.get_component_rich_style("virtual-table--header"), Style.null()
+            marked = False
         else:
             row = y - HEADER_LINES + int(self.scroll_y)
             if row >= len(self._keys):
                 return Strip.blank(self.size.width, self._style)
             cells = self._row(self._keys[row])
+            marked = self._keys[row] in self.marked
             style = self._style
             # drawn over the status colour, as DataTable does
             cursor = self.get_component_rich_style("virtual-table--cursor") if row == self.cursor_row else Style.null()
         segments = [
-            Segment(f" {fit(cell, width)} ", style + cell_style(cell) + cursor)
-            for cell, (_, width) in zip(cells, self.columns)
+            Segment(f" {fit_middle(cell, width)} ", style + cell_style(cell) + cursor)
+            for cell, width in zip(cells, self._widths)
         ]
+        if marked and segments:
+            first = segments[0]
+            segments[0] = Segment(MARK + first.text[1:], (first.style or Style.null()) + Style(bold=True))
         scroll_x = int(self.scroll_x)
-        return Strip(segments, self._line_width).crop_extend(scroll_x, scroll_x + self.size.width, style + cursor)
+        line_width = sum(width + GAP for width in self._widths)
+        return Strip(segments, line_width).crop_extend(scroll_x, scroll_x + self.size.width, style + cursor)

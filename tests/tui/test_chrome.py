@@ -118,7 +118,7 @@ async def test_the_footer_follows_the_screen_it_is_on(make_app: AppFactory, cons
         assert _footer_line(app).startswith(" end Follow  w Wrap  t Timestamps  esc Back")
         await pilot.press("escape", "2")
         await pilot.pause()
-        assert _footer_line(app).startswith(" s Submit  c Cancel job  o Sort")
+        assert _footer_line(app).startswith(" s Submit  c Cancel  f Failed  o Sort")
 
 
 async def test_a_click_on_a_hint_presses_its_key(make_app: AppFactory) -> None:

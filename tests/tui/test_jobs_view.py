@@ -51,7 +51,7 @@ async def test_submit_form_creates_a_job(make_app: AppFactory, console: Console)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2", "s")
-        assert isinstance(app.screen, FormScreen)
+        await wait_for(lambda: isinstance(app.screen, FormScreen), pilot)
         app.screen.query_one("#field-ref").value = "tui_user:add"
         app.screen.query_one("#field-args").value = "[20, 22]"
         app.screen.query_one("#field-name").value = "answer"
@@ -137,10 +137,10 @@ async def test_a_reload_renders_rows_only_for_the_visible_page_until_a_filter_ne
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
 
-        async def listing(status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
-            return jobs[:limit]
+        async def listing(limit: int | None = None) -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
+            return jobs[:limit], {}
 
-        monkeypatch.setattr(app.service.jobs, "list", listing)
+        monkeypatch.setattr(app.service.jobs, "list_with_batches", listing)
         view = await _jobs_view(app, pilot, 5000)
         await pilot.pause()
         assert view.table.selected_key == jobs[0].job_id
@@ -307,11 +307,11 @@ async def test_the_first_load_paints_the_newest_page_then_the_whole_list(
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
 
-        async def listing(status: str | None = None, limit: int | None = None) -> tuple[JobSnapshot, ...]:
+        async def listing(limit: int | None = None) -> tuple[tuple[JobSnapshot, ...], dict[str, str]]:
             asked.append(limit)
-            return jobs[:limit]
+            return jobs[:limit], {}
 
-        monkeypatch.setattr(app.service.jobs, "list", listing)
+        monkeypatch.setattr(app.service.jobs, "list_with_batches", listing)
         view = await _jobs_view(app, pilot, len(jobs))
         assert asked[:2] == [jobs_screen.FIRST_PAGE, None]  # the newest page first, then everything
         await view.reload()

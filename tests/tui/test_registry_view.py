@@ -1,5 +1,6 @@
-"""Registry view (view 4): promote through the stage picker; illegal targets disabled; taking a
-version out of Production asks first."""
+"""Registry view (view 4): versions newest first; promote through the stage picker, whose focus starts one
+step up the graph; illegal targets disabled; archiving Production asks first, and promoting over it says
+so in the picker."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ async def stages(console: Console) -> dict[int, str]:
 
 
 async def open_picker(pilot, version: int) -> StagePicker:
-    assert pilot.app.focused is pilot.app.current_view.main_table
-    await pilot.press(*["down"] * (version - 1), "p")
+    table = pilot.app.current_view.main_table
+    assert pilot.app.focused is table
+    assert table.select_key(f"fraud:v{version}")
+    await pilot.press("p")
     await pilot.pause()
     assert isinstance(pilot.app.screen, StagePicker)
     return pilot.app.screen
@@ -72,8 +75,7 @@ async def test_archiving_production_asks_and_no_keeps_it(registry, make_app):
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "4")
         await open_picker(pilot, 1)
-        await pilot.press("down")  # Staging -> Archived (Production and None are disabled)
-        assert pilot.app.focused.id == "stage-archived"
+        assert pilot.app.focused.id == "stage-archived"  # Production's first step; None is disabled
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(pilot.app.screen, ConfirmScreen)
@@ -81,7 +83,7 @@ async def test_archiving_production_asks_and_no_keeps_it(registry, make_app):
         await settle(app, pilot)
         assert await stages(registry) == {1: "Production", 2: "None"}
         await open_picker(pilot, 1)
-        await pilot.press("down", "enter")
+        await pilot.press("enter")
         await pilot.pause()
         await pilot.press("y")
         await settle(app, pilot)
@@ -101,24 +103,23 @@ async def test_readonly_hides_promote_and_the_key_does_nothing(registry, make_ap
         assert await stages(registry) == {1: "Production", 2: "None"}
 
 
-async def test_promoting_over_the_production_version_asks_first(registry, make_app):
+async def test_promoting_over_the_production_version_says_so_in_the_picker(registry, make_app):
     await registry.registry.promote("fraud", 2, "Staging")
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot, "4")
-        await open_picker(pilot, 2)
-        await pilot.press("down", "enter")  # Staging's legal targets: None, Production, Archived
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
-        assert "fraud:v1 leaves Production" in str(app.screen.query_one("#question").render())
-        await pilot.press("n")
+        assert app.current_view.main_table.keys == ["fraud:v2", "fraud:v1"]  # newest first
+        picker = await open_picker(pilot, 2)
+        assert pilot.app.focused.id == "stage-production"  # Staging's step up
+        consequence = " ".join(str(label.render()) for label in picker.query(".consequence"))
+        assert "fraud:v1 leaves Production and is Archived" in consequence
+        await pilot.press("escape")
         await settle(app, pilot)
         assert await stages(registry) == {1: "Production", 2: "Staging"}
         await open_picker(pilot, 2)
-        await pilot.press("down", "enter")
-        await pilot.pause()
-        await pilot.press("y")
+        await pilot.press("enter")  # choosing it, with the consequence on screen, is the confirmation
         await settle(app, pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
         assert await stages(registry) == {1: "Archived", 2: "Production"}
 
 

@@ -114,7 +114,10 @@ async def promote_dialog(pilot: Pilot) -> None:
 
 
 async def help_modal(pilot: Pilot) -> None:
-    await view("2", "question_mark")(pilot)
+    """`?` on the jobs view once its rows are in: a dimmed key's reason names the selected job."""
+    await view("2")(pilot)
+    await ready(pilot)
+    await pilot.press("question_mark")
     await wait_until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
 
 

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from kinetic_tui.core.demo.fill import BASELINE, ENDPOINT, LONG_JOB, POOLS, STUDY
+from kinetic_tui.core.demo.fill import BASELINE, ENDPOINT, LONG_JOB, POOLS, PREEMPTIBLE, STUDY
 from tests.helpers import processes
 
 SESSION = "demo"
 WIDTH, HEIGHT = 120, 35
-FILL_TIMEOUT = 30.0  # the whole demo fills in ~10 s here; a loaded machine gets three times that
+FILL_TIMEOUT = 90.0  # the whole demo fills in ~30 s here (its live jobs come last); a loaded machine takes longer
 KEY_TIMEOUT = 10.0
 EXIT_TIMEOUT = 5.0
 # what each view must show once the demo has filled it, by key: words of fill.py's scenario
 VIEW_WORDS = {
     "1": [POOLS[0][0], "emulated"],  # the tpu-v5e pool
     "2": [LONG_JOB, "FAILED"],  # the long job, and the failing job's status
-    "3": [BASELINE, STUDY, "Completed"],  # the column is 14 wide: "fraud-preemptible" is cut there
+    "3": [BASELINE, PREEMPTIBLE, STUDY, "Completed"],  # names are never cut
     "4": ["Production", "Staging", "Archived"],
     "5": [ENDPOINT, "hit ratio"],
     "6": ["preprocess", "#3"],  # the canonical pipeline's first step; its third run
@@ -75,9 +75,10 @@ class Tmux:
         self.pane_pid: int | None = None
         self.socket_path: Path | None = None
 
-    def start(self, *command: str) -> int:
-        """Start the session running `command`; returns the pid of the pane's process."""
-        self("new-session", "-d", "-s", SESSION, "-x", str(WIDTH), "-y", str(HEIGHT), *command)
+    def start(self, *command: str, size: tuple[int, int] = (WIDTH, HEIGHT)) -> int:
+        """Start the session running `command` in a `size` (columns, rows) terminal; returns the pid of the
+        pane's process."""
+        self("new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), *command)
         pid, path = self("display-message", "-p", "-t", SESSION, "#{pane_pid} #{socket_path}").stdout.split(maxsplit=1)
         self.pane_pid, self.socket_path = int(pid), Path(path.strip())
         return self.pane_pid

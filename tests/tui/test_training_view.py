@@ -11,6 +11,7 @@ from kinetic_tui.core.console import Console
 from kinetic_tui.core.platform.training import ManagedTrainingRunner, TrainingCluster, TrainingJob
 from kinetic_tui.screens.dialogs import FormScreen
 from kinetic_tui.views.training import train_line
+from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.keyed_table import KeyedTable
 from tests.helpers.gated_steps import GATED_STEP, resumed_hash
 from tests.tui.conftest import notes, settle
@@ -64,16 +65,21 @@ async def test_interrupt_stops_a_running_training_and_resume_completes_it(consol
         assert done.artifact_hash == resumed_hash(hp, 6)  # epoch 1 kept from the checkpoint: a restart differs
 
 
-async def test_interrupting_a_settled_training_is_a_notification_and_changes_nothing(console, make_app):
+async def test_interrupting_a_settled_training_is_dimmed_explained_and_changes_nothing(console, make_app):
     await console.training.start("done", {"learning_rate": 0.3}, epochs=2, wait=True)
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await open_view(app, pilot)
+        await pilot.pause()
+        hints = {hint.description: hint.enabled for hint in app.query_one(KeyFooter).hints()[0]}
+        assert (hints["Interrupt"], hints["Resume"], hints["Train"]) == (False, False, True)
         await pilot.press("i")
         await settle(app, pilot)
         after = training(console, "done")
         assert (after.status, after.interruptions) == ("Completed", 0)
-        assert any("interrupt requires InProgress" in note for note in notes(app, "error"))
+        assert any("done is Completed; interrupt needs InProgress" in note for note in notes(app, "warning"))
+        await pilot.press("question_mark")
+        assert ("r", "Resume (not now: done is Completed; resume needs Stopped)") in app.screen.view_keys
 
 
 async def test_readonly_hides_interrupt_and_resume(console, make_app, tmp_path):

@@ -1,5 +1,6 @@
 """The windowed table: only visible rows are produced, the cursor keys move and scroll, the cursor follows
-its key through refreshes, Enter and clicks select, cells are cut to their column with an ellipsis."""
+its key through refreshes, Enter and clicks select, space marks, columns size to their content and the
+terminal, and a cut value loses its middle."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
 from kinetic_tui.core.errors import ValidationError
+from kinetic_tui.render.columns import ELLIPSIS, column_widths, fit_middle
 from kinetic_tui.views.jobs import COLUMNS
-from kinetic_tui.widgets.virtual_table import ELLIPSIS, Row, VirtualTable, fit
+from kinetic_tui.widgets.virtual_table import MARK, Row, VirtualTable
 
 SIZE = (80, 12)  # a header line and 11 rows on screen
 
@@ -50,12 +52,25 @@ def _line(table: VirtualTable, y: int) -> str:
 
 @given(st.text(max_size=30), st.integers(min_value=1, max_value=20))
 def test_fit_fills_the_width_exactly_and_marks_a_cut(text: str, width: int) -> None:
-    fitted = fit(text, width)
+    fitted = fit_middle(text, width)
     assert cell_len(fitted) == width
     if cell_len(text) <= width:
         assert fitted.startswith(text) and not fitted[len(text) :].strip()
     else:
-        assert fitted.endswith(ELLIPSIS)
+        assert ELLIPSIS in fitted
+
+
+def test_a_cut_keeps_the_end_that_tells_siblings_apart() -> None:
+    names = ["train fraud-baseline", "train fraud-preemptible", "train fraud-sweep-t3"]
+    cut = [fit_middle(name, 14) for name in names]
+    assert len(set(cut)) == len(names) and all(c.startswith("trai") and ELLIPSIS in c for c in cut)
+    assert cut[1].endswith("eemptible")
+
+
+def test_columns_take_their_content_and_give_up_cells_down_to_their_minimum() -> None:
+    assert column_widths([12, 6, 4], [12, 20, 4], 80) == [12, 20, 4]  # room: the content's width
+    assert column_widths([12, 6, 4], [12, 20, 4], 30) == [12, 8, 4]  # narrow: the widest gives way
+    assert column_widths([12, 6, 4], [12, 20, 9], 10) == [12, 6, 4]  # never below the minimums
 
 
 def test_the_jobs_columns_fit_80_columns_and_widths_are_checked() -> None:
@@ -151,12 +166,12 @@ async def test_enter_and_a_click_on_the_cursor_row_post_the_selected_key() -> No
         assert table.selected_key == "k00003" and app.selected == ["k00001", "k00003"]
 
 
-async def test_long_cells_are_cut_with_an_ellipsis_and_statuses_keep_their_colour() -> None:
+async def test_long_cells_are_cut_in_the_middle_and_statuses_keep_their_colour() -> None:
     app = _App((("NAME", 8), ("STATUS", 11)))
     async with app.run_test(size=SIZE):
         table = app.query_one(VirtualTable)
         table.sync([("a-very-long-name", "✗ FAILED"), ("short", "-")])
-        assert _line(table, 1).split() == ["a-very-…", "✗", "FAILED"]
+        assert _line(table, 1).split() == ["a-…-name", "✗", "FAILED"]  # cut in the middle
         table.select_key("short")
         status = next(seg for seg in list(table.render_line(1)) if "FAILED" in seg.text)
         assert status.style is not None and status.style.color is not None
@@ -175,3 +190,44 @@ async def test_an_empty_table_of_auto_height_shows_its_header_line() -> None:
         table.sync([("a", "✓ SUCCEEDED"), ("b", "✗ FAILED")])
         await pilot.pause()
         assert table.region.height == 3
+
+
+async def test_vim_keys_move_as_the_arrows_and_home_end() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        table.set_rows(_keys(50), _Counting())
+        table.focus()
+        await pilot.press("j", "j", "k")
+        assert table.cursor_row == 1
+        await pilot.press("G")
+        assert table.cursor_row == 49
+        await pilot.press("g")
+        assert table.cursor_row == 0
+
+
+async def test_space_marks_rows_and_marks_go_with_their_rows() -> None:
+    app = _App()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(VirtualTable)
+        table.set_rows(_keys(5), _Counting())
+        table.focus()
+        await pilot.press("space", "space", "k", "space")  # marks k0 and k1 (moving down), then unmarks k1
+        assert table.marked == {"k00000"} and table.cursor_row == 2
+        await pilot.pause()
+        assert _line(table, 1).startswith(MARK) and not _line(table, 2).startswith(MARK)
+        table.set_rows(_keys(5)[1:], _Counting())  # the marked row went away: so did its mark
+        assert table.marked == set()
+
+
+async def test_columns_widen_to_their_content_when_the_terminal_has_room() -> None:
+    lines = []
+    for width in (80, 20):
+        app = _App((("ID", 6), ("NAME", 8)))
+        async with app.run_test(size=(width, 6)) as pilot:
+            table = app.query_one(VirtualTable)
+            table.sync([("a", "train fraud-preemptible")])
+            await pilot.pause()
+            lines.append(table.render_lines(table.region.reset_offset)[1].text)
+    assert "train fraud-preemptible" in lines[0]
+    assert ELLIPSIS in lines[1] and "ptible" in lines[1]
