@@ -198,11 +198,10 @@ def test_a_submission_whose_rows_never_committed_leaves_no_files(jobs, kinetic_h
     def locked(*_args: object) -> None:
         raise StoreError("state.db is locked by another process for more than 5s")
 
-    monkeypatch.setattr(jobs_repo, "insert_pending", locked)
     remote = kinetic.run()(jobs.add)
-    with pytest.raises(StoreError, match="locked"):
+    with monkeypatch.context() as patch, pytest.raises(StoreError, match="locked"):
+        patch.setattr(jobs_repo, "insert_pending", locked)
         remote.run_async(1, 2) if how == "single" else kinetic.map(remote, [(1, 2), (3, 4)])
-    monkeypatch.undo()
     assert local_backend().jobs() == []
     local = kinetic_home / "local"
     assert not [p for p in local.glob("buckets/*/*") if p.name != "_groups"] + list(local.glob("buckets/*/_groups/*"))
