@@ -264,6 +264,24 @@ def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace_and_the_next_job_st
     assert nxt.result(timeout=TIMEOUT) == 5
 
 
+def test_a_settler_that_read_the_row_before_a_cancel_records_it_cancelled_not_failed(jobs, tmp_path):
+    """The race seen in CI: the poll read the row, the cancel was requested and killed the processes, and
+    the poll then judged the killed processes a failure before the cancel recorded its outcome."""
+    from kinetic_tui.core.backends.local import settling
+
+    backend = local_backend()
+    marker = tmp_path / "term"
+    handle = kinetic.run()(jobs.on_sigterm).run_async(30, str(marker), False)
+    _armed(marker)
+    stale = backend.job(handle.job_id)
+    assert not stale.cancel_requested
+    jobs_repo.request_cancel(backend.store, handle.job_id, time.time())
+    launcher.terminate(stale.hosts, grace=5.0)
+    assert settling.finish(backend.store, handle.job_id, JobStatus.FAILED, "lost", "host 0 exited with -15")
+    row = backend.job(handle.job_id)
+    assert (row.status, row.phase, row.detail) == (JobStatus.CANCELLED, None, "cancelled")
+
+
 def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
     local_backend().add_pool("one", "v5litepod-2x2", 1)
     hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)

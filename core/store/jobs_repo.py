@@ -168,10 +168,14 @@ def record_hosts(db: Database, job_id: str, hosts: list[dict[str, Any]]) -> None
 def settle(
     conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None, now: float
 ) -> bool:
-    """Give a PENDING or RUNNING job its outcome; False if it had one already (a concurrent settler won)."""
+    """Give a PENDING or RUNNING job its outcome; False if it had one already (a concurrent settler won).
+    A job whose cancel was requested ends CANCELLED whatever its processes said: a settler that read the row
+    before the request and then saw the processes the cancel killed must not record them as a failure."""
     return bool(
         conn.execute(
-            "UPDATE jobs SET status = ?, phase = ?, detail = ?, finished_at = ? "
+            "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, "
+            "phase = CASE WHEN cancel_requested THEN NULL ELSE ? END, "
+            "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
             "WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
             (status, phase, detail, now, job_id),
         ).rowcount

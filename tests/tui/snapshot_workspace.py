@@ -162,9 +162,12 @@ async def fill(console: Console) -> None:
         )
         for route in (f"{GROUP}:v1", f"{GROUP}:v2", f"{GROUP}:v3", GROUP):
             await console.endpoints.invoke(ENDPOINT, route, {"amount": 42.0})
-        for concurrency, ticks in LOAD_PATTERN:  # observed, not measured: a measured load differs every run
-            for _ in range(ticks):
-                await console.endpoints.observe(ENDPOINT, concurrency)
+    # Observed, not measured (a measured load differs every run), and with no controller ticking: how many
+    # instances it would start between two observations depends on the machine's speed.
+    for concurrency, ticks in LOAD_PATTERN:
+        for _ in range(ticks):
+            await console.endpoints.observe(ENDPOINT, concurrency)
+    with controllers_here(console):
         await console.endpoints.stop(ENDPOINT)
     await console.pipelines.register(CANONICAL)
     await drive_here(console, console.pipelines.run(PIPELINE, wait=False))
