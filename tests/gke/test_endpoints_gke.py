@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 from kinetic_tui.cli.main import main
 from kinetic_tui.core.artifacts import workspace_artifacts
+from kinetic_tui.core.backends.gke import serving
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.backends.registry import backend_for
 from kinetic_tui.core.console import Console
@@ -195,6 +196,19 @@ def test_bad_input_is_one_line_and_writes_nothing(gke: Cluster, line: str, says:
     assert says in record["error"]["message"] and "\n" not in record["error"]["message"]
     assert len(posted(gke)) == before and live(gke, "Deployment", "fraud-web") is None
     assert store().endpoints.names() == []
+
+
+def test_a_deploy_the_api_refuses_halfway_leaves_nothing_behind(gke: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = serving.deploy
+
+    def refused_after_creating(clients: Any, objects: serving.EndpointManifests) -> dict[str, str]:
+        real(clients, objects)  # every object is on the cluster when the API refuses
+        raise serving.ServingError("could not create HorizontalPodAutoscaler 'fraud-web': Forbidden")
+
+    monkeypatch.setattr(serving, "deploy", refused_after_creating)
+    code, (record,) = script(CREATE)
+    assert code != 0 and "Forbidden" in record["error"]["message"]
+    assert all(live(gke, kind) is None for kind in KINDS) and store().endpoints.names() == []
 
 
 @pytest.mark.parametrize(

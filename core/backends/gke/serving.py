@@ -2,7 +2,8 @@
 `autoscaling/v2` HorizontalPodAutoscaler that applies the endpoint's scaling rule to the Deployment.
 
 `endpoint_manifests` is pure (no I/O, no SDK), so every object is checked against the published schemas
-without a cluster. The configuration is the one a local endpoint runs with; the HPA carries it:
+without a cluster. The configuration is the one a local endpoint runs with (`EndpointConfig`, the same
+record and field names); the HPA carries it:
 - the metric is each pod's in-flight requests (a `Pods` metric, `AverageValue` target = the target
   concurrency per instance), so the HPA's desired count is ceil(total in flight / target) clamped to
   [min, max], the local rule's;
@@ -12,10 +13,12 @@ without a cluster. The configuration is the one a local endpoint runs with; the 
   by up to `max_instances` pods per period, so a decision jumps straight to the desired count as the local
   autoscaler does instead of the HPA's default doubling steps.
 
-The serving pods run the instance server of the package's prebuilt CPU image with their endpoint, group,
-cache size and artifact store (in the jobs bucket) in the environment, listen on `CONTAINER_PORT` and
-answer `GET /healthz` (their readiness probe); the Service exposes them on the endpoint's port.
-`deploy`/`remove` create, replace and delete the three objects through the API.
+The serving pods run the instance server of the package's prebuilt CPU image (`python -m
+kinetic_tui.core.serving.instance`) with their endpoint, group, cache size, artifact store (in the jobs
+bucket) and the versions they answer for (`KINETIC_ROUTES`) in the environment, listen on `CONTAINER_PORT`,
+answer `GET /healthz` (their readiness probe) and export the metric on `GET /metrics`; the Service exposes
+them on the endpoint's port. `deploy`/`remove` create, replace and delete the three objects through the
+API; `status` reads back which exist and the replica counts the cluster reports.
 """
 
 from __future__ import annotations
