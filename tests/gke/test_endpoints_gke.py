@@ -142,8 +142,9 @@ def test_show_reports_the_replicas_the_cluster_reports(gke: Cluster) -> None:
         {"status": {"currentReplicas": 3, "desiredReplicas": 4}},
         _preload_content=False,
     )
-    (shown,) = results("show endpoint fraud-web")
-    assert shown["instance_count"] == 3
+    shown, (listed,) = results("show endpoint fraud-web\nendpoints")
+    assert shown["instance_count"] == listed["instance_count"] == 3
+    assert listed["serving"]["replicas"] == shown["serving"]["replicas"]
     serving = shown["serving"]
     assert serving["wanted"] == "running" and serving["objects"] == ["autoscaler", "deployment", "service"]
     assert serving["replicas"] == {"wanted": 2, "created": 3, "ready": 2}
