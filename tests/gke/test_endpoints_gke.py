@@ -100,7 +100,8 @@ def test_the_cli_creates_the_three_objects_on_the_cluster_from_the_endpoint_conf
     bodies = posted(gke)
     assert [body["kind"] for body in bodies] == list(KINDS)
     for body in bodies:
-        kubernetes_validate.validate(body, "1.33.0", strict=True)
+        for version in ("1.37.0", "1.33.0"):
+            kubernetes_validate.validate(body, version, strict=True)
     deployment, service, hpa = (live(gke, kind) for kind in KINDS)
     assert deployment is not None and service is not None and hpa is not None
     assert deployment["spec"]["replicas"] == 2
