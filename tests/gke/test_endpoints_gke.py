@@ -66,7 +66,8 @@ def gke(cluster: Cluster) -> Cluster:
         first = registry.register("fraud", "a" * 64, {"metric": LOSS}, "trained")
         registry.register("fraud", "b" * 64, {"metric": 0.5}, "older")
         serving_repo.save_model(db, "fraud", first.version, digest, None, None)
-    results("promote fraud 1 Staging\npromote fraud 1 Production")
+        registry.transition("fraud", first.version, "Staging")
+        registry.transition("fraud", first.version, "Production")
     return cluster
 
 
@@ -167,18 +168,19 @@ def test_show_reports_the_replicas_the_cluster_reports(gke: Cluster) -> None:
 
 
 def test_stop_deletes_the_objects_and_start_deploys_them_again_from_the_store(gke: Cluster) -> None:
-    results(f"{CREATE}\nscale fraud-web --max 9")
-    hpa = live(gke, "HorizontalPodAutoscaler")
-    assert hpa is not None and hpa["spec"]["maxReplicas"] == 9  # scale replaced the HPA
-    (stopped,) = results("endpoint stop fraud-web")
-    assert all(live(gke, kind) is None for kind in KINDS)
-    assert stopped["serving"]["wanted"] == "stopped" and stopped["serving"]["objects"] == []
-    (started,) = results("endpoint start fraud-web")
+    scaled, stopped, started = results(
+        f"{CREATE}\nscale fraud-web --max 9\nendpoint stop fraud-web\nendpoint start fraud-web"
+    )[1:]
+    assert scaled["max_instances"] == 9
+    assert stopped["serving"]["wanted"] == "stopped" and stopped["serving"]["objects"] == []  # as the cluster says
     assert started["serving"]["wanted"] == "running"
+    assert started["serving"]["objects"] == ["autoscaler", "deployment", "service"]
     hpa = live(gke, "HorizontalPodAutoscaler")
     assert hpa is not None and (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 9)
     deployment = live(gke, "Deployment")
     assert deployment is not None and json.loads(env_of(deployment)["KINETIC_ROUTES"])["production"] == "fraud:v1"
+    deleted = [r.resource.plural for r in gke.api.requests() if r.method == "DELETE" and r.namespace == gke.namespace]
+    assert sorted(deleted) == ["deployments", "horizontalpodautoscalers", "services"]  # stop deleted each once
 
 
 @pytest.mark.parametrize(
