@@ -44,6 +44,7 @@ EXPECTED_VERBS = [
     "observe",
     "load",
     "invoke",
+    "endpoints",
     "pipeline register",
     "pipeline run",
     "rerun",
@@ -152,6 +153,7 @@ FULL = [
     ("observe ep1 45 --tick 0", {"endpoint": "ep1", "concurrency": 45, "tick": 0}, None),
     ("load ep1 --concurrency 30 --ticks 12 --wait", {"endpoint": "ep1", "concurrency": 30, "ticks": 12}, True),
     ("""invoke ep1 g1 '{"x": [1, 2]}'""", {"endpoint": "ep1", "model": "g1", "record": {"x": [1, 2]}}, None),
+    ("endpoints", {}, None),
     ("pipeline register demo.pipelines:canonical", {"ref": "demo.pipelines:canonical"}, None),
     (
         "pipeline run canonical --param raw_rows=200 --param threshold=0.9 --detach",

@@ -74,6 +74,7 @@ endpoint stop scorer
 endpoint logs scorer --tail 0
 endpoint start scorer
 endpoint stop scorer
+endpoints
 # pipelines
 pipeline register console_user:tiny
 pipeline run tiny

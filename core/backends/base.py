@@ -19,6 +19,7 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 
 if TYPE_CHECKING:
+    from kinetic_tui.core.serving.config import EndpointConfig
     from kinetic_tui.core.storage import Storage
     from kinetic_tui.core.submission.context import JobContext
 
@@ -191,6 +192,32 @@ class Submitted:
     records: list[dict[str, Any]]
 
 
+class ClusterEndpoints(Protocol):
+    """A cluster that serves endpoints itself: it runs their replicas and scales them with its own autoscaler,
+    so the workspace starts no router, instance or controller for them."""
+
+    def target(self) -> dict[str, Any]:
+        """Where the cluster is, as a handle record names it (`backend_for_handle` reaches it again)."""
+        ...
+
+    def describe_target(self) -> str:
+        """The cluster and namespace in words, for messages."""
+        ...
+
+    def deploy_endpoint(self, config: EndpointConfig, routes: Mapping[str, Any]) -> dict[str, str]:
+        """Create or replace the endpoint's objects serving `routes` (the versions it answers for); their
+        names. Bad config raises before anything is written."""
+        ...
+
+    def remove_endpoint(self, name: str) -> None:
+        """Delete the endpoint's objects (its replicas with them); NotFoundError when it has none there."""
+        ...
+
+    def endpoint_status(self, name: str) -> dict[str, Any]:
+        """What the cluster reports of the endpoint: its objects and replica counts."""
+        ...
+
+
 class Backend(Protocol):
     """Runs jobs for one workspace or cluster. Blocking: async callers use worker threads."""
 
@@ -271,6 +298,13 @@ class Backend(Protocol):
     def debug_endpoint(self, job_id: str, host: str, port: int, local_port: int) -> DebugEndpoint:
         """Where this machine reaches the debugpy a job listens with on `host:port` (a cluster forwards
         `local_port` to its pod)."""
+        ...
+
+    # -- endpoints ------------------------------------------------------------------------------------------
+
+    def cluster_endpoints(self) -> ClusterEndpoints | None:
+        """The cluster that serves this backend's endpoints itself; None when the workspace runs them (a
+        router and instance jobs that the supervisor's controller scales)."""
         ...
 
     # -- listings and pools ---------------------------------------------------------------------------------

@@ -385,6 +385,12 @@ _TABLE = (
         run=lambda c, a, w: c.endpoints.invoke(a["endpoint"], a["model"], a["record"]),
     ),
     Verb(
+        "endpoints",
+        "list endpoints: where each serves and its instances (on a cluster, the replicas it reports)",
+        mutates=False,
+        run=lambda c, a, w: c.endpoints.list(),
+    ),
+    Verb(
         "pipeline register",
         "register the pipeline defined at MODULE:ATTR",
         (_pos("ref", "MODULE:ATTR", "pipeline object", REFERENCE),),

@@ -2,7 +2,8 @@
 
 The record is everything a backend needs to run the endpoint (the local router and instance processes, or
 a cluster's Deployment, Service and autoscaler): the served group, the scaling bounds and cooldowns, the
-cache size, the port, the controller's tick and the pool the instances take nodes from.
+cache size, the port, the controller's tick, the pool the instances take nodes from, and the cluster that
+serves it when one does.
 
 Any local user can reach 127.0.0.1, so every request carries a bearer token; `endpoint create` writes it
 to an owner-only file under the home, which the CLI, scripts and the console read.
@@ -38,6 +39,9 @@ class EndpointConfig:
     port: int = 0  # 0 until the first start picks a free one; kept for later starts
     tick_seconds: float = DEFAULT_TICK_SECONDS  # 0: no controller ticks of its own, only `observe`
     pool: str = "cpu"
+    # the cluster that serves it (its backend's target record), which then runs its replicas and their
+    # autoscaler; None: this workspace does (a router and instances that the supervisor's controller scales)
+    cluster: dict[str, Any] | None = None
 
     @property
     def slots_per_instance(self) -> int:

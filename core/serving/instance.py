@@ -7,6 +7,13 @@ router in a response header with the load's measured time, and from there into t
 
 The instance says where it listens on its log (one structured line), which the controller reads through
 the backend, as the training service reads a training's progress.
+
+Run as a module (`python -m kinetic_tui.core.serving.instance`) it is a cluster's serving pod, with no
+router in front: a Service spreads requests over the pods. It then answers the endpoint's own API
+(`POST /v1/endpoints/NAME/invoke`, `GET /healthz`) from the versions its Deployment hands it
+(`KINETIC_ROUTES`, see `published.py`), loads them from the artifact store at `KINETIC_ARTIFACTS`, and
+exports its requests in flight on `GET /metrics` (the autoscaler's per-pod metric). Invocations run one at
+a time on one worker thread, so the loop keeps taking requests and the gauge counts those waiting too.
 """
 
 from __future__ import annotations
@@ -15,22 +22,52 @@ import asyncio
 import json
 import os
 import signal
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
 
-from kinetic_tui.core.errors import one_line
+from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.platform.serving import MultiModelEndpoint
+from kinetic_tui.core.serving import published
 from kinetic_tui.core.serving.model import NotServable
 from kinetic_tui.core.serving.version import VersionModel, load, unload
 from kinetic_tui.core.training.entry import emit
 
 CACHE_HEADER = "X-Kinetic-Cache"  # "HITS MISSES" on every answer
 EVENTS_HEADER = "X-Kinetic-Cache-Events"  # JSON list of {kind, model, seconds} when the LRU changed
+IN_FLIGHT_METRIC = "kinetic_in_flight_requests"  # a pod's gauge on /metrics: received and not yet answered
+POD_ENV = (
+    "KINETIC_ENDPOINT",
+    "KINETIC_MAX_LOADED_MODELS",
+    "KINETIC_SERVING_PORT",
+    "KINETIC_ARTIFACTS",
+    "KINETIC_ROUTES",
+)
 
 
 def error_body(kind: str, message: str) -> dict[str, Any]:
     return {"error": {"type": kind, "message": message}}
+
+
+class BadRequest(ValueError):
+    """A malformed invocation body: HTTP 400 naming the problem."""
+
+
+def read_invocation(data: bytes, group: str) -> tuple[Any, str]:
+    """(record, requested model: GROUP when the body names none) of an invocation body."""
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise BadRequest(f"the body is not JSON: {exc}") from None
+    if not isinstance(payload, dict) or "record" not in payload:
+        raise BadRequest('the body must be a JSON object with a "record" (and an optional "model")')
+    requested = payload.get("model", group)
+    if not isinstance(requested, str):
+        raise BadRequest(f'"model" must be GROUP or GROUP:vN, got {requested!r}')
+    return payload["record"], requested
 
 
 class Instance:
@@ -95,13 +132,13 @@ def app(instance: Instance) -> web.Application:
     return application
 
 
-async def _serve(max_loaded_models: int) -> None:
-    runner = web.AppRunner(app(Instance(max_loaded_models)), access_log=None, handle_signals=False)
+async def _serve(application: web.Application, host: str, port: int) -> None:
+    runner = web.AppRunner(application, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, host, port)
     await site.start()
     port = runner.addresses[0][1]
-    emit({"type": "listening", "url": f"http://127.0.0.1:{port}", "pid": os.getpid()})
+    emit({"type": "listening", "url": f"http://{host}:{port}", "pid": os.getpid()})
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,4 +150,88 @@ async def _serve(max_loaded_models: int) -> None:
 def serve_instance(endpoint: str, max_loaded_models: int) -> None:
     """The job's function: serve until the job is stopped (SIGTERM drains what is in flight)."""
     print(f"instance of endpoint {endpoint!r} starting (cache of {max_loaded_models})", flush=True)
-    asyncio.run(_serve(max_loaded_models))
+    asyncio.run(_serve(app(Instance(max_loaded_models)), "127.0.0.1", 0))
+
+
+# -- a cluster's serving pod ---------------------------------------------------------------------------
+
+
+class Pod:
+    """The endpoint's API answered by one pod, from the versions its Deployment carries."""
+
+    def __init__(self, routes: dict[str, Any], artifacts_uri: str, max_loaded_models: int) -> None:
+        self.routes = routes
+        self.name = routes["endpoint"]
+        self.bucket = artifacts_uri.removeprefix("gs://").partition("/")[0]
+        self.uri = artifacts_uri
+        self.instance = Instance(max_loaded_models)
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="predict")  # the LRU is used by one thread
+
+    async def handle_invoke(self, request: web.Request) -> web.Response:
+        self.instance.in_flight += 1
+        try:
+            status, body = await self._invoke(request)
+        finally:
+            self.instance.in_flight -= 1
+        return web.json_response(body, status=status)
+
+    async def _invoke(self, request: web.Request) -> tuple[int, dict[str, Any]]:
+        if request.match_info["name"] != self.name:
+            return 404, error_body(
+                "NotFound", f"endpoint {request.match_info['name']!r}: this pod serves {self.name!r}"
+            )
+        try:
+            record, requested = read_invocation(await request.read(), self.routes["group"])
+            spec = published.resolve(self.routes, requested, self.bucket, self.uri)
+        except BadRequest as exc:
+            return 400, error_body("BadRequest", str(exc))
+        except NotFoundError as exc:
+            return 404, error_body("NotFound", str(exc))
+        except NotServable as exc:
+            return 409, error_body("NotServable", str(exc))
+        loop = asyncio.get_running_loop()
+        status, body, _ = await loop.run_in_executor(self.worker, self.instance.invoke, spec, record)
+        return status, body
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        """The Prometheus text format a metrics pipeline scrapes for the autoscaler."""
+        text = (
+            f"# HELP {IN_FLIGHT_METRIC} Requests this pod received and has not answered yet.\n"
+            f"# TYPE {IN_FLIGHT_METRIC} gauge\n{IN_FLIGHT_METRIC} {self.instance.in_flight}\n"
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    def app(self) -> web.Application:
+        application = web.Application(client_max_size=1 << 20)
+        application.router.add_post("/v1/endpoints/{name}/invoke", self.handle_invoke)
+        application.router.add_get("/healthz", self.instance.handle_health)
+        application.router.add_get("/metrics", self.handle_metrics)
+        return application
+
+
+def pod_settings(env: Mapping[str, str]) -> tuple[Pod, int]:
+    """The pod and its port from the environment its Deployment sets; a one-line error naming what is
+    missing or malformed."""
+    missing = [name for name in POD_ENV if not env.get(name)]
+    if missing:
+        raise ValueError(f"serving pod: {', '.join(missing)} not set; its Deployment sets {', '.join(POD_ENV)}")
+    try:
+        routes = json.loads(env["KINETIC_ROUTES"])
+        loaded, port = int(env["KINETIC_MAX_LOADED_MODELS"]), int(env["KINETIC_SERVING_PORT"])
+    except ValueError as exc:
+        raise ValueError(f"serving pod: malformed setting ({exc})") from None
+    return Pod(routes, env["KINETIC_ARTIFACTS"], loaded), port
+
+
+def main() -> None:
+    """The serving pod's command: serve on every interface until SIGTERM (which drains what is in flight)."""
+    try:
+        pod, port = pod_settings(os.environ)
+    except ValueError as exc:
+        sys.exit(str(exc))
+    print(f"pod of endpoint {pod.name!r} serving {pod.routes['group']!r} from {pod.uri}", flush=True)
+    asyncio.run(_serve(pod.app(), "0.0.0.0", port))  # a pod is reached through its Service
+
+
+if __name__ == "__main__":
+    main()

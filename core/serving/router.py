@@ -27,7 +27,7 @@ from aiohttp import web
 from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.serving import config as cfg
-from kinetic_tui.core.serving.instance import CACHE_HEADER, EVENTS_HEADER, error_body
+from kinetic_tui.core.serving.instance import CACHE_HEADER, EVENTS_HEADER, BadRequest, error_body, read_invocation
 from kinetic_tui.core.serving.model import unservable
 from kinetic_tui.core.serving.routes import route
 from kinetic_tui.core.serving.stats import Stats
@@ -116,16 +116,11 @@ class Router:
                 404, "NotFound", f"endpoint {request.match_info['name']!r}: this router serves {self.config.name!r}"
             )
         try:
-            payload = json.loads(await request.read())
+            record, requested = read_invocation(await request.read(), self.config.model_group)
         except web.HTTPRequestEntityTooLarge:
             return fail(413, "TooLarge", f"the request body is over {cfg.MAX_BODY_BYTES} bytes")
-        except ValueError as exc:
-            return fail(400, "BadRequest", f"the body is not JSON: {exc}")
-        if not isinstance(payload, dict) or "record" not in payload:
-            return fail(400, "BadRequest", 'the body must be a JSON object with a "record" (and an optional "model")')
-        requested = payload.get("model", self.config.model_group)
-        if not isinstance(requested, str):
-            return fail(400, "BadRequest", f'"model" must be GROUP or GROUP:vN, got {requested!r}')
+        except BadRequest as exc:
+            return fail(400, "BadRequest", str(exc))
         found = (
             await asyncio.to_thread(self.resolve, requested)
             if requested not in self.routes
@@ -140,7 +135,7 @@ class Router:
         self.stats.enter()
         status = 500
         try:
-            response = await asyncio.wait_for(self.forward(served.to_spec(), payload["record"]), cfg.REQUEST_TIMEOUT)
+            response = await asyncio.wait_for(self.forward(served.to_spec(), record), cfg.REQUEST_TIMEOUT)
             status = response.status
             return response
         except TimeoutError:

@@ -52,12 +52,17 @@ def endpoint(db: Database, name: str) -> tuple[dict[str, Any], str, dict[str, An
     return json.loads(config), wanted, None if router is None else json.loads(router)
 
 
+# a cluster that serves an endpoint itself runs and scales it: the workspace's controllers leave it alone
+_WORKSPACE_RUN = "wanted = 'running' AND json_extract(config, '$.cluster') IS NULL"
+
+
 def wanted_running(db: Database) -> list[str]:
-    return [n for (n,) in db.query("SELECT name FROM endpoint_serving WHERE wanted = 'running' ORDER BY name")]
+    """The endpoints this workspace runs that should be running (not those a cluster serves)."""
+    return [n for (n,) in db.query(f"SELECT name FROM endpoint_serving WHERE {_WORKSPACE_RUN} ORDER BY name")]
 
 
 def any_wanted_running(db: Database) -> bool:
-    return bool(db.query("SELECT 1 FROM endpoint_serving WHERE wanted = 'running' LIMIT 1"))
+    return bool(db.query(f"SELECT 1 FROM endpoint_serving WHERE {_WORKSPACE_RUN} LIMIT 1"))
 
 
 def set_wanted(db: Database, name: str, wanted: str) -> None:

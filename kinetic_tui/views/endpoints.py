@@ -62,6 +62,8 @@ def _serving(endpoint: EndpointSnapshot) -> str:
     serving = endpoint.serving
     if serving is None:
         return "not served over HTTP (created before endpoints served)"
+    if serving.get("cluster"):
+        return _on_cluster(serving)
     instances = " ".join(_instance(row) for row in serving["instances"])
     head = (
         f"{serving['wanted']} · {serving['url']} · pool {serving['pool']} · router pid {serving['router_pid'] or '-'}"
@@ -76,6 +78,23 @@ def _serving(endpoint: EndpointSnapshot) -> str:
     if serving.get("last_hold"):
         head += f"\nlast hold: {serving['last_hold']}"
     return head
+
+
+def _on_cluster(serving: Mapping[str, Any]) -> str:
+    """An endpoint a cluster serves: its objects and the replica counts the cluster reports."""
+    if serving.get("error"):
+        return f"{serving['wanted']} · served on {serving['cluster']} · the cluster cannot say: {serving['error']}"
+    replicas, scaler = serving.get("replicas") or {}, serving.get("autoscaler") or {}
+    objects = ", ".join(serving.get("objects") or ()) or "none (stopped)"
+    counts = (
+        f"replicas {replicas.get('ready', 0)} ready / {replicas.get('created', 0)} created / "
+        f"{replicas.get('wanted', 0)} wanted · autoscaler current {scaler.get('current', 0)} "
+        f"desired {scaler.get('desired', 0)}"
+        if replicas
+        else "no replicas"
+    )
+    where = f"{serving['wanted']} · served on {serving['cluster']} · {serving.get('url') or '-'}"
+    return f"{where}\nobjects: {objects} · {counts}"
 
 
 def _flags(values: Mapping[str, str]) -> str:

@@ -401,16 +401,22 @@ class Cluster:
         return backend_class(kind)(self.clients, self.storage(), self.namespace, **options)
 
 
-def created_jobs(c: Cluster) -> list[dict[str, Any]]:
-    """The Jobs created in this test's namespace (the API server is shared by the module's tests)."""
+def created(c: Cluster, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The bodies of `kinds` created in this test's namespace, in order (the API server is shared by the
+    module's tests)."""
     return [
         r.data
         for r in c.api.requests()
         if r.method == "POST"
         and isinstance(r.data, dict)
-        and r.data.get("kind") == "Job"
+        and r.data.get("kind") in kinds
         and r.data["metadata"]["namespace"] == c.namespace
     ]
+
+
+def created_jobs(c: Cluster) -> list[dict[str, Any]]:
+    """The Jobs created in this test's namespace."""
+    return created(c, ("Job",))
 
 
 @pytest.fixture(scope="module")

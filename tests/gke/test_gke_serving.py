@@ -15,31 +15,35 @@ from kinetic_tui.core.backends.gke.cluster import GkeCluster
 from kinetic_tui.core.backends.registry import backend_for
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.profiles import resolve_infra
+from kinetic_tui.core.serving.config import EndpointConfig
 from tests.gke.kubelet import Cluster, cluster, kube
 
 __all__ = ["cluster", "kube"]  # the fixtures this module uses from the kubelet double
 
 K8S_VERSIONS = ("1.37.0", "1.33.0")
-CONFIG: dict[str, Any] = {
-    "name": "fraud-web",
-    "model": "fraud",
-    "min_instances": 1,
-    "max_instances": 5,
-    "target_concurrency": 10,
-    "scale_out_cooldown": 3,
-    "scale_in_cooldown": 5,
-    "max_loaded_models": 2,
-    "port": 8000,
-}
+CONFIG = EndpointConfig(
+    "fraud-web",
+    "fraud",
+    min_instances=1,
+    max_instances=5,
+    target_per_instance=10,
+    scale_out_cooldown=3,
+    scale_in_cooldown=5,
+    max_loaded_models=2,
+    port=8000,
+)
+ROUTES = {"endpoint": "fraud-web", "group": "fraud", "production": None, "versions": {}}
 ARTIFACTS = "gs://p-kn-c-jobs/_artifacts/sha256/"
 
 
 def built(**changes: Any) -> serving.EndpointManifests:
-    return serving.endpoint_manifests({**CONFIG, **changes}, namespace="ml", image="img:1", artifacts_uri=ARTIFACTS)
+    return serving.endpoint_manifests(
+        CONFIG.replace(**changes), ROUTES, namespace="ml", image="img:1", artifacts_uri=ARTIFACTS
+    )
 
 
 def test_the_three_objects_validate_strictly_and_the_hpa_carries_the_configuration() -> None:
-    objects = built(target_concurrency=2.5, scale_out_cooldown=0.5, port=0)
+    objects = built(target_per_instance=2.5, scale_out_cooldown=0.5, port=0)
     for version in K8S_VERSIONS:
         for body in (objects.deployment, objects.service, objects.autoscaler):
             kubernetes_validate.validate(body, version, strict=True)
@@ -58,6 +62,7 @@ def test_the_three_objects_validate_strictly_and_the_hpa_carries_the_configurati
     env = {item["name"]: item["value"] for item in container["env"]}
     assert env["KINETIC_ARTIFACTS"] == ARTIFACTS and env["KINETIC_MODEL_GROUP"] == "fraud"
     assert env["KINETIC_MAX_LOADED_MODELS"] == "2"
+    assert json.loads(env["KINETIC_ROUTES"]) == ROUTES  # the versions the pods answer for
     assert objects.deployment["spec"]["selector"]["matchLabels"] == objects.service["spec"]["selector"]
 
 
@@ -67,7 +72,7 @@ def test_the_three_objects_validate_strictly_and_the_hpa_carries_the_configurati
         ({"name": "Fraud_Web"}, "lowercase letters, digits and '-'"),
         ({"max_instances": 0}, "max_instances"),
         ({"min_instances": 4, "max_instances": 2}, "max_instances: must be >= min_instances (4)"),
-        ({"target_concurrency": 0}, "target_per_instance"),
+        ({"target_per_instance": 0}, "target_per_instance"),
         ({"scale_in_cooldown": 3601}, "scale_in_cooldown: a GKE endpoint's autoscaler waits at most 3600 s"),
         ({"max_loaded_models": 0}, "max_loaded_models"),
         ({"port": 70000}, "port"),
@@ -76,12 +81,6 @@ def test_the_three_objects_validate_strictly_and_the_hpa_carries_the_configurati
 def test_bad_configuration_is_one_line_naming_the_key(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         built(**changes)
-
-
-def test_a_missing_key_is_named() -> None:
-    config = {key: value for key, value in CONFIG.items() if key != "model"}
-    with pytest.raises(ValidationError, match="missing model"):
-        serving.endpoint_manifests(config, namespace="ml", image="img:1", artifacts_uri=ARTIFACTS)
 
 
 # -- on kmock, through the GKE profile's backend -----------------------------------------------------------
@@ -108,7 +107,7 @@ def _requests(c: Cluster, method: str, plural: str) -> int:
 def test_an_endpoint_is_created_replaced_and_removed_on_the_cluster(cluster: Cluster) -> None:
     backend = backend_for(resolve_infra())
     assert isinstance(backend, GkeCluster)
-    names = backend.deploy_endpoint(CONFIG)
+    names = backend.deploy_endpoint(CONFIG, ROUTES)
     assert names == {"deployment": "fraud-web", "service": "fraud-web", "autoscaler": "fraud-web"}
     deployment, service, hpa = (_live(cluster, kind, "fraud-web") for kind in names)
     assert deployment is not None and service is not None and hpa is not None
@@ -126,7 +125,7 @@ def test_an_endpoint_is_created_replaced_and_removed_on_the_cluster(cluster: Clu
     cluster.clients.apps.patch_namespaced_deployment(
         "fraud-web", cluster.namespace, {"spec": {"replicas": 4}}, _preload_content=False
     )
-    assert backend.deploy_endpoint({**CONFIG, "max_instances": 8}) == names
+    assert backend.deploy_endpoint(CONFIG.replace(max_instances=8), ROUTES) == names
     hpa = _live(cluster, "autoscaler", "fraud-web")
     assert hpa is not None and hpa["spec"]["maxReplicas"] == 8
     assert hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"] == 8
@@ -145,5 +144,5 @@ def test_bad_configuration_writes_nothing_to_the_cluster(cluster: Cluster) -> No
     backend = backend_for(resolve_infra())
     before = len(cluster.api.requests())
     with pytest.raises(ValidationError, match="max_instances"):
-        backend.deploy_endpoint({**CONFIG, "max_instances": 0})
+        backend.deploy_endpoint(CONFIG.replace(max_instances=0), ROUTES)
     assert len(cluster.api.requests()) == before

@@ -29,6 +29,7 @@ def test_the_read_only_verbs_are_those_that_change_nothing() -> None:
         "result",
         "models",
         "pipelines",
+        "endpoints",
         "show",
         "help",
         "endpoint logs",

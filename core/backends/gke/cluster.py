@@ -57,6 +57,7 @@ from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.pack import HANDLE
 
 if TYPE_CHECKING:
+    from kinetic_tui.core.serving.config import EndpointConfig
     from kinetic_tui.infra import NodePoolSpec
 
 
@@ -192,13 +193,33 @@ class GkeCluster:
 
     # -- endpoints ------------------------------------------------------------------------------------------
 
-    def deploy_endpoint(self, config: Mapping[str, Any]) -> dict[str, str]:
-        """Create or replace the endpoint's Deployment (the serving image, the jobs bucket's artifact store),
-        Service and autoscaler; their names. Bad config raises before any object is written."""
+    def cluster_endpoints(self) -> GkeCluster:
+        """The cluster serves endpoints itself: a Deployment, a Service and an HPA each."""
+        return self
+
+    def target(self) -> dict[str, Any]:
+        infra = self.infra
+        return {
+            "backend": self.kind,
+            "project": infra.project,
+            "zone": infra.zone,
+            "cluster": infra.cluster,
+            "namespace": infra.namespace,
+            "bucket": self.bucket,
+        }
+
+    def describe_target(self) -> str:
+        return f"GKE cluster {self.infra.cluster!r} (namespace {self.infra.namespace!r})"
+
+    def deploy_endpoint(self, config: EndpointConfig, routes: Mapping[str, Any]) -> dict[str, str]:
+        """Create or replace the endpoint's Deployment (the serving image, the jobs bucket's artifact store,
+        the versions it answers for), Service and autoscaler; their names. Bad config raises before any
+        object is written."""
         from kinetic_tui.infra.container_builder import prebuilt_image
 
         objects = serving.endpoint_manifests(
             config,
+            routes,
             namespace=self.infra.namespace,
             image=prebuilt_image("cpu"),
             artifacts_uri=self.bucket_uri(self.bucket, ARTIFACTS),
@@ -208,6 +229,9 @@ class GkeCluster:
     def remove_endpoint(self, name: str) -> None:
         """Delete the endpoint's autoscaler, Service and Deployment; NotFoundError when it has none here."""
         serving.remove(self._workloads["gke"].clients, name, self.infra.namespace)
+
+    def endpoint_status(self, name: str) -> dict[str, Any]:
+        return serving.status(self._workloads["gke"].clients, name, self.infra.namespace)
 
     # -- listings and pools ---------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 `autoscaling/v2` HorizontalPodAutoscaler that applies the endpoint's scaling rule to the Deployment.
 
 `endpoint_manifests` is pure (no I/O, no SDK), so every object is checked against the published schemas
-without a cluster. The configuration is the one a local endpoint runs with; the HPA carries it:
+without a cluster. The configuration is the one a local endpoint runs with (`EndpointConfig`, the same
+record and field names); the HPA carries it:
 - the metric is each pod's in-flight requests (a `Pods` metric, `AverageValue` target = the target
   concurrency per instance), so the HPA's desired count is ceil(total in flight / target) clamped to
   [min, max], the local rule's;
@@ -12,10 +13,12 @@ without a cluster. The configuration is the one a local endpoint runs with; the 
   by up to `max_instances` pods per period, so a decision jumps straight to the desired count as the local
   autoscaler does instead of the HPA's default doubling steps.
 
-The serving pods run the instance server of the package's prebuilt CPU image with their endpoint, group,
-cache size and artifact store (in the jobs bucket) in the environment, listen on `CONTAINER_PORT` and
-answer `GET /healthz` (their readiness probe); the Service exposes them on the endpoint's port.
-`deploy`/`remove` create, replace and delete the three objects through the API.
+The serving pods run the instance server of the package's prebuilt CPU image (`python -m
+kinetic_tui.core.serving.instance`) with their endpoint, group, cache size, artifact store (in the jobs
+bucket) and the versions they answer for (`KINETIC_ROUTES`) in the environment, listen on `CONTAINER_PORT`,
+answer `GET /healthz` (their readiness probe) and export the metric on `GET /metrics`; the Service exposes
+them on the endpoint's port. `deploy`/`remove` create, replace and delete the three objects through the
+API; `status` reads back which exist and the replica counts the cluster reports.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from kinetic_tui.core.backends.gke.k8s_client import K8sClients, api_error, api_
 from kinetic_tui.core.backends.gke.manifests import APP, APP_LABEL, CPU_REQUESTS
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.platform.autoscaling import ScalingConfig
+from kinetic_tui.core.serving.config import EndpointConfig, require_port
+from kinetic_tui.core.serving.instance import IN_FLIGHT_METRIC
 from kinetic_tui.core.validation import require_int, require_name
 
 ENDPOINT_LABEL = "kinetic/endpoint"
@@ -38,21 +43,9 @@ MODEL_ANNOTATION = "kinetic/model"
 CONTAINER = "serving"
 CONTAINER_PORT = 8080
 DEFAULT_SERVICE_PORT = 80  # a local endpoint's port 0 means "pick one"; a Service needs a real one
-IN_FLIGHT_METRIC = "kinetic_in_flight_requests"  # per pod, exported by the instance server
 SERVER_MODULE = "kinetic_tui.core.serving.instance"  # the instance server the serving image runs
 MAX_WINDOW = 3600  # the longest stabilization window the HPA accepts, in seconds
 POLICY_PERIOD = 15  # seconds; the HPA controller's default sync period
-KEYS = (
-    "name",
-    "model",
-    "min_instances",
-    "max_instances",
-    "target_concurrency",
-    "scale_out_cooldown",
-    "scale_in_cooldown",
-    "max_loaded_models",
-    "port",
-)
 # a Service's name is a DNS-1035 label, and the name is also a label value: at most 63 characters
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -102,41 +95,51 @@ def require_endpoint_name(name: object) -> str:
     return text
 
 
-def check_config(config: Mapping[str, Any]) -> tuple[str, str, ScalingConfig, int, int]:
-    """(name, model group, scaling rule, max loaded models, service port), or a one-line error naming the
-    first bad key; the scaling numbers are checked by the same rule a local endpoint runs."""
-    missing = [key for key in KEYS if key not in config]
-    if missing:
-        raise ValidationError(f"endpoint config: missing {', '.join(missing)}; an endpoint needs {', '.join(KEYS)}")
-    name = require_endpoint_name(config["name"])
-    model = require_name("model", config["model"])
+def service_port(config: EndpointConfig) -> int:
+    """The Service's port: the endpoint's, or the default for 0."""
+    return require_port(config.port) or DEFAULT_SERVICE_PORT
+
+
+def check_config(config: EndpointConfig) -> ScalingConfig:
+    """The endpoint's scaling rule, after checking every field a cluster uses with the rule a local endpoint
+    runs; a one-line error naming the first bad one."""
+    require_endpoint_name(config.name)
+    require_name("model group", config.model_group)
     scaling = ScalingConfig(
-        min_instances=config["min_instances"],
-        max_instances=config["max_instances"],
-        target_per_instance=config["target_concurrency"],
-        scale_out_cooldown=config["scale_out_cooldown"],
-        scale_in_cooldown=config["scale_in_cooldown"],
+        min_instances=config.min_instances,
+        max_instances=config.max_instances,
+        target_per_instance=config.target_per_instance,
+        scale_out_cooldown=config.scale_out_cooldown,
+        scale_in_cooldown=config.scale_in_cooldown,
     )
-    loaded = require_int("max_loaded_models", config["max_loaded_models"], 1)
-    port = require_int("port", config["port"], 0, 65535) or DEFAULT_SERVICE_PORT
-    return name, model, scaling, loaded, port
+    require_int("max_loaded_models", config.max_loaded_models, 1)
+    service_port(config)
+    return scaling
 
 
 def endpoint_manifests(
-    config: Mapping[str, Any], *, namespace: str, image: str, artifacts_uri: str
+    config: EndpointConfig, routes: Mapping[str, Any], *, namespace: str, image: str, artifacts_uri: str
 ) -> EndpointManifests:
     """The Deployment, Service and HPA of the endpoint `config` describes, in `namespace`; the pods run
-    `image` and load versions from the artifact store at `artifacts_uri` (the jobs bucket's)."""
-    name, model, scaling, loaded, port = check_config(config)
+    `image`, answer for the versions `routes` lists and load them from the artifact store at `artifacts_uri`
+    (the jobs bucket's)."""
+    scaling = check_config(config)
+    name = config.name
     selector = {ENDPOINT_LABEL: name}
     labels = {APP_LABEL: APP, **selector}
-    metadata = {"name": name, "namespace": namespace, "labels": labels, "annotations": {MODEL_ANNOTATION: model}}
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": {MODEL_ANNOTATION: config.model_group},
+    }
     env = {
         "KINETIC_ENDPOINT": name,
-        "KINETIC_MODEL_GROUP": model,
-        "KINETIC_MAX_LOADED_MODELS": str(loaded),
+        "KINETIC_MODEL_GROUP": config.model_group,
+        "KINETIC_MAX_LOADED_MODELS": str(config.max_loaded_models),
         "KINETIC_SERVING_PORT": str(CONTAINER_PORT),
         "KINETIC_ARTIFACTS": artifacts_uri,
+        "KINETIC_ROUTES": json.dumps(routes, sort_keys=True, separators=(",", ":")),
     }
     container = {
         "name": CONTAINER,
@@ -164,7 +167,7 @@ def endpoint_manifests(
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
-            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [{"name": "http", "port": service_port(config), "targetPort": "http", "protocol": "TCP"}],
         },
     }
 
@@ -300,3 +303,32 @@ def remove(clients: K8sClients, name: str, namespace: str) -> None:
                 ) from None
     if not removed:
         raise NotFoundError(f"endpoint {name!r} has no Deployment, Service or autoscaler in namespace {namespace!r}")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def status(clients: K8sClients, name: str, namespace: str) -> dict[str, Any]:
+    """What the cluster reports of the endpoint: which objects exist, the Deployment's replica counts (wanted,
+    created, ready) and the autoscaler's (current, desired)."""
+    deployment, service, autoscaler = (_read(kind, name, namespace) for kind in _kinds(clients))
+    found = {"deployment": deployment, "service": service, "autoscaler": autoscaler}
+    answer: dict[str, Any] = {"objects": sorted(key for key, value in found.items() if value is not None)}
+    if service is not None:
+        port = ((service.get("spec") or {}).get("ports") or [{}])[0].get("port")
+        answer["url"] = f"http://{name}.{namespace}.svc.cluster.local:{port}/v1/endpoints/{name} (in the cluster)"
+    if deployment is not None:
+        spec, state = deployment.get("spec") or {}, deployment.get("status") or {}
+        answer["replicas"] = {
+            "wanted": _count(spec.get("replicas")),
+            "created": _count(state.get("replicas")),
+            "ready": _count(state.get("readyReplicas")),
+        }
+    if autoscaler is not None:
+        state = autoscaler.get("status") or {}
+        answer["autoscaler"] = {
+            "current": _count(state.get("currentReplicas")),
+            "desired": _count(state.get("desiredReplicas")),
+        }
+    return answer

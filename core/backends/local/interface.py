@@ -112,6 +112,10 @@ class LocalInterface:
         """A local job listens on this machine: its own address is where to attach."""
         return DebugEndpoint(host, port)
 
+    def cluster_endpoints(self) -> None:
+        """The workspace serves a local endpoint: its router and instances are this machine's processes."""
+        return None
+
     # -- listings and pools ---------------------------------------------------------------------------------
 
     def jobs(self, status: JobStatus | None = None, limit: int | None = None) -> list[JobRow]:
