@@ -86,6 +86,22 @@ class MainScreen(Screen[None]):
 
     AUTO_FOCUS = ""
 
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._resumed_before = False
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Textual restyles every widget of a screen when it resumes, in case the CSS changed while it
+        was covered. The first resume follows the screen's mount, whose widgets were each styled as they
+        mounted, after every stylesheet that can match them was loaded (a widget's own CSS loads before
+        it and its children are styled): restyling them again was ~8% of the first frame's time. A later
+        resume (a modal or the job screen closed, the theme changed meanwhile) restyles as usual; an
+        override this Textual handler stops being called by just loses the saving."""
+        if not self._resumed_before:
+            self._resumed_before = True
+            event.refresh_styles = False
+        super()._on_screen_resume(event)
+
 
 class KineticApp(App[int]):
     CSS_PATH = "app.tcss"

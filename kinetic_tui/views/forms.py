@@ -1,24 +1,26 @@
 """What views 3-6 share: the modals a plain field form cannot express (choosing a promote target, illegal
-ones shown disabled with the reason; editing a run's params as `K=JSON` lines) and `TableView`, the base
-of a view with one main table. (Scale and load use the plain `kinetic_tui.screens.dialogs.FormScreen`.)
+ones shown disabled with the reason; a run's params as JSON values, checked before the form closes) and
+`TableView`, the base of a view with one main table. (Scale and load use the plain
+`kinetic_tui.screens.dialogs.FormScreen`.)
 
-These forms only check the SHAPE of input (each line is `K=JSON`); whether a stage move or a param is
-legal is the core's call, made once when the view runs the resulting command line, so a form can never
-disagree with `--script`. Each form dismisses with its values, or None when cancelled (Esc).
+These forms only check the SHAPE of input (each param value is JSON, read as `--param` reads it); whether
+a stage move or a param is legal is the core's call, made once when the view runs the resulting command
+line, so a form can never disagree with `--script`. Each form dismisses with its values, or None when
+cancelled (Esc).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Label, Static, TextArea
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Input, Label, Static
 
+from kinetic_tui.core.commands.grammar import PARAM, dump_json
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage
 from kinetic_tui.render import filter_rows, look, promote_targets
@@ -37,7 +39,6 @@ ModalForm .hint { color: $text-muted; }
 ModalForm .reason { color: $text-muted; padding: 0 0 0 2; }
 ModalForm Button { width: 100%; margin: 0; text-align: left; content-align: left middle; }
 ModalForm Button:focus { text-style: reverse bold; }  /* visible without colour (NO_COLOR) */
-ModalForm TextArea { height: 10; }
 """
 
 
@@ -124,53 +125,61 @@ class StagePicker(ModalForm[Stage]):
             self.dismiss(chosen.stage)
 
 
-# -- rerun: K=JSON param edits ------------------------------------------------------------------------
-
-
-def param_lines(params: Mapping[str, Any]) -> str:
-    """`K=JSON` per line, sorted, compact JSON: the editable text of a run's params."""
-    return "\n".join(f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in sorted(params.items()))
-
-
-def parse_param_lines(text: str) -> dict[str, Any]:
-    """`K=JSON` lines (blank lines ignored) to a mapping; the first bad line is named with its number."""
-    params: dict[str, Any] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        key, sep, raw = line.partition("=")
-        if not sep or not key.strip():
-            raise ValidationError(f"line {number}: expected K=JSON, got {line.strip()!r}")
-        try:
-            params[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {number}: {key.strip()}: not JSON ({exc.msg}), got {raw.strip()!r}") from None
-    return params
+# -- rerun: one field per param ----------------------------------------------------------------------
 
 
 class ParamsForm(ModalForm[dict[str, Any]]):
-    """Edits of the last run's params; dismisses with only the params whose value changed (a rerun merges
-    them over the last run's params, so an unchanged or deleted line means 'keep')."""
+    """One field per param of the last run, in the pipeline's own order, each holding its value as JSON.
+    The first field has the focus (the screen's auto-focus) with its value selected, so typing replaces
+    it: changing the first param and rerunning is the value and Enter. ↑↓ (or Tab) move between fields.
 
-    BINDINGS = [Binding("ctrl+s", "submit", "Rerun", id="params_form.rerun")]
-    HINT = "one K=JSON per line · ctrl+s rerun · Esc cancel"
+    Each field is read by the converter of `rerun --param K=JSON`, so the form accepts exactly what the
+    CLI does and words a bad value the same way; the first bad one is named, focused and selected, and
+    nothing runs.
+    Dismisses with only the params whose value changed: a rerun merges them over the last run's."""
+
+    DEFAULT_CSS = """
+    ParamsForm .params { height: auto; max-height: 14; }
+    ParamsForm .params Grid { grid-size: 2; grid-columns: auto 1fr; grid-rows: 1; grid-gutter: 0 2; height: auto; }
+    """
+    BINDINGS = [
+        Binding("up", "app.focus_previous", show=False, id="params_form.previous"),
+        Binding("down", "app.focus_next", show=False, id="params_form.next"),
+        Binding("enter", "submit", show=False, id="params_form.rerun"),  # a field's own Enter comes first
+    ]
+    HINT = "each value is JSON · ↑↓ field · Enter rerun · Esc cancel"
 
     def __init__(self, title: str, params: Mapping[str, Any]) -> None:
         super().__init__(title)
         self.params = dict(params)
 
     def body(self) -> ComposeResult:
-        yield TextArea(param_lines(self.params), id="params", soft_wrap=False)
+        with VerticalScroll(classes="params", can_focus=False), Grid():  # ↑↓ go from field to field
+            for index, (key, value) in enumerate(self.params.items()):
+                yield Label(key)
+                field = Input(dump_json(value), id=f"param-{index}", compact=True)
+                field.cursor_blink = False
+                yield field
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
 
     def action_submit(self) -> None:
-        try:
-            edited = parse_param_lines(self.query_one("#params", TextArea).text)
-        except ValidationError as exc:
-            self.show_error(str(exc))
-            return
-        self.dismiss(
-            {key: value for key, value in edited.items() if key not in self.params or self.params[key] != value}
-        )
+        edited: dict[str, Any] = {}
+        for index, (key, last) in enumerate(self.params.items()):
+            field = self.query_one(f"#param-{index}", Input)
+            try:
+                _, value = PARAM.convert(f"{key}={field.value.strip()}")
+            except ValidationError as exc:
+                self.show_error(str(exc))
+                field.focus()
+                field.select_all()  # retyping replaces the bad value, as on first focus
+                return
+            if dump_json(value) != dump_json(last):  # JSON, not Python, equality: `true` is not `1`
+                edited[key] = value
+        self.dismiss(edited)
 
 
 # -- the base of views 3-6 ----------------------------------------------------------------------------

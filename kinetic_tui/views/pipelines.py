@@ -1,7 +1,7 @@
 """View 6, Pipelines: the DAG of the selected pipeline in Kahn rounds, coloured and glyphed by the selected
 run's step statuses with the branch taken and each running step's job id, the run history with each run's
-status and duration, and the run's step outputs and cache keys. `R` reruns with param edits, `c` cancels
-the selected run (confirmed), Enter on a step opens its job's screen.
+status and duration, and the run's step outputs and cache keys. `R` reruns with param edits (a form with
+one field per param), `c` cancels the selected run (confirmed), Enter on a step opens its job's screen.
 
 Live: every poll re-reads the runs still Running (a settled run never changes), so the DAG follows the
 driver's step changes as they are committed."""
@@ -26,6 +26,12 @@ from kinetic_tui.widgets.keyed_table import KeyedTable
 
 def _run_key(number: int) -> str:
     return f"#{number}"  # what run_history_rows puts in the key cell
+
+
+def _in_pipeline_order(params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`params` in the order the pipeline declares its defaults (a recorded run's come back sorted), so the
+    rerun form's first field is the pipeline author's first param; any others follow."""
+    return {**{key: params[key] for key in defaults if key in params}, **params}
 
 
 def _changed(params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +185,10 @@ class PipelinesView(TableView):
             return
         last = self.runs.get((pipeline.name, pipeline.runs[-1].run)) if pipeline.runs else None
         edits = await self.app.push_screen_wait(
-            ParamsForm(f"Rerun {pipeline.name}: edit params", pipeline.params if last is None else last.params)
+            ParamsForm(
+                f"Rerun {pipeline.name} with params:",
+                pipeline.params if last is None else _in_pipeline_order(last.params, pipeline.params),
+            )
         )
         if edits is None:
             return

@@ -23,7 +23,7 @@ import pytest
 
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.demo import demo_home, fill
-from kinetic_tui.core.demo.fill import ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, PREEMPTIBLE
+from kinetic_tui.core.demo.fill import CHANGED_PARAMS, ENDPOINT, FAILING_JOB, GROUP, LONG_JOB, PIPELINE, PREEMPTIBLE
 from tests.helpers import processes
 from tests.tui.test_tmux import EXIT_TIMEOUT, SESSION, Tmux, console_script, exited
 
@@ -192,10 +192,24 @@ def test_change_an_endpoints_max_instances_in_four_keys(tui: Console80x24) -> No
 
 def test_submit_a_function_in_four_keys(tui: Console80x24) -> None:
     tui.press("2")
-    tui.wait_for([LONG_JOB], "the jobs view")
+    tui.wait_for(["Jobs ·", "newest first"], "the jobs view")  # names may be cut once longer ones are listed
     tui.press("s")
     tui.wait_for(["Submit a job", "MODULE:FUNC"], "the submit form")
     tui.press(f"{TYPED}{SUBMITTED}")
     tui.press("Enter")
     tui.wait_for_line(["all_reduce", "SUCCEEDED"], "the submitted job")
+    assert len(tui.keys) <= 4
+
+
+def test_rerun_a_pipeline_with_one_param_changed_in_four_keys(tui: Console80x24) -> None:
+    tui.press("6")
+    tui.wait_for([PIPELINE, "#3"], "the pipelines view")
+    tui.press("R")
+    form = tui.wait_for([f"Rerun {PIPELINE} with params:", "threshold"], "the params form")
+    fields = [line.split("│")[1].split() for line in form.splitlines() if line.count("│") >= 2]
+    assert fields[1] == ["raw_rows", str(CHANGED_PARAMS["raw_rows"])]  # the first field: the pipeline's first param
+    tui.press(f"{TYPED}400")  # typed over the selected 800: raw_rows back to its default
+    tui.press("Enter")
+    row = tui.wait_for_line(["#4", "threshold=0.99"], "the new run, with the last run's threshold")
+    assert "raw_rows" not in row  # no longer a change from the defaults: the typed value replaced 800
     assert len(tui.keys) <= 4
