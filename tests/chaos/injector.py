@@ -109,6 +109,7 @@ class Injector:
                 "signal": "KILL" if kill else "STOP",
                 "pid": target.pid,
                 "jobs": list(target.jobs),
+                "endpoint": target.endpoint,
                 "seconds": None if kill else seconds,
             }
         )

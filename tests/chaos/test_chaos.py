@@ -52,14 +52,17 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.chaos import processes, reconcile, workload
+from tests.chaos import endpoints, processes, reconcile, workload
 from tests.chaos.injector import Injector
+from tests.serving.served import Home
 
 TRAINING, STUDY = "chaos-train", "chaos-study"
 
@@ -100,10 +103,40 @@ def _start_pipeline_run(base: Path, project: workload.Project, index: int) -> su
         return subprocess.Popen(command, cwd=project.root, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _drive(base: Path, home: Path, project: workload.Project, size: workload.Size, rng: random.Random) -> Injector:
-    """Start the training, the study and the clients (staggered) under the injector; return once the clients
-    are done and the faults cover every kind (or after `size.max_seconds`), with every pause ended."""
+class _Serving(threading.Thread):
+    """The endpoints' start (endpoints.py), beside the training's: then their invokers, until stopped."""
+
+    def __init__(self, home: Path, project: workload.Project, rng: random.Random) -> None:
+        super().__init__(name="chaos-endpoints", daemon=True)
+        self.home, self.project, self.rng = home, project, rng
+        self.served: Home | None = None
+        self.invokers: endpoints.Invokers | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.served = endpoints.start(self.home, self.project.root)
+            self.invokers = endpoints.Invokers(self.served, self.rng)
+            self.invokers.start()
+        except BaseException as exc:  # raised by the test once the clients are started
+            self.error = exc
+
+    def finish(self) -> tuple[Home, list[dict[str, Any]]]:
+        self.join(120)
+        if self.error is not None or self.invokers is None or self.served is None:
+            raise AssertionError(f"the endpoints did not start: {self.error!r}")
+        self.invokers.stop()
+        return self.served, self.invokers.answers
+
+
+def _drive(
+    base: Path, home: Path, project: workload.Project, size: workload.Size, rng: random.Random
+) -> tuple[Injector, _Serving]:
+    """Start the training, the study, the endpoints and the clients (staggered) under the injector; return
+    once the clients are done and the faults cover every kind (or after `size.max_seconds`), with every
+    pause ended and the endpoints' invokers stopped."""
     specs = workload.client_specs(rng, size, project)
+    serving = _Serving(home, project, random.Random(rng.random()))
     clients: list[subprocess.Popen[bytes]] = []
     injector = Injector(
         home,
@@ -114,6 +147,7 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
     )
     starters: list[subprocess.Popen[bytes]] = []
     started = time.monotonic()
+    serving.start()
     _start_training(project, size)
     injector.start()
     try:
@@ -126,12 +160,15 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
                     command = project.client_command(Path(spec["path"]))
                     clients.append(subprocess.Popen(command, cwd=project.root, stdout=subprocess.DEVNULL, stderr=err))
             done = not specs and all(p.poll() is not None for p in clients)
-            done = done and len(starters) == size.pipeline_runs
+            done = done and len(starters) == size.pipeline_runs and not serving.is_alive()
             if done and len(injector.faults) >= size.min_faults and injector.kinds_hit() >= set(processes.KINDS):
                 break
             time.sleep(0.05)
     finally:
         injector.stop()
+        serving.join(120)
+        if serving.invokers is not None:
+            serving.invokers.stop()
         for starter in starters:
             starter.wait(timeout=60)
         # the faults are over: a client still here has settle_seconds to finish on its own, then it is cut
@@ -144,7 +181,7 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
                 proc.kill()
                 proc.wait()
                 injector.cut_clients += 1
-    return injector
+    return injector, serving
 
 
 def _at_rest_checks(home: Path, verdict: reconcile.Verdict) -> None:
@@ -170,7 +207,8 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     rng = random.Random(seed)
     project = workload.make_project(base, step_seconds=0.15)
     started = time.monotonic()
-    injector = _drive(base, home, project, size, rng)
+    injector, serving = _drive(base, home, project, size, rng)
+    served, answers = serving.finish()
     fault_seconds = time.monotonic() - started
     acks = workload.read_acks(project)
     groups = sorted({a["group"] for a in acks if a["op"] == "map"})
@@ -180,6 +218,10 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     reconcile.check_results(world, acks, verdict)
     reconcile.check_training(world, TRAINING, STUDY, verdict)
     reconcile.check_pipelines(world, workload.read_markers(project), injector.faults, size.pipeline_runs, verdict)
+    requests = endpoints.read_requests(project.requests)
+    serving_figures = endpoints.check_requests(answers, requests, injector.faults, verdict.add)
+    serving_figures |= endpoints.check_at_rest(served, injector.faults, size.settle_seconds, verdict.add)
+    serving_seconds = time.monotonic() - started - fault_seconds - settle_seconds
     _at_rest_checks(home, verdict)
     errors = [a for a in acks if a["op"] == "error"]
     report = {
@@ -193,16 +235,21 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
         "clients_cut": injector.cut_clients,
         "faults_by_kind": dict(sorted(injector.by_kind().items())),
         "client_errors": [f"{a['client']}: {a['error']}" for a in errors],
+        "endpoints": serving_figures,
         "lost": sum(cat == "lost" for cat, _ in verdict.violations),
         "duplicated": sum(cat == "duplicated" for cat, _ in verdict.violations),
         "violations": [f"[{cat}] {what}" for cat, what in verdict.violations],
         "fault_phase_s": round(fault_seconds, 1),
         "settle_s": round(settle_seconds, 1),
+        "endpoints_at_rest_s": round(serving_seconds, 1),
         "total_s": round(time.monotonic() - started, 1),
         "notes": world.notes + injector.errors,
     }
     print(json.dumps(report, indent=1))
-    (base / "report.json").write_text(json.dumps({**report, "faults_log": injector.faults}, indent=1))
+    unanswered = [a for a in answers if a.get("status") != 200]  # what the endpoints answered but a value
+    (base / "report.json").write_text(
+        json.dumps({**report, "faults_log": injector.faults, "endpoint_errors": unanswered}, indent=1)
+    )
     assert not injector.errors, f"the injector failed: {injector.errors[:5]}"
     assert len(world.jobs) >= size.min_jobs, f"too few jobs ran: {len(world.jobs)}"
     assert len(injector.faults) >= size.min_faults, report
