@@ -4,7 +4,7 @@ invoked over HTTP by threads of the test while routers and instances are killed 
 - `chaos-fixed` (2 instances, `--tick-seconds 0`: its autoscaler decides only from `observe`, so its
   decision stays 2 whatever the load), and `chaos-auto` (1 to 3 instances, target 1, the controller ticking
   every second from the load the invokers make).
-- Ground truth: the predict writes `{req}.{pid}.start` and `.end` (in `Paths.requests`) in the instance that
+- Ground truth: the predict writes `{req}.{pid}.start` and `.end` (in `Project.requests`) in the instance that
   serves the request; each invoker records, per request, when it was sent and answered and what came back.
 
 What must hold (`check_requests`, `check_at_rest`):
@@ -27,12 +27,16 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.serving.config import read_token
+from tests.chaos.processes import alive
 from tests.serving.served import Home
+
+Add = Callable[[str, str], None]  # records a violation: (category, what)
 
 GROUP, MODEL_TRAINING, POOL = "chaos-model", "chaos-model", "servepool"
 ENDPOINTS = {  # name -> `endpoint create` flags
@@ -137,7 +141,7 @@ def check_requests(
     answers: list[dict[str, Any]],
     requests: dict[str, dict[str, dict[str, Any]]],
     faults: list[dict[str, Any]],
-    add: Any,
+    add: Add,
 ) -> dict[str, Any]:
     """Judge every answer against the instances' markers and the faults; `add(category, what)` records a
     violation. Returns the figures of the report."""
@@ -206,7 +210,7 @@ def check_requests(
     return dict(sorted(figures.items()))
 
 
-def check_at_rest(served: Home, faults: list[dict[str, Any]], timeout: float, add: Any) -> dict[str, Any]:
+def check_at_rest(served: Home, faults: list[dict[str, Any]], timeout: float, add: Add) -> dict[str, Any]:
     """Each endpoint comes back to what its autoscaler decided (its router restarted after every kill, as
     many live instances as its instance count), answers, then stops with nothing of it left running."""
     killed_routers = {f["pid"] for f in faults if f["kind"] == "router" and f["signal"] == "KILL"}
@@ -217,10 +221,10 @@ def check_at_rest(served: Home, faults: list[dict[str, Any]], timeout: float, ad
         while True:
             snapshot = served.run(f"show endpoint {name}")
             serving = snapshot["serving"]
-            live = [i for i in serving["instances"] if i["state"] == "ready" and i["pid"] and _alive(i["pid"])]
+            live = [i for i in serving["instances"] if i["state"] == "ready" and i["pid"] and alive(i["pid"])]
             router = serving["router_pid"]
             settled = len(live) == len(serving["instances"]) == snapshot["instance_count"]
-            if settled and router and _alive(router) and router not in killed_routers and "live" in serving:
+            if settled and router and alive(router) and router not in killed_routers and "live" in serving:
                 break
             if time.monotonic() >= deadline:
                 add(
@@ -243,15 +247,7 @@ def check_at_rest(served: Home, faults: list[dict[str, Any]], timeout: float, ad
     unsettled = sorted(j for j in serving_jobs(jobs) if jobs[j]["status"] in ("PENDING", "RUNNING"))
     if unsettled:
         add("serving", f"instance jobs still unsettled after every endpoint stopped: {unsettled}")
-    left = sorted(pid for pid in pids if _alive(pid))
+    left = sorted(pid for pid in pids if alive(pid))
     if left:
         add("leftover", f"router or instance processes still running after every endpoint stopped: {left}")
     return figures
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")

@@ -47,6 +47,11 @@ def _stat(pid: int) -> ProcStat | None:
         return None
 
 
+def alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")
+
+
 def _target(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "") -> Target | None:
     stat = _stat(pid)
     if stat is None or stat.state in ("Z", "X"):

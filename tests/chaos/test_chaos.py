@@ -4,11 +4,14 @@ Workload (workload.py): client processes submitting single `@run` jobs (detached
 clients waiting for the results and some leaving at once; blocking calls), maps in lanes (`retries=1`,
 some clients watching, some leaving), a training with checkpoints and a grid tuning study (both started
 detached from the CLI, their step writing a marker per epoch), and pipeline runs started detached from the
-CLI one after another, driven by the supervisor, every step a job. 1 job in 12 raises on purpose.
+CLI one after another, driven by the supervisor, every step a job. 1 job in 12 raises on purpose. Two
+endpoints (endpoints.py; their controllers run in the supervisor) invoked over HTTP by threads of the test
+all along: one with a fixed instance count, one that the autoscaler scales from the load.
 
 Faults (injector.py): SIGKILL, or SIGSTOP for 0.2-1.5 s then SIGCONT, to every kind of process of the home
 (processes.py): the fork server, the supervisor, lane runners, job runners (single jobs and training
-attempts), clients. Ground truth: the marker files the job functions write per execution attempt.
+attempts), clients, endpoint routers and instances. Ground truth: the marker files the job functions
+write per execution attempt, and the ones the endpoints' predict writes per request it serves.
 
 The expectation per fault kind:
 - fork server, SIGKILL or SIGSTOP: the jobs it forked go on and end in the state their markers say (a job
@@ -28,6 +31,10 @@ The expectation per fault kind:
   killed map client's failed inputs are retried by the next watcher (here the reconcile step). SIGSTOP: the
   client resumes and gets its values.
 - every training and every trial of the study completes, after `resume` where a fault stopped it.
+- endpoint instance, SIGKILL: a request in flight on it is answered 503 `InstanceLost` at once (never
+  hangs); the controller replaces it (the live instance count comes back to the autoscaler's). Router,
+  SIGKILL: its requests fail to connect until the controller starts it again, on the same port. SIGSTOP of
+  either: requests only take longer. After the run every endpoint stops, leaving no process behind.
 - pipeline runs, whose driver is the supervisor (killed or stopped mid-run): every run ends Succeeded,
   or Failed only because a step's job was killed (its descendants NotRun); each step settled once: its
   function ran under one job id, at most once, and an Executed step's outputs are what its inputs give.
@@ -36,8 +43,9 @@ an acknowledged job missing; a job left PENDING or RUNNING; a job id run twice, 
 ids that are not recorded attempts of it; a damaged store (`PRAGMA integrity_check`); `kinetic-tui doctor`
 (once it exists) reporting a problem; a process of the home left running after `down`.
 
-Defects this test found are recognised by their violations (`reconcile.KNOWN`): a run whose violations
-are all reported defects is an expected failure naming them; any other violation fails the test.
+Defects this test found are recognised by their violations (`reconcile.KNOWN`, empty while none is open):
+a run whose violations are all reported defects is an expected failure naming them; any other violation
+fails the test.
 
 The quick run is part of the suite; `KINETIC_SOAK=1` runs the soak (>= 5,000 jobs, >= 500 faults).
 `KINETIC_CHAOS_SEED=N` replays a seed (the seed drives the workload and every choice of the injector;
@@ -146,10 +154,10 @@ def _drive(
         client_kills=size.client_kills,
     )
     starters: list[subprocess.Popen[bytes]] = []
-    started = time.monotonic()
     serving.start()
     _start_training(project, size)
     injector.start()
+    started = time.monotonic()  # the fault phase's clock: a slow start on a loaded machine takes none of it
     try:
         while time.monotonic() - started < size.max_seconds:
             if len(starters) < size.pipeline_runs and time.monotonic() >= started + len(starters) * size.pipeline_gap:

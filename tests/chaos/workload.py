@@ -12,6 +12,9 @@ drives them (a fault target) is killed and stopped mid-run. Every step is a job 
 attempt like any job, tagged `{label}-{step}` with the run's `label` param, and returns a value that is a
 function of the run's `n` param only (`expected_outputs`), so a run's results are checked against that.
 
+The endpoints' predict (`predict`, registered from this project) marks every request it serves in
+`Project.requests`, from the instance serving it (endpoints.py judges the answers against those marks).
+
 Clients are separate `python` processes run from the project directory, as a user runs their script. Each
 acknowledges what it was given, one fsynced JSON line per event in its own ack file, the moment the API
 returned it: `{"op": "async", "job": ID}` (a durable handle), `{"op": "map", "group": ID, "jobs": [...]}`,
