@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -62,10 +63,7 @@ def import_predict(store: ArtifactStore, ref: str, code: str | None) -> Predict:
     module_name = ref.partition(":")[0]
     if code is None:
         return resolve(ref)
-    root = Path(tempfile.gettempdir()) / f"kinetic-predict-{code[:16]}"
-    if not root.is_dir():
-        with zipfile.ZipFile(io.BytesIO(store.get_bytes(code))) as archive:
-            archive.extractall(root)
+    root = _extracted(store, code)
     plan = json.loads((root / PLAN_ARCNAME).read_text())
     paths = [str(root / rel) for rel in plan.get("sys_path_rel") or []] or [str(root)]
     top = module_name.split(".")[0]
@@ -80,6 +78,26 @@ def import_predict(store: ArtifactStore, ref: str, code: str | None) -> Predict:
         for n in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
             del sys.modules[n]  # kept alive by the function's globals; the next version imports its own
         sys.modules.update(stale)
+
+
+def _extracted(store: ArtifactStore, code: str) -> Path:
+    """The code archive's directory, shared by every instance on this machine. It is extracted beside it and
+    renamed into place, so it is whole whenever it exists: an instance loading it at the same time as
+    another, or killed while extracting, never leaves or sees half of it."""
+    root = Path(tempfile.gettempdir()) / f"kinetic-predict-{code[:16]}"
+    if root.is_dir():
+        return root
+    partial = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
+    try:
+        with zipfile.ZipFile(io.BytesIO(store.get_bytes(code))) as archive:
+            archive.extractall(partial)
+        partial.rename(root)
+    except OSError:
+        if not root.is_dir():  # not another loader's rename winning: a real failure
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return root
 
 
 def resolve(ref: str) -> Predict:

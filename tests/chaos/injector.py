@@ -2,7 +2,10 @@
 
 Every pause ends: the injector sends SIGCONT when a pause is due and, when it stops, to every process it
 still holds stopped. Kinds are chosen so that every kind is hit early: 70% of the picks go to the live
-kind hit least so far, the rest are uniform over the live kinds. Clients are killed at most `client_kills`
+kind hit least so far, the rest are uniform over the live kinds. A kind rests `len(KINDS) * every`
+seconds after each fault, so it is hit no more often than when every kind is live: a home where little
+runs (a supervisor alone with a queue to drain) is not hammered until its supervisor cannot finish
+starting. Clients are killed at most `client_kills`
 times (a killed client submits nothing more, and the run must still reach its job count).
 """
 
@@ -81,7 +84,9 @@ class Injector:
     def _inject(self) -> None:
         live = {kind: targets for kind, targets in discover(self.home, self.clients()).items() if targets}
         live = {kind: [t for t in ts if t not in self._stopped] for kind, ts in live.items()}
-        live = {kind: ts for kind, ts in live.items() if ts}
+        rested = time.time() - len(KINDS) * self.every
+        recent = {f["kind"] for f in self.faults if f["t"] > rested}
+        live = {kind: ts for kind, ts in live.items() if ts and kind not in recent}
         if not live:
             return
         hits = Counter(f["kind"] for f in self.faults)
@@ -109,6 +114,7 @@ class Injector:
                 "signal": "KILL" if kill else "STOP",
                 "pid": target.pid,
                 "jobs": list(target.jobs),
+                "endpoint": target.endpoint,
                 "seconds": None if kill else seconds,
             }
         )

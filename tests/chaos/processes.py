@@ -5,6 +5,8 @@
 - the supervisor: the pid in its lease, read only while the lease is held (`supervisor.running`);
 - job runners: the hosts the store records on RUNNING job rows;
 - lane runners: the hosts the store records on open lanes;
+- endpoint routers and instances: the pids the store records for each endpoint's router and instances (an
+  instance is a job too, but it is a target of its own kind, never a `job`);
 - clients: the processes the test started (it knows their pids).
 Every process found is named by (pid, kernel start time), so a signal never reaches a reused pid.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 from kinetic_tui.core.backends.local.forkserver import LOCK_NAME, ProcStat, read_proc_stat
 from kinetic_tui.core.supervisor import process as supervisor
 
-KINDS = ("forkserver", "supervisor", "lane", "job", "client")
+KINDS = ("forkserver", "supervisor", "lane", "job", "client", "router", "instance")
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class Target:
     kind: str
     pid: int
     start_time: int
-    jobs: tuple[str, ...] = field(default=())  # the job ids it runs (a job runner) or holds (a lane)
+    jobs: tuple[str, ...] = field(default=())  # the job ids it runs (a job runner, an instance) or holds (a lane)
+    endpoint: str = ""  # the endpoint a router or instance serves
 
     def same_process(self) -> bool:
         stat = _stat(self.pid)
@@ -44,11 +47,16 @@ def _stat(pid: int) -> ProcStat | None:
         return None
 
 
-def _target(kind: str, pid: int, jobs: tuple[str, ...] = ()) -> Target | None:
+def alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")
+
+
+def _target(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "") -> Target | None:
     stat = _stat(pid)
     if stat is None or stat.state in ("Z", "X"):
         return None
-    return Target(kind, pid, stat.start_time, jobs)
+    return Target(kind, pid, stat.start_time, jobs, endpoint)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -85,11 +93,19 @@ def forkservers(home: Path) -> list[int]:
     return found
 
 
-def _store_rows(home: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
-    """(job_id, hosts) of RUNNING jobs and (lane_id, hosts, job ids) of open lanes, read-only."""
+@dataclass
+class _Rows:
+    jobs: list[tuple[str, str]]  # (job_id, hosts) of RUNNING jobs outside lanes
+    lanes: list[tuple[str, str, list[str]]]  # (lane_id, hosts, job ids) of open lanes
+    routers: list[tuple[str, str]]  # (endpoint, router JSON)
+    instances: list[tuple[str, str, int | None]]  # (endpoint, instance job id, pid once it listens)
+
+
+def _store_rows(home: Path) -> _Rows:
+    """What the store records of the processes it runs, read-only."""
     path = home / "state.db"
     if not path.exists():
-        return [], []
+        return _Rows([], [], [], [])
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
     try:
         jobs = conn.execute(
@@ -97,22 +113,25 @@ def _store_rows(home: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str,
         ).fetchall()
         lanes = conn.execute("SELECT lane_id, hosts FROM lanes WHERE ended_at IS NULL AND hosts IS NOT NULL").fetchall()
         held = conn.execute("SELECT lane, job_id FROM jobs WHERE lane IS NOT NULL").fetchall()
+        routers = conn.execute("SELECT name, router FROM endpoint_serving WHERE router IS NOT NULL").fetchall()
+        instances = conn.execute("SELECT endpoint, instance, pid FROM serving_instances").fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
-        return [], []
+        return _Rows([], [], [], [])
     finally:
         conn.close()
     by_lane: dict[str, list[str]] = {}
     for lane, job_id in held:
         by_lane.setdefault(lane, []).append(job_id)
-    return jobs, [(lane_id, hosts, by_lane.get(lane_id, [])) for lane_id, hosts in lanes]
+    lanes_held = [(lane_id, hosts, by_lane.get(lane_id, [])) for lane_id, hosts in lanes]
+    return _Rows(jobs, lanes_held, routers, instances)
 
 
 def discover(home: Path, clients: list[int]) -> dict[str, list[Target]]:
     """The live processes of each kind right now."""
     found: dict[str, list[Target]] = {kind: [] for kind in KINDS}
 
-    def add(kind: str, pid: int, jobs: tuple[str, ...] = ()) -> None:
-        target = _target(kind, pid, jobs)
+    def add(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "") -> None:
+        target = _target(kind, pid, jobs, endpoint)
         if target is not None:
             found[kind].append(target)
 
@@ -122,13 +141,19 @@ def discover(home: Path, clients: list[int]) -> dict[str, list[Target]]:
     if holder:
         add("supervisor", holder)
     with contextlib.suppress(sqlite3.Error):
-        jobs, lanes = _store_rows(home)
-        for job_id, hosts in jobs:
-            for host in json.loads(hosts):
+        rows = _store_rows(home)
+        serving = {instance for _, instance, _ in rows.instances}
+        for job_id, hosts in rows.jobs:
+            for host in json.loads(hosts) if job_id not in serving else ():
                 add("job", host["pid"], (job_id,))
-        for _lane_id, hosts, held in lanes:
+        for _lane_id, hosts, held in rows.lanes:
             for host in json.loads(hosts):
                 add("lane", host["pid"], tuple(held))
+        for endpoint, router in rows.routers:
+            add("router", json.loads(router)["pid"], (), endpoint)
+        for endpoint, instance, pid in rows.instances:
+            if pid is not None:
+                add("instance", pid, (instance,), endpoint)
     for pid in clients:
         add("client", pid)
     return found

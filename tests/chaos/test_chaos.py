@@ -4,11 +4,14 @@ Workload (workload.py): client processes submitting single `@run` jobs (detached
 clients waiting for the results and some leaving at once; blocking calls), maps in lanes (`retries=1`,
 some clients watching, some leaving), a training with checkpoints and a grid tuning study (both started
 detached from the CLI, their step writing a marker per epoch), and pipeline runs started detached from the
-CLI one after another, driven by the supervisor, every step a job. 1 job in 12 raises on purpose.
+CLI one after another, driven by the supervisor, every step a job. 1 job in 12 raises on purpose. Two
+endpoints (endpoints.py; their controllers run in the supervisor) invoked over HTTP by threads of the test
+all along: one with a fixed instance count, one that the autoscaler scales from the load.
 
 Faults (injector.py): SIGKILL, or SIGSTOP for 0.2-1.5 s then SIGCONT, to every kind of process of the home
 (processes.py): the fork server, the supervisor, lane runners, job runners (single jobs and training
-attempts), clients. Ground truth: the marker files the job functions write per execution attempt.
+attempts), clients, endpoint routers and instances. Ground truth: the marker files the job functions
+write per execution attempt, and the ones the endpoints' predict writes per request it serves.
 
 The expectation per fault kind:
 - fork server, SIGKILL or SIGSTOP: the jobs it forked go on and end in the state their markers say (a job
@@ -28,6 +31,10 @@ The expectation per fault kind:
   killed map client's failed inputs are retried by the next watcher (here the reconcile step). SIGSTOP: the
   client resumes and gets its values.
 - every training and every trial of the study completes, after `resume` where a fault stopped it.
+- endpoint instance, SIGKILL: a request in flight on it is answered 503 `InstanceLost` at once (never
+  hangs); the controller replaces it (the live instance count comes back to the autoscaler's). Router,
+  SIGKILL: its requests fail to connect until the controller starts it again, on the same port. SIGSTOP of
+  either: requests only take longer. After the run every endpoint stops, leaving no process behind.
 - pipeline runs, whose driver is the supervisor (killed or stopped mid-run): every run ends Succeeded,
   or Failed only because a step's job was killed (its descendants NotRun); each step settled once: its
   function ran under one job id, at most once, and an Executed step's outputs are what its inputs give.
@@ -36,8 +43,9 @@ an acknowledged job missing; a job left PENDING or RUNNING; a job id run twice, 
 ids that are not recorded attempts of it; a damaged store (`PRAGMA integrity_check`); `kinetic-tui doctor`
 (once it exists) reporting a problem; a process of the home left running after `down`.
 
-Defects this test found are recognised by their violations (`reconcile.KNOWN`): a run whose violations
-are all reported defects is an expected failure naming them; any other violation fails the test.
+Defects this test found are recognised by their violations (`reconcile.KNOWN`, empty while none is open):
+a run whose violations are all reported defects is an expected failure naming them; any other violation
+fails the test.
 
 The quick run is part of the suite; `KINETIC_SOAK=1` runs the soak (>= 5,000 jobs, >= 500 faults).
 `KINETIC_CHAOS_SEED=N` replays a seed (the seed drives the workload and every choice of the injector;
@@ -52,14 +60,17 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.chaos import processes, reconcile, workload
+from tests.chaos import endpoints, processes, reconcile, workload
 from tests.chaos.injector import Injector
+from tests.serving.served import Home
 
 TRAINING, STUDY = "chaos-train", "chaos-study"
 
@@ -100,10 +111,40 @@ def _start_pipeline_run(base: Path, project: workload.Project, index: int) -> su
         return subprocess.Popen(command, cwd=project.root, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _drive(base: Path, home: Path, project: workload.Project, size: workload.Size, rng: random.Random) -> Injector:
-    """Start the training, the study and the clients (staggered) under the injector; return once the clients
-    are done and the faults cover every kind (or after `size.max_seconds`), with every pause ended."""
+class _Serving(threading.Thread):
+    """The endpoints' start (endpoints.py), beside the training's: then their invokers, until stopped."""
+
+    def __init__(self, home: Path, project: workload.Project, rng: random.Random) -> None:
+        super().__init__(name="chaos-endpoints", daemon=True)
+        self.home, self.project, self.rng = home, project, rng
+        self.served: Home | None = None
+        self.invokers: endpoints.Invokers | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.served = endpoints.start(self.home, self.project.root)
+            self.invokers = endpoints.Invokers(self.served, self.rng)
+            self.invokers.start()
+        except BaseException as exc:  # raised by the test once the clients are started
+            self.error = exc
+
+    def finish(self) -> tuple[Home, list[dict[str, Any]]]:
+        self.join(120)
+        if self.error is not None or self.invokers is None or self.served is None:
+            raise AssertionError(f"the endpoints did not start: {self.error!r}")
+        self.invokers.stop()
+        return self.served, self.invokers.answers
+
+
+def _drive(
+    base: Path, home: Path, project: workload.Project, size: workload.Size, rng: random.Random
+) -> tuple[Injector, _Serving]:
+    """Start the training, the study, the endpoints and the clients (staggered) under the injector; return
+    once the clients are done and the faults cover every kind (or after `size.max_seconds`), with every
+    pause ended and the endpoints' invokers stopped."""
     specs = workload.client_specs(rng, size, project)
+    serving = _Serving(home, project, random.Random(rng.random()))
     clients: list[subprocess.Popen[bytes]] = []
     injector = Injector(
         home,
@@ -113,9 +154,10 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
         client_kills=size.client_kills,
     )
     starters: list[subprocess.Popen[bytes]] = []
-    started = time.monotonic()
+    serving.start()
     _start_training(project, size)
     injector.start()
+    started = time.monotonic()  # the fault phase's clock: a slow start on a loaded machine takes none of it
     try:
         while time.monotonic() - started < size.max_seconds:
             if len(starters) < size.pipeline_runs and time.monotonic() >= started + len(starters) * size.pipeline_gap:
@@ -126,12 +168,15 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
                     command = project.client_command(Path(spec["path"]))
                     clients.append(subprocess.Popen(command, cwd=project.root, stdout=subprocess.DEVNULL, stderr=err))
             done = not specs and all(p.poll() is not None for p in clients)
-            done = done and len(starters) == size.pipeline_runs
+            done = done and len(starters) == size.pipeline_runs and not serving.is_alive()
             if done and len(injector.faults) >= size.min_faults and injector.kinds_hit() >= set(processes.KINDS):
                 break
             time.sleep(0.05)
     finally:
         injector.stop()
+        serving.join(120)
+        if serving.invokers is not None:
+            serving.invokers.stop()
         for starter in starters:
             starter.wait(timeout=60)
         # the faults are over: a client still here has settle_seconds to finish on its own, then it is cut
@@ -144,7 +189,7 @@ def _drive(base: Path, home: Path, project: workload.Project, size: workload.Siz
                 proc.kill()
                 proc.wait()
                 injector.cut_clients += 1
-    return injector
+    return injector, serving
 
 
 def _at_rest_checks(home: Path, verdict: reconcile.Verdict) -> None:
@@ -170,7 +215,8 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     rng = random.Random(seed)
     project = workload.make_project(base, step_seconds=0.15)
     started = time.monotonic()
-    injector = _drive(base, home, project, size, rng)
+    injector, serving = _drive(base, home, project, size, rng)
+    served, answers = serving.finish()
     fault_seconds = time.monotonic() - started
     acks = workload.read_acks(project)
     groups = sorted({a["group"] for a in acks if a["op"] == "map"})
@@ -180,6 +226,10 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
     reconcile.check_results(world, acks, verdict)
     reconcile.check_training(world, TRAINING, STUDY, verdict)
     reconcile.check_pipelines(world, workload.read_markers(project), injector.faults, size.pipeline_runs, verdict)
+    requests = endpoints.read_requests(project.requests)
+    serving_figures = endpoints.check_requests(answers, requests, injector.faults, verdict.add)
+    serving_figures |= endpoints.check_at_rest(served, injector.faults, size.settle_seconds, verdict.add)
+    serving_seconds = time.monotonic() - started - fault_seconds - settle_seconds
     _at_rest_checks(home, verdict)
     errors = [a for a in acks if a["op"] == "error"]
     report = {
@@ -193,16 +243,21 @@ def run_chaos(base: Path, home: Path, size: workload.Size, seed: int) -> dict:
         "clients_cut": injector.cut_clients,
         "faults_by_kind": dict(sorted(injector.by_kind().items())),
         "client_errors": [f"{a['client']}: {a['error']}" for a in errors],
+        "endpoints": serving_figures,
         "lost": sum(cat == "lost" for cat, _ in verdict.violations),
         "duplicated": sum(cat == "duplicated" for cat, _ in verdict.violations),
         "violations": [f"[{cat}] {what}" for cat, what in verdict.violations],
         "fault_phase_s": round(fault_seconds, 1),
         "settle_s": round(settle_seconds, 1),
+        "endpoints_at_rest_s": round(serving_seconds, 1),
         "total_s": round(time.monotonic() - started, 1),
         "notes": world.notes + injector.errors,
     }
     print(json.dumps(report, indent=1))
-    (base / "report.json").write_text(json.dumps({**report, "faults_log": injector.faults}, indent=1))
+    unanswered = [a for a in answers if a.get("status") != 200]  # what the endpoints answered but a value
+    (base / "report.json").write_text(
+        json.dumps({**report, "faults_log": injector.faults, "endpoint_errors": unanswered}, indent=1)
+    )
     assert not injector.errors, f"the injector failed: {injector.errors[:5]}"
     assert len(world.jobs) >= size.min_jobs, f"too few jobs ran: {len(world.jobs)}"
     assert len(injector.faults) >= size.min_faults, report

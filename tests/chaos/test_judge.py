@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.chaos.reconcile import KNOWN, Verdict, World, judge
+from tests.chaos.reconcile import Known, Verdict, World, judge
 
 
 def row(status: str, phase: str | None = None, detail: str | None = None) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def test_a_returned_job_recorded_failed_is_flagged_unless_its_process_was_killed
     world = World(jobs={"job-1": row("FAILED", "lost", "host 0 vanished without an exit status or result")})
     verdict = judge(world, ran("job-1"), [], [])
     assert categories(verdict) == ["succeeded-recorded-failed"]
-    assert verdict.known() == [KNOWN[0]]
+    assert verdict.known() is None  # the lost-exit defect is fixed: this violation fails the chaos run
     kill = {"kind": "job", "signal": "KILL", "pid": 100, "t": 1.5, "jobs": ["job-1"]}
     assert judge(world, ran("job-1"), [], [kill]).violations == []
 
@@ -57,3 +57,14 @@ def test_an_input_run_under_two_ids_passes_only_as_recorded_attempts() -> None:
     world.attempts = {"group-1": [["job-1", "job-2"]]}
     verdict = judge(world, markers, [], [kill])
     assert verdict.violations == [] and verdict.retries == 1
+
+
+def test_a_run_whose_violations_are_all_reported_defects_names_them() -> None:
+    reported = Known("stale row", "a reason", ("stuck",), "claimed but its processes never started")
+    other = Known("other", "another reason", ("lost",), "never matches")
+    world = World(jobs={"job-1": row("RUNNING")}, unlaunched={"job-1"})
+    verdict = judge(world, [], [], [])
+    assert verdict.known((other, reported)) == [reported]
+    assert verdict.known((other,)) is None and verdict.known() is None
+    verdict.add("lost", "job-2 was acknowledged to a client but no job row lists it")
+    assert verdict.known((other, reported)) is None  # one violation that is no reported defect fails the run

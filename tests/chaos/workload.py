@@ -12,6 +12,9 @@ drives them (a fault target) is killed and stopped mid-run. Every step is a job 
 attempt like any job, tagged `{label}-{step}` with the run's `label` param, and returns a value that is a
 function of the run's `n` param only (`expected_outputs`), so a run's results are checked against that.
 
+The endpoints' predict (`predict`, registered from this project) marks every request it serves in
+`Project.requests`, from the instance serving it (endpoints.py judges the answers against those marks).
+
 Clients are separate `python` processes run from the project directory, as a user runs their script. Each
 acknowledges what it was given, one fsynced JSON line per event in its own ack file, the moment the API
 returned it: `{"op": "async", "job": ID}` (a durable handle), `{"op": "map", "group": ID, "jobs": [...]}`,
@@ -41,16 +44,28 @@ import time
 from pathlib import Path
 
 MARKERS = Path({markers!r})
+REQUESTS = Path({requests!r})
 STEP_SECONDS = {step_seconds!r}
+
+
+def _write(directory, name, record):
+    tmp = directory / (name + ".tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, directory / name)
 
 
 def _mark(kind, **fields):
     job = os.environ.get("KINETIC_JOB_ID", "unknown")
     record = {{"job": job, "pid": os.getpid(), "pgid": os.getpgid(0), "kind": kind, "t": time.time(), **fields}}
-    name = f"{{job}}.{{os.getpid()}}.{{time.monotonic_ns()}}.{{kind}}"
-    tmp = MARKERS / (name + ".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, MARKERS / name)
+    _write(MARKERS, f"{{job}}.{{os.getpid()}}.{{time.monotonic_ns()}}.{{kind}}", record)
+
+
+def predict(state, record):  # the endpoints' predict, run by the instance serving the request
+    req, pid = record["req"], os.getpid()
+    _write(REQUESTS, f"{{req}}.{{pid}}.start", {{"req": req, "pid": pid, "kind": "start", "t": time.time()}})
+    time.sleep(record["sleep"])
+    _write(REQUESTS, f"{{req}}.{{pid}}.end", {{"req": req, "pid": pid, "kind": "end", "t": time.time()}})
+    return {{"req": req, "pid": pid}}
 
 
 def work(tag, seconds, fail=False):
@@ -179,6 +194,7 @@ class Project:
     markers: Path
     acks: Path
     specs: Path
+    requests: Path  # the endpoints' request markers
 
     def client_command(self, spec_path: Path) -> list[str]:
         return [sys.executable, str(self.root / CLIENT_SCRIPT), str(spec_path)]
@@ -187,14 +203,16 @@ class Project:
 def make_project(base: Path, step_seconds: float) -> Project:
     """The user project, with its marker and ack directories beside it (outside the home)."""
     root, markers, acks, specs = base / "project", base / "markers", base / "acks", base / "specs"
-    for directory in (root, markers, acks, specs):
+    requests = base / "requests"
+    for directory in (root, markers, acks, specs, requests):
         directory.mkdir(parents=True)
     (root / "pyproject.toml").write_text('[project]\nname = "chaos-project"\nversion = "0.1"\n')
     (root / f"{JOBS_MODULE}.py").write_text(
-        textwrap.dedent(JOBS_SOURCE.format(markers=str(markers), step_seconds=step_seconds)) + PIPELINE_SOURCE
+        textwrap.dedent(JOBS_SOURCE.format(markers=str(markers), requests=str(requests), step_seconds=step_seconds))
+        + PIPELINE_SOURCE
     )
     (root / CLIENT_SCRIPT).write_text(textwrap.dedent(CLIENT_SOURCE.format()))
-    return Project(root, markers, acks, specs)
+    return Project(root, markers, acks, specs, requests)
 
 
 @dataclass(frozen=True)
