@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +30,6 @@ from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
 from kinetic_tui.core.backends.base import Backend, Call, JobRecord
 from kinetic_tui.core.batches import batch_manifest, new_group_id
-from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step
@@ -129,11 +129,12 @@ class RunDriver:
         outputs: dict[str, dict[str, Any]] = {}
         branch: dict[int, bool] = {}
         ready: list[tuple[int, Ready, int]] = []
+        jobs = self._look(rows.values())
         for i in run.order:
             node = run.nodes[i]
             row = rows[node.name]
-            if row.status is StepStatus.RUNNING:
-                row = rows[node.name] = self._poll(run, i, row)
+            if row.status is StepStatus.RUNNING and row.job_id in jobs:
+                row = rows[node.name] = self._poll(run, i, row, jobs[row.job_id])
             elif row.status is StepStatus.PENDING and all(p in statuses for p in node.producers):
                 row = rows[node.name] = self._start(run, i, row, statuses, outputs, branch, ready)
             if not row.status.settled:
@@ -148,6 +149,11 @@ class RunDriver:
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
         return any(row.status is StepStatus.RUNNING for row in rows.values())
+
+    def _look(self, rows: Iterable[StepRow]) -> Mapping[str, JobRecord | None]:
+        """The finished jobs of the Running steps (None: unknown), in one look at the backend."""
+        job_ids = [row.job_id for row in rows if row.status is StepStatus.RUNNING and row.job_id is not None]
+        return self.backend.finished_among(job_ids) if job_ids else {}
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -254,16 +260,13 @@ class RunDriver:
         error = f"step {run.nodes[i].name!r} could not be submitted: {exc}"
         return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), job_id, attempts)
 
-    def _poll(self, run: LoadedRun, i: int, row: StepRow) -> StepRow:
-        """Settle a Running step whose job finished; retry it while it has retries left."""
+    def _poll(self, run: LoadedRun, i: int, row: StepRow, record: JobRecord | None) -> StepRow:
+        """Settle a Running step whose job finished (`record`; None: the backend does not know it); retry it
+        while it has retries left."""
         assert row.job_id is not None
         key = row.result.cache_key
-        try:
-            record = self.backend.refresh(row.job_id)
-        except NotFoundError:  # reserved by a driver that died before submitting it
+        if record is None:  # reserved by a driver that died before submitting it
             return self._set(run, i, StepResult(StepStatus.PENDING, {}, None, 0.0), None, row.attempts - 1)
-        if not record.status.finished:
-            return row
         duration = _duration(record)
         try:
             produced = JobHandle.from_record(record.handle).value_from(record, cleanup=True)
