@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,6 +69,9 @@ class LoadedRun:
     nodes: list[Node]
     frames: list[tuple[str, str]]
     order: list[int]
+    # The step jobs whose end is the only news the next round could act on: no step is ready to start and
+    # only this driver writes a Running run's steps, so until one of them ends a round would change nothing.
+    watching: list[str] = field(default_factory=list)
 
     @property
     def holder(self) -> str:
@@ -124,6 +127,9 @@ class RunDriver:
             for job_id in pipeline_steps_repo.cancel(self.store, name, number) or []:
                 cancel_job(self.backend, job_id)
             return False
+        if run.watching and not self.backend.finished_among(run.watching):
+            return True  # a quiet round: one look at the jobs, no read of the steps
+        run.watching = []
         rows = pipeline_steps_repo.steps(self.store, name, number)
         statuses: dict[int, StepStatus] = {}
         outputs: dict[str, dict[str, Any]] = {}
@@ -148,7 +154,20 @@ class RunDriver:
         if len(statuses) == len(run.nodes):
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
-        return any(row.status is StepStatus.RUNNING for row in rows.values())
+            return False
+        running = [row.job_id for row in rows.values() if row.status is StepStatus.RUNNING and row.job_id]
+        if not self._any_ready(run, rows):
+            run.watching = running
+        return bool(running)
+
+    @staticmethod
+    def _any_ready(run: LoadedRun, rows: Mapping[str, StepRow]) -> bool:
+        """A Pending step whose producers are all settled (to start, skip or retry in the next round)."""
+        settled = {i for i, node in enumerate(run.nodes) if rows[node.name].status.settled}
+        return any(
+            rows[node.name].status is StepStatus.PENDING and all(p in settled for p in node.producers)
+            for node in run.nodes
+        )
 
     def _look(self, rows: Iterable[StepRow]) -> Mapping[str, JobRecord | None]:
         """The finished jobs of the Running steps (None: unknown), in one look at the backend."""
