@@ -139,8 +139,8 @@ class RunDriver:
         for i in run.order:
             node = run.nodes[i]
             row = rows[node.name]
-            if row.status is StepStatus.RUNNING and row.job_id in jobs:
-                row = rows[node.name] = self._poll(run, i, row, jobs[row.job_id])
+            if row.status is StepStatus.RUNNING and (row.job_id or "") in jobs:
+                row = rows[node.name] = self._poll(run, i, row, jobs[row.job_id or ""])
             elif row.status is StepStatus.PENDING and all(p in statuses for p in node.producers):
                 row = rows[node.name] = self._start(run, i, row, statuses, outputs, branch, ready)
             if not row.status.settled:
