@@ -301,3 +301,20 @@ def test_lanes_finish_after_the_submitting_client_exits(tmp_path: Path) -> None:
     assert kinetic.attach_batch(group_id).results(timeout=TIMEOUT) == [0, 2, 4, 6, 8, 10]
     assert "twice 4" in kinetic.attach(job_ids[4]).tail_lines(5)
     assert json.loads(json.dumps(kinetic.attach(job_ids[0]).to_record()))["group_id"] == group_id
+
+
+def _identity(x: object) -> object:
+    return x
+
+
+def test_lanes_ship_the_package_root_their_contexts_name_not_the_function_s(kinetic_home: Path, tmp_path: Path) -> None:
+    # a pipeline's fan-out runs `run_step` (ours) in lanes; its steps' code lives in the user's project
+    from kinetic_tui.core.backends.local.submission import jobs_storage, stage_lanes
+    from kinetic_tui.core.submission.context import JobContext
+
+    root = tmp_path / "project"
+    root.mkdir()
+    ctx = JobContext.from_params(_identity, "cpu", package_root=root, package_imports=([str(root)], str(root)))
+    with stage_lanes(local_backend(), [ctx], [((1,), {})], jobs_storage(ctx.bucket)) as staged:
+        assert staged.packed.root == root
+        assert (staged.packed.plan["sys_path_rel"], staged.packed.plan["client_cwd_rel"]) == (["."], ".")

@@ -256,6 +256,12 @@ class Backend(Protocol):
         """The job's state after one step of progress (settle it if done, start it if it fits)."""
         ...
 
+    def finished_among(self, job_ids: Sequence[str]) -> Mapping[str, JobRecord | None]:
+        """Which of `job_ids` finished, after one step of progress for all of them (as `refresh` gives each):
+        their records, None for ids this backend does not know, the active ones absent. A driver watching
+        many jobs pays one settle and one read per look, not one per job."""
+        ...
+
     def wait(
         self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None
     ) -> JobRecord: ...

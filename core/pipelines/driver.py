@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +30,6 @@ from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
 from kinetic_tui.core.backends.base import Backend, Call, JobRecord
 from kinetic_tui.core.batches import batch_manifest, new_group_id
-from kinetic_tui.core.errors import NotFoundError
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step
@@ -69,6 +69,9 @@ class LoadedRun:
     nodes: list[Node]
     frames: list[tuple[str, str]]
     order: list[int]
+    # The step jobs whose end is the only news the next round could act on: no step is ready to start and
+    # only this driver writes a Running run's steps, so until one of them ends a round would change nothing.
+    watching: list[str] = field(default_factory=list)
 
     @property
     def holder(self) -> str:
@@ -124,16 +127,20 @@ class RunDriver:
             for job_id in pipeline_steps_repo.cancel(self.store, name, number) or []:
                 cancel_job(self.backend, job_id)
             return False
+        if run.watching and not self.backend.finished_among(run.watching):
+            return True  # a quiet round: one look at the jobs, no read of the steps
+        run.watching = []
         rows = pipeline_steps_repo.steps(self.store, name, number)
         statuses: dict[int, StepStatus] = {}
         outputs: dict[str, dict[str, Any]] = {}
         branch: dict[int, bool] = {}
         ready: list[tuple[int, Ready, int]] = []
+        jobs = self._look(rows.values())
         for i in run.order:
             node = run.nodes[i]
             row = rows[node.name]
-            if row.status is StepStatus.RUNNING:
-                row = rows[node.name] = self._poll(run, i, row)
+            if row.status is StepStatus.RUNNING and (row.job_id or "") in jobs:
+                row = rows[node.name] = self._poll(run, i, row, jobs[row.job_id or ""])
             elif row.status is StepStatus.PENDING and all(p in statuses for p in node.producers):
                 row = rows[node.name] = self._start(run, i, row, statuses, outputs, branch, ready)
             if not row.status.settled:
@@ -147,7 +154,25 @@ class RunDriver:
         if len(statuses) == len(run.nodes):
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
-        return any(row.status is StepStatus.RUNNING for row in rows.values())
+            return False
+        running = [row.job_id for row in rows.values() if row.status is StepStatus.RUNNING and row.job_id]
+        if not self._any_ready(run, rows):
+            run.watching = running
+        return bool(running)
+
+    @staticmethod
+    def _any_ready(run: LoadedRun, rows: Mapping[str, StepRow]) -> bool:
+        """A Pending step whose producers are all settled (to start, skip or retry in the next round)."""
+        settled = {i for i, node in enumerate(run.nodes) if rows[node.name].status.settled}
+        return any(
+            rows[node.name].status is StepStatus.PENDING and all(p in settled for p in node.producers)
+            for node in run.nodes
+        )
+
+    def _look(self, rows: Iterable[StepRow]) -> Mapping[str, JobRecord | None]:
+        """The finished jobs of the Running steps (None: unknown), in one look at the backend."""
+        job_ids = [row.job_id for row in rows if row.status is StepStatus.RUNNING and row.job_id is not None]
+        return self.backend.finished_among(job_ids) if job_ids else {}
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -254,16 +279,13 @@ class RunDriver:
         error = f"step {run.nodes[i].name!r} could not be submitted: {exc}"
         return self._set(run, i, StepResult(StepStatus.FAILED, {}, prepared.key, 0.0, error), job_id, attempts)
 
-    def _poll(self, run: LoadedRun, i: int, row: StepRow) -> StepRow:
-        """Settle a Running step whose job finished; retry it while it has retries left."""
+    def _poll(self, run: LoadedRun, i: int, row: StepRow, record: JobRecord | None) -> StepRow:
+        """Settle a Running step whose job finished (`record`; None: the backend does not know it); retry it
+        while it has retries left."""
         assert row.job_id is not None
         key = row.result.cache_key
-        try:
-            record = self.backend.refresh(row.job_id)
-        except NotFoundError:  # reserved by a driver that died before submitting it
+        if record is None:  # reserved by a driver that died before submitting it
             return self._set(run, i, StepResult(StepStatus.PENDING, {}, None, 0.0), None, row.attempts - 1)
-        if not record.status.finished:
-            return row
         duration = _duration(record)
         try:
             produced = JobHandle.from_record(record.handle).value_from(record, cleanup=True)

@@ -121,7 +121,7 @@ def start(store: Store, backend: Backend, name: str, params: dict[str, Any], rer
     }
     number = pipeline_steps_repo.start(store, name, header, order)
     artifacts_repo.hold(store, "run", f"{name}/{number}", [code])
-    supervisor.ensure_running(store.path.parent)
+    supervisor.ensure_running(store.path.parent, at_once=True)  # its driver submits the first steps
     return number
 
 
@@ -142,7 +142,7 @@ def is_running(store: Store, name: str, number: int, looks: int = 0) -> bool:
     found = pipeline_steps_repo.header(store, name, number)
     running = found is not None and found[0] is RunStatus.RUNNING
     if running and looks and looks % 20 == 0:
-        supervisor.ensure_running(store.path.parent)
+        supervisor.ensure_running(store.path.parent, at_once=True)
     return running
 
 

@@ -89,6 +89,14 @@ def get(db: Database, job_id: str) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def finished_among(db: Database, job_ids: list[str]) -> tuple[set[str], list[tuple[Any, ...]]]:
+    """Of `job_ids`: the ones that have a row, and the rows of those that finished (a primary-key lookup
+    each; the still-active rows are not decoded by a caller that only settles what ended)."""
+    wanted = (json.dumps(job_ids),)
+    rows = db.query(f"SELECT {COLUMNS} FROM jobs WHERE job_id IN (SELECT value FROM json_each(?))", wanted)
+    return {row[1] for row in rows}, [row for row in rows if row[4] not in ("PENDING", "RUNNING")]
+
+
 def is_pending(db: Database, job_id: str) -> bool:
     return bool(db.query("SELECT 1 FROM jobs WHERE job_id = ? AND status = 'PENDING'", (job_id,)))
 

@@ -7,7 +7,7 @@ import os
 import time
 
 from kinetic_tui.core.paths import kinetic_home, private_umask
-from kinetic_tui.core.supervisor.lease import Lease
+from kinetic_tui.core.supervisor.lease import AT_ONCE_ENV, Lease
 
 START_DELAY = 0.5
 
@@ -18,7 +18,8 @@ def main() -> None:
     # The submitter usually keeps scheduling while it waits on its jobs; the supervisor matters once nobody
     # looks, so it starts its work (importing the store and the backend, ~0.1 s of CPU) after this pause
     # rather than competing with the jobs it was started for.
-    time.sleep(START_DELAY)
+    if not os.environ.pop(AT_ONCE_ENV, ""):
+        time.sleep(START_DELAY)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s: %(message)s")
     from kinetic_tui.core.backends.local.workspace import local_backend
     from kinetic_tui.core.backends.registry import backend_for

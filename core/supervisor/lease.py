@@ -19,6 +19,9 @@ from pathlib import Path
 
 LOCK_NAME = "supervisor.lock"
 HANDOVER_ENV = "KINETIC_SUPERVISOR_LEASE_FD"
+# Set for a supervisor whose first duty is work nobody else does (a pipeline run's steps): it skips the
+# start delay that lets a submitter's own scheduling go first.
+AT_ONCE_ENV = "KINETIC_SUPERVISOR_AT_ONCE"
 
 
 def lock_path(home: Path) -> Path:

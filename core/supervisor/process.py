@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.store import Store, jobs_repo, pipeline_steps_repo, serving_repo
-from kinetic_tui.core.supervisor.lease import HANDOVER_ENV, Lease, holder
+from kinetic_tui.core.supervisor.lease import AT_ONCE_ENV, HANDOVER_ENV, Lease, holder
 
 LOG_NAME = "supervisor.log"
 # Set in the supervisor's own process: it serves the home, so opening the home there must not start another.
@@ -28,9 +28,10 @@ SERVING = False
 STOP_TIMEOUT = 5.0  # how long a stopped supervisor may take to finish its round before it is killed
 
 
-def ensure_running(home: Path | None = None) -> bool:
+def ensure_running(home: Path | None = None, at_once: bool = False) -> bool:
     """Start a supervisor for the home unless one holds the lease; True when this call started one. The
-    lease passes to the started process, so it is held from this call on."""
+    lease passes to the started process, so it is held from this call on. `at_once`: the caller waits on
+    the supervisor itself (a pipeline run), so it starts its rounds without the start delay."""
     home = kinetic_home() if home is None else home
     lease = Lease.acquire(home, pid=False)
     if lease is None:
@@ -47,7 +48,12 @@ def ensure_running(home: Path | None = None) -> bool:
                 close_fds=True,
                 pass_fds=(lease.fd,),
                 cwd=str(_import_root()),
-                env={**os.environ, "KINETIC_HOME": str(home), HANDOVER_ENV: str(lease.fd)},
+                env={
+                    **os.environ,
+                    "KINETIC_HOME": str(home),
+                    HANDOVER_ENV: str(lease.fd),
+                    AT_ONCE_ENV: "1" if at_once else "",
+                },
             )
     except BaseException:
         lease.release()

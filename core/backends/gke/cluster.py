@@ -152,6 +152,20 @@ class GkeCluster:
     def refresh(self, job_id: str) -> ClusterJob:
         return self._record(job_id, self._state(job_id), self.desired.list())
 
+    def finished_among(self, job_ids: Sequence[str]) -> dict[str, ClusterJob | None]:
+        """Each job read on its own (a settled one from memory), the pools listed once."""
+        specs = self.desired.list()
+        found: dict[str, ClusterJob | None] = {}
+        for job_id in job_ids:
+            try:
+                job = self._record(job_id, self._state(job_id), specs)
+            except NotFoundError:
+                found[job_id] = None
+                continue
+            if job.status.finished:
+                found[job_id] = job
+        return found
+
     def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> ClusterJob:
         state = self._remember(self._backend(job_id).wait(job_id, timeout, on_poll))
         return self._record(job_id, state, self.desired.list())

@@ -179,6 +179,15 @@ class LocalBackend:
             return row
         return self.job(job_id)
 
+    def finished_among(self, job_ids: list[str]) -> dict[str, JobRow | None]:
+        """Which of `job_ids` finished, after one settling pass over every running job and lane and one read
+        of the rows asked for: their rows, None for ids the store has no row for, active ones absent."""
+        self.reconcile()
+        known, finished = jobs_repo.finished_among(self.store, job_ids)
+        found: dict[str, JobRow | None] = {job_id: None for job_id in job_ids if job_id not in known}
+        found.update((row.job_id, row) for row in map(JobRow.from_values, finished))
+        return found
+
     def unknown_job_message(self, job_id: str) -> str:
         ids = jobs_repo.recent_ids(self.store)
         near = difflib.get_close_matches(job_id, ids, n=5, cutoff=0.5) or ids[:5]
@@ -400,7 +409,8 @@ class LocalBackend:
     def cleanup(self, job_id: str, workload: bool = True) -> None:
         """Remove the job's working directories (logs and result stay; a lane removes its own); refused
         while the job runs even when `workload` is False, as the caller removes its inputs next."""
-        row = self.refresh(job_id)
+        row = self.job(job_id)
+        row = row if row.status.finished else self.refresh(job_id)  # a settled row never changes
         if not row.status.finished:
             raise ValidationError(f"job {job_id} is {row.status.value}; cancel it or wait before cleanup")
         if workload and not row.in_lane:

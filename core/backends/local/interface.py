@@ -78,6 +78,9 @@ class LocalInterface:
     def refresh(self, job_id: str) -> JobRow:
         return self.backend.refresh(job_id)
 
+    def finished_among(self, job_ids: Sequence[str]) -> dict[str, JobRow | None]:
+        return self.backend.finished_among(list(job_ids))
+
     def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobRow:
         return self.backend.wait(job_id, timeout, on_poll)
 

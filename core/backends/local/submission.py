@@ -179,9 +179,11 @@ def stage_lanes(
             (args_, kwargs_), datas = replace_data_refs((tuple(args), dict(kwargs)), writes)
         replaced.append((args_, kwargs_))
         kept_out += [d.local_path for d in datas if d.local_path is not None]
-    root = package_root_for(first.func)
+    root = first.package_root or package_root_for(first.func)  # as one job's: a pipeline's steps name theirs
+    sys_path, cwd = first.package_imports or (None, None)
     batch = build_batch(first.func, replaced, captured_env(first.env_patterns), root)
-    packed = Packed(first, b"", root, make_plan(root, module_file(first.func)), tuple(dict.fromkeys(kept_out)))
+    plan = make_plan(root, module_file(first.func), cwd=cwd, sys_path=sys_path)
+    packed = Packed(first, b"", root, plan, tuple(dict.fromkeys(kept_out)))
     with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
         yield LaneBatch(backend, contexts, pool, writes, batch, packed, Archives(Path(tmp)))
 
