@@ -300,6 +300,37 @@ def test_a_reused_workdir_is_cleared_before_extracting(tmp_path: Path) -> None:
     assert (job.workdir / "code" / "pkg" / "mod.py").read_text() == "x = 1\n"
 
 
+def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
+    """Extract an archive of `name: (mode, data)` members in process; returns the code dir."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, (mode, data) in members.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, data)
+    (tmp_path / "context.zip").write_bytes(buffer.getvalue())
+    remote_runner.extract(tmp_path / "context.zip", tmp_path / "code")
+    return tmp_path / "code"
+
+
+def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        code = _extract_zip(tmp_path, {"run.sh": (0o755, b"#!/bin/sh\n"), "secret.txt": (0o600, b"s")})
+    finally:
+        os.umask(old)
+    assert {name: (code / name).stat().st_mode & 0o777 for name in ("run.sh", "secret.txt")} == {
+        "run.sh": 0o750,
+        "secret.txt": 0o600,
+    }
+
+
+def test_extract_takes_one_letter_member_names(tmp_path: Path) -> None:
+    """A name too short to hold a drive letter (`C:`) is an ordinary relative path."""
+    code = _extract_zip(tmp_path, {"a": (0o644, b"one"), "b/c": (0o644, b"two")})
+    assert ((code / "a").read_text(), (code / "b" / "c").read_text()) == ("one", "two")
+
+
 def test_unpicklable_return_value_reports_its_repr(tmp_path: Path) -> None:
     job = make_job(tmp_path, return_lock)
     assert remote_runner.main(job.argv) == 1
