@@ -300,6 +300,32 @@ def test_a_reused_workdir_is_cleared_before_extracting(tmp_path: Path) -> None:
     assert (job.workdir / "code" / "pkg" / "mod.py").read_text() == "x = 1\n"
 
 
+def _check(context: bytes) -> list[str]:
+    with zipfile.ZipFile(io.BytesIO(context)) as archive:
+        return ["/".join(parts) for _, parts in remote_runner.check_archive(archive)]
+
+
+def test_extract_check_lets_a_path_through_an_inside_link_pass() -> None:
+    """The control for `file through escaping link`: a link that stays inside may carry a path."""
+    assert _check(build_zip({"pkg/a.txt": b"a", "alias/b.txt": b"b"}, symlinks={"alias": "pkg"}))[1:] == [
+        "pkg/a.txt",
+        "alias/b.txt",
+        "alias",
+    ]
+
+
+def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
+    """40 hops, the limit Linux itself follows; `l0 -> l1 -> ... -> real.txt`."""
+
+    def chain(hops: int) -> bytes:
+        links = {f"l{i}": f"l{i + 1}" for i in range(hops - 1)} | {f"l{hops - 1}": "real.txt"}
+        return build_zip({"real.txt": b"r"}, symlinks=links)
+
+    assert len(_check(chain(40))) == 42  # the plan, real.txt and the 40 links
+    with pytest.raises(ValueError, match="points outside the work dir"):
+        _check(chain(41))
+
+
 def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
     """Extract an archive of `name: (mode, data)` members in process; returns the code dir."""
     buffer = io.BytesIO()
