@@ -754,6 +754,7 @@ def test_generated_valid_commands_parse_to_their_typed_values_and_round_trip(cas
         ("show ", ["endpoint", "job", "model", "pipeline", "pool", "study", "training"]),
         ("help pi", ["pipeline", "pipelines"]),
         ("help endpoint ", ["create", "logs", "start", "stop"]),
+        ("pool add p ", ["--accelerator", "--nodes", "--spot"]),  # a two-word verb: its flags, not its family
         ("status ", []),  # free-form job id: nothing to offer
         ("status j ", []),
         ("bogus --", []),
