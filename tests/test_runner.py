@@ -312,6 +312,8 @@ def test_extract_check_lets_a_path_through_an_inside_link_pass() -> None:
         "alias/b.txt",
         "alias",
     ]
+    # a link two directories down resolves from its own directory: `a/b/up -> ../..` is the root
+    assert "a/b/up/d.txt" in _check(build_zip({"a/b/up/d.txt": b"d"}, symlinks={"a/b/up": "../.."}))
 
 
 def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
