@@ -260,6 +260,7 @@ ESCAPES = {
     "symlink chain": ({}, {"here": ".", "here/up": ".."}),
     "file through escaping link": ({"up/evil.py": b"x"}, {"up": ".."}),
     "symlink loop": ({}, {"a": "b", "b": "a"}),
+    "dotted symlink out": ({}, {"link": "./../outside"}),
 }
 
 
@@ -316,6 +317,13 @@ def test_extract_check_lets_a_path_through_an_inside_link_pass() -> None:
     assert "a/b/up/d.txt" in _check(build_zip({"a/b/up/d.txt": b"d"}, symlinks={"a/b/up": "../.."}))
 
 
+def test_extract_check_names_the_first_member_whose_path_escapes() -> None:
+    """`up/evil.py` comes before its link `up -> ..` in the archive: the refusal names the file."""
+    with pytest.raises(ValueError) as info:
+        _check(build_zip({"up/evil.py": b"x"}, symlinks={"up": ".."}))
+    assert str(info.value) == "archive member 'up/evil.py' would be written outside the work dir"
+
+
 def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
     """40 hops, the limit Linux itself follows; `l0 -> l1 -> ... -> real.txt`."""
 
@@ -351,6 +359,12 @@ def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
         "run.sh": 0o750,
         "secret.txt": 0o600,
     }
+
+
+def test_extract_takes_a_directory_entry_that_follows_its_files(tmp_path: Path) -> None:
+    """Some zip tools write `pkg/` after `pkg/a.txt`; the directory already exists by then."""
+    code = _extract_zip(tmp_path, {"pkg/a.txt": (0o644, b"a"), "pkg/": (0o755, b"")})
+    assert (code / "pkg" / "a.txt").read_text() == "a"
 
 
 def test_extract_takes_one_letter_member_names(tmp_path: Path) -> None:
