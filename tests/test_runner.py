@@ -334,6 +334,9 @@ def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
     assert len(_check(chain(40))) == 42  # the plan, real.txt and the 40 links
     with pytest.raises(ValueError, match="points outside the work dir"):
         _check(chain(41))
+    # a path through the chain to a directory takes as many hops
+    through = {f"l{i}": f"l{i + 1}" for i in range(39)} | {"l39": "pkg"}
+    assert "l0/a.txt" in _check(build_zip({"pkg/a.txt": b"a", "l0/a.txt": b"b"}, symlinks=through))
 
 
 def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
