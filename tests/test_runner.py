@@ -261,6 +261,7 @@ ESCAPES = {
     "file through escaping link": ({"up/evil.py": b"x"}, {"up": ".."}),
     "symlink loop": ({}, {"a": "b", "b": "a"}),
     "dotted symlink out": ({}, {"link": "./../outside"}),
+    "drive root": ({"C:": b"x"}, {}),
 }
 
 
