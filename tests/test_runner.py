@@ -341,7 +341,8 @@ def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
 
 
 def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
-    """Extract an archive of `name: (mode, data)` members in process; returns the code dir."""
+    """Extract an archive of `name: (mode, data)` members in process into a code dir whose parent does not
+    exist yet (extract makes it); returns the code dir."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, (mode, data) in members.items():
@@ -349,8 +350,8 @@ def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
             info.external_attr = (0o100000 | mode) << 16
             archive.writestr(info, data)
     (tmp_path / "context.zip").write_bytes(buffer.getvalue())
-    remote_runner.extract(tmp_path / "context.zip", tmp_path / "code")
-    return tmp_path / "code"
+    remote_runner.extract(tmp_path / "context.zip", tmp_path / "work" / "code")
+    return tmp_path / "work" / "code"
 
 
 def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
