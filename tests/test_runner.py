@@ -355,14 +355,16 @@ def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
 
 
 def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
-    old = os.umask(0o027)
+    old = os.umask(0o022)
     try:
-        code = _extract_zip(tmp_path, {"run.sh": (0o755, b"#!/bin/sh\n"), "secret.txt": (0o600, b"s")})
+        members = {"run.sh": (0o755, b"#!/bin/sh\n"), "secret.txt": (0o600, b"s"), "shared.txt": (0o666, b"o")}
+        code = _extract_zip(tmp_path, members)
     finally:
         os.umask(old)
-    assert {name: (code / name).stat().st_mode & 0o777 for name in ("run.sh", "secret.txt")} == {
-        "run.sh": 0o750,
+    assert {name: (code / name).stat().st_mode & 0o777 for name in members} == {
+        "run.sh": 0o755,
         "secret.txt": 0o600,
+        "shared.txt": 0o644,
     }
 
 
