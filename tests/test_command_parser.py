@@ -291,6 +291,12 @@ def test_command_is_frozen_and_its_args_are_read_only():
         command.args["tick"] = 1
 
 
+def test_equal_commands_are_one_set_member_however_typed():
+    """`args` stays out of the hash (a read-only mapping is unhashable), so a command is hashable, and equal
+    commands hash equal."""
+    assert len({parse_line("status job-0000000a"), parse_line("status   job-0000000a  # again")}) == 1
+
+
 def test_to_json_is_json_serialisable_and_complete():
     command = parse_line("train t --hp lr=0.5 --wait  # comment")
     data = json.loads(json.dumps(command.to_json()))
@@ -473,6 +479,13 @@ def test_errors_name_the_problem_at_the_right_column(line, column, token, fragme
     assert fragment in error.message
     assert str(error) == f"line 4, column {column}: {error.message}"
     assert "\n" not in str(error)
+
+
+def test_a_tokenizer_error_on_its_own_is_on_line_1():
+    """The command bar tokenizes a line by itself, with no script line to set."""
+    with pytest.raises(ParseError) as info:
+        tokenize('logs "job')
+    assert str(info.value) == "line 1, column 6: unterminated double quote"
 
 
 def test_parse_error_survives_pickling():
@@ -743,6 +756,7 @@ def test_generated_valid_commands_parse_to_their_typed_values_and_round_trip(cas
         ("show ", ["endpoint", "job", "model", "pipeline", "pool", "study", "training"]),
         ("help pi", ["pipeline", "pipelines"]),
         ("help endpoint ", ["create", "logs", "start", "stop"]),
+        ("pool add p ", ["--accelerator", "--nodes", "--spot"]),  # a two-word verb: its flags, not its family
         ("status ", []),  # free-form job id: nothing to offer
         ("status j ", []),
         ("bogus --", []),

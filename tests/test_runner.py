@@ -260,6 +260,8 @@ ESCAPES = {
     "symlink chain": ({}, {"here": ".", "here/up": ".."}),
     "file through escaping link": ({"up/evil.py": b"x"}, {"up": ".."}),
     "symlink loop": ({}, {"a": "b", "b": "a"}),
+    "dotted symlink out": ({}, {"link": "./../outside"}),
+    "drive root": ({"C:": b"x"}, {}),
 }
 
 
@@ -298,6 +300,84 @@ def test_a_reused_workdir_is_cleared_before_extracting(tmp_path: Path) -> None:
     assert remote_runner.main(job.argv) == 0
     assert list(outside.iterdir()) == []
     assert (job.workdir / "code" / "pkg" / "mod.py").read_text() == "x = 1\n"
+
+
+def _check(context: bytes) -> list[str]:
+    with zipfile.ZipFile(io.BytesIO(context)) as archive:
+        return ["/".join(parts) for _, parts in remote_runner.check_archive(archive)]
+
+
+def test_extract_check_lets_a_path_through_an_inside_link_pass() -> None:
+    """The control for `file through escaping link`: a link that stays inside may carry a path."""
+    assert _check(build_zip({"pkg/a.txt": b"a", "alias/b.txt": b"b"}, symlinks={"alias": "pkg"}))[1:] == [
+        "pkg/a.txt",
+        "alias/b.txt",
+        "alias",
+    ]
+    # a link two directories down resolves from its own directory: `a/b/up -> ../..` is the root
+    assert "a/b/up/d.txt" in _check(build_zip({"a/b/up/d.txt": b"d"}, symlinks={"a/b/up": "../.."}))
+
+
+def test_extract_check_names_the_first_member_whose_path_escapes() -> None:
+    """`up/evil.py` comes before its link `up -> ..` in the archive: the refusal names the file."""
+    with pytest.raises(ValueError) as info:
+        _check(build_zip({"up/evil.py": b"x"}, symlinks={"up": ".."}))
+    assert str(info.value) == "archive member 'up/evil.py' would be written outside the work dir"
+
+
+def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
+    """40 hops, the limit Linux itself follows; `l0 -> l1 -> ... -> real.txt`."""
+
+    def chain(hops: int) -> bytes:
+        links = {f"l{i}": f"l{i + 1}" for i in range(hops - 1)} | {f"l{hops - 1}": "real.txt"}
+        return build_zip({"real.txt": b"r"}, symlinks=links)
+
+    assert len(_check(chain(40))) == 42  # the plan, real.txt and the 40 links
+    with pytest.raises(ValueError, match="points outside the work dir"):
+        _check(chain(41))
+    # a path through the chain to a directory takes as many hops
+    through = {f"l{i}": f"l{i + 1}" for i in range(39)} | {"l39": "pkg"}
+    assert "l0/a.txt" in _check(build_zip({"pkg/a.txt": b"a", "l0/a.txt": b"b"}, symlinks=through))
+
+
+def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
+    """Extract an archive of `name: (mode, data)` members in process into a code dir whose parent does not
+    exist yet (extract makes it); returns the code dir."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, (mode, data) in members.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, data)
+    (tmp_path / "context.zip").write_bytes(buffer.getvalue())
+    remote_runner.extract(tmp_path / "context.zip", tmp_path / "work" / "code")
+    return tmp_path / "work" / "code"
+
+
+def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        members = {"run.sh": (0o755, b"#!/bin/sh\n"), "secret.txt": (0o600, b"s"), "shared.txt": (0o666, b"o")}
+        code = _extract_zip(tmp_path, members)
+    finally:
+        os.umask(old)
+    assert {name: (code / name).stat().st_mode & 0o777 for name in members} == {
+        "run.sh": 0o755,
+        "secret.txt": 0o600,
+        "shared.txt": 0o644,
+    }
+
+
+def test_extract_takes_a_directory_entry_that_follows_its_files(tmp_path: Path) -> None:
+    """Some zip tools write `pkg/` after `pkg/a.txt`; the directory already exists by then."""
+    code = _extract_zip(tmp_path, {"pkg/a.txt": (0o644, b"a"), "pkg/": (0o755, b"")})
+    assert (code / "pkg" / "a.txt").read_text() == "a"
+
+
+def test_extract_takes_one_letter_member_names(tmp_path: Path) -> None:
+    """A name too short to hold a drive letter (`C:`) is an ordinary relative path."""
+    code = _extract_zip(tmp_path, {"a": (0o644, b"one"), "b/c": (0o644, b"two")})
+    assert ((code / "a").read_text(), (code / "b" / "c").read_text()) == ("one", "two")
 
 
 def test_unpicklable_return_value_reports_its_repr(tmp_path: Path) -> None:
