@@ -81,6 +81,10 @@ def start_server(log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
             ],
             stdout=subprocess.DEVNULL,
             stderr=log_file,
+            # shared by every test of the session: no test's home in its environment (the suite fixture
+            # would take it for a process that test left behind), and a process group of its own
+            env={name: value for name, value in os.environ.items() if not name.startswith("KINETIC_")},
+            start_new_session=True,
         )
     _wait_ready(process, endpoint, log)
     return process, endpoint

@@ -50,7 +50,11 @@ def reap(home: Path, grace: float) -> dict[int, str]:
     named = {pid: describe(pid) for pid in left}
     for pid in left:
         try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
+            group = os.getpgid(pid)
+            if group == os.getpgrp():  # started without a session of its own: its group is the test run's
+                os.kill(pid, signal.SIGKILL)
+            else:
+                os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
