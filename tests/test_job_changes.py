@@ -63,9 +63,8 @@ def test_the_consoles_listing_equals_a_fresh_listing_through_submits_ends_and_pr
         for n in range(3):
             handle = add.run_async(n, 0)
             handles.append(handle)
-            listed = await console.jobs.list()
-            assert listed == _fresh_listing()
-            assert handle.result() == n
+            assert handle.job_id in {job.job_id for job in await console.jobs.list()}  # not compared whole:
+            assert handle.result() == n  # a running job may end between the console's look and a fresh one
             seen += [(change.job_id, change.status) for change in await console.jobs.poll()]
             assert await console.jobs.list() == _fresh_listing()
         assert [job for job, status in seen if status == "SUCCEEDED"] == [h.job_id for h in handles]  # once each

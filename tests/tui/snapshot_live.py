@@ -150,7 +150,7 @@ def live_workspace() -> Iterator[Path]:
         sys.path.insert(0, str(project))
         console = Console(home=home, clock=lambda: FROZEN, default_wait=True)
         try:
-            with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args: False):
+            with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args, **kwargs: False):
                 asyncio.run(_start(console))
                 (ROOT / "release").touch()
                 _drive(console, lambda: _settled(console, 1))
@@ -161,7 +161,7 @@ def live_workspace() -> Iterator[Path]:
             yield home
         finally:
             (ROOT / "release").touch()
-            with mock.patch.object(supervisor, "ensure_running", lambda *args: False):
+            with mock.patch.object(supervisor, "ensure_running", lambda *args, **kwargs: False):
                 _drive(
                     console, lambda: _settled(console, 2) or not pipeline_steps_repo.running(console.workspace.store)
                 )

@@ -239,7 +239,7 @@ def build(root: Path) -> Path:
     try:
         os.chdir(project)
         sys.path.insert(0, str(project))
-        with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args: False):
+        with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args, **kwargs: False):
             console = Console(home=home, clock=lambda: FROZEN, default_wait=True)
             try:
                 asyncio.run(fill(console))

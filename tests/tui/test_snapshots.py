@@ -171,7 +171,8 @@ def test_pipelines_view_with_running_steps(
     size: str, live_home: Path, monkeypatch: pytest.MonkeyPatch, snap_compare: SnapCompare
 ) -> None:
     """Run #2 caught with both training steps running: their job ids in the DAG, the run's time so far."""
-    monkeypatch.setattr(supervisor, "ensure_running", lambda *args: False)  # no driver: the run stays as built
+    # no driver: the run stays as built
+    monkeypatch.setattr(supervisor, "ensure_running", lambda *args, **kwargs: False)
     # the home is the console's, not the environment's: its step jobs run on for the session (the suite's
     # leftover check judges the environment's home at each test's end)
     app = KineticApp(Console(home=live_home, default_wait=False), clock=lambda: VIEWED_AT, poll_interval=3_600)

@@ -23,7 +23,7 @@ from tests.helpers import processes
 
 SESSION = "demo"
 WIDTH, HEIGHT = 120, 35
-FILL_TIMEOUT = 90.0  # the whole demo fills in ~30 s here (its live jobs come last); a loaded machine takes longer
+FILL_TIMEOUT = 240.0  # the whole demo fills in ~30 s here (its live jobs come last); a loaded machine takes longer
 KEY_TIMEOUT = 10.0
 EXIT_TIMEOUT = 5.0
 # what each view must show once the demo has filled it, by key: words of fill.py's scenario
