@@ -176,3 +176,12 @@ def test_restore_rejects_inconsistent_state():
         MultiModelEndpoint.restore(1, models, ["a", "b"], 0, 0, [], [])
     with pytest.raises(ValueError, match="hits: must be >= 0"):
         MultiModelEndpoint.restore(2, models, [], -1, 0, [], [])
+    with pytest.raises(ValueError, match="misses: must be >= 0"):
+        MultiModelEndpoint.restore(2, models, [], 0, -1, [], [])
+    with pytest.raises(LookupError, match="loaded: unknown model 'y'"):  # the first unknown one is named
+        MultiModelEndpoint.restore(2, models, ["y", "z"], 0, 0, [], [])
+
+
+def test_a_fresh_endpoint_has_served_no_hits():
+    endpoint = MultiModelEndpoint(2)
+    assert endpoint.hit_ratio == 0.0 and endpoint.hits == endpoint.misses == 0
