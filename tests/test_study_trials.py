@@ -10,9 +10,9 @@ from pathlib import Path
 
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.backends.registry import workspace_backend
-from kinetic_tui.core.platform.training import default_train_step
 from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.training.service import TrainingService
+from tests.helpers.gated_steps import HOME_GATE, HOME_GATED_STEP, home_gated_step
 from tests.lifecycle.backend_projects import wait_for
 from tests.test_training_code import STEP, kt, one_instance_pool, project, trial_statuses, write_step
 
@@ -22,17 +22,12 @@ SPACE = {"learning_rate": [0.1, 0.3, 0.5]}
 FAIL_MARKER = "fail-the-next-epoch"
 
 
-def slow(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    """The default step, slowed down so a trial can be interrupted mid-run."""
-    time.sleep(0.15)
-    return default_train_step(hyperparameters, epoch, state)
-
-
 def fails_when_told(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    """`slow`, until the marker file exists in the home (the job sees the home): then it raises."""
+    """`home_gated_step` (so a trial can be interrupted mid-run), until the marker file exists in the home (the
+    job sees the home): then it raises."""
     if (Path(os.environ["KINETIC_HOME"]) / FAIL_MARKER).exists():
         raise RuntimeError("told to fail")
-    return slow(hyperparameters, epoch, state)
+    return home_gated_step(hyperparameters, epoch, state)
 
 
 def test_a_trial_whose_training_failed_after_a_resume_shows_failed(kinetic_home: Path, monkeypatch) -> None:
@@ -60,10 +55,11 @@ def test_a_study_whose_stopped_trial_was_resumed_is_due_for_the_supervisor(kinet
     """What revives a missing supervisor reads the trials' trainings, not the study's rows of its last advance."""
     service = TrainingService(store(), workspace_backend())
     service.backend.add_pool("one", "l4", 1)
-    study = service.tune("r", SPACE, "grid", 2, pool="one", epochs=4, wait=False, step="tests.test_study_trials:slow")
+    study = service.tune("r", SPACE, "grid", 2, pool="one", epochs=4, wait=False, step=HOME_GATED_STEP)
     service.interrupt(study.trials[0].training)
     assert service.study("r").status == "Stopped" and not service.store.tuning.any_may_move()
     supervisor.stop(kinetic_home)
+    (kinetic_home / HOME_GATE).touch()
     service.resume(study.trials[0].training)  # its rows still say Stopped: nobody advanced the study
     assert service.store.tuning.any_may_move()
     service.wait(study.trials[0].training)

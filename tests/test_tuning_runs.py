@@ -10,18 +10,13 @@ import pytest
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.backends.registry import workspace_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
-from kinetic_tui.core.platform.training import CapacityError, default_train_step
+from kinetic_tui.core.platform.training import CapacityError
 from kinetic_tui.core.platform.tuning import HyperparameterTuner
 from kinetic_tui.core.training.service import TrainingService
+from tests.helpers.gated_steps import HOME_GATE, HOME_GATED_STEP
 from tests.test_training_runs import in_a_new_process
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5], "batch": [8, 16]}
-
-
-def slow_step(hyperparameters: dict, epoch: int, state: dict) -> dict:
-    """The default step, slowed down (imported inside the job) so a trial can be interrupted mid-run."""
-    time.sleep(0.15)
-    return default_train_step(hyperparameters, epoch, state)
 
 
 @pytest.fixture
@@ -100,14 +95,14 @@ def test_a_study_on_a_full_pool_is_refused_and_changes_nothing(service):
     assert state_of(service) == before
 
 
-def test_a_stopped_trial_holds_the_study_until_it_is_resumed(service):
-    study = service.tune(
-        "h", SPACE, "bayesian", 2, pool="two", epochs=3, wait=False, step="tests.test_tuning_runs:slow_step"
-    )
+def test_a_stopped_trial_holds_the_study_until_it_is_resumed(service, kinetic_home):
+    # the trial's epochs after the first wait for the gate: the interrupt lands mid-run
+    study = service.tune("h", SPACE, "bayesian", 2, pool="two", epochs=3, wait=False, step=HOME_GATED_STEP)
     assert service.interrupt(study.trials[0].training).status == "Stopped"
     service.refresh()
     assert service.study("h").status == "Stopped"
     assert len(service.study("h").trials) == 1  # bayesian waits for the trial it depends on
+    (kinetic_home / HOME_GATE).touch()
     service.resume(study.trials[0].training)
     deadline = time.monotonic() + 30
     while service.study("h").status != "Completed" and time.monotonic() < deadline:
