@@ -128,6 +128,25 @@ def test_bayesian_maximize_walks_the_same_path_on_the_negated_objective():
     assert tuner.best.trial_id == 5 and tuner.best.metric == 0
 
 
+def test_bayesian_leaves_the_seeds_for_the_best_ones_neighbour_and_ignores_a_one_value_key():
+    # loss = (x - 3)^2 - y, z fixed. Seeds (0,0) loss 9 and (0,1) loss 8: the best is the second seed, so the
+    # third trial is its neighbour (1,1) at 1/16, not grid position 2 = (1,0) at 1 + 1/16; z's coordinate is 0
+    # on every trial (one value: nothing to divide by). Then (2,1) loss 0, (3,1) loss -1, (4,1) at 1/16 loss 0.
+    step = lambda hp, e, s: {"loss": (hp["x"] - 3) ** 2 - hp["y"]}  # noqa: E731
+    result = HyperparameterTuner(
+        {"y": [0, 1], "x": [0, 1, 2, 3, 4], "z": [5]}, strategy="bayesian", max_trials=6, max_epochs=1, train_step=step
+    ).run()
+    assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in result.trials] == [
+        (0, 0),
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+        (4, 1),
+    ]
+    assert {t.hyperparameters["z"] for t in result.trials} == {5} and result.best.trial_id == 5
+
+
 def test_bayesian_distance_ties_are_exact():
     # v has six values (coordinates k/5). The walk climbs row a=0 to its best (v=4), finishes the row, then
     # jumps to (a=1, v=4), which becomes best. Its untried neighbours v=3 and v=5 are exactly 1/25 away,
