@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def main(argv):
     if mode == "hang":  # optionally deaf to SIGTERM, with a grandchild in the same process group
         if args and args[0] == "ignore-term":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if args and args[0] == "note-term":  # deaf too, but says it got SIGTERM; ends once released
+            signal.signal(signal.SIGTERM, lambda *_: Path("got-term").write_text(""))
+            Path("ready").write_text("ready")
+            while not Path("release").exists():
+                time.sleep(0.01)
+            return 0
         child = subprocess.Popen(["sleep", "60"])
         Path("child.pid").write_text(str(child.pid))
         Path("ready").write_text("ready")
@@ -256,19 +263,33 @@ def test_terminate_kills_a_job_deaf_to_sigterm_after_the_grace(jobs: Jobs, path_
     job_dir, hosts = jobs.launch("hang", "ignore-term", hosts=2)
     for i in (0, 1):
         wait_for(work_dir(job_dir, i) / "ready")
-    started = time.monotonic()
     terminate(hosts, grace=0.5)
-    assert time.monotonic() - started >= 0.5
     assert not any(h.is_alive() for h in hosts)
     assert wait_exit(job_dir, 2, timeout=10) == [-signal.SIGKILL, -signal.SIGKILL]
+
+
+def test_terminate_leaves_a_job_deaf_to_sigterm_alone_within_the_grace(jobs: Jobs) -> None:
+    """The grace is honoured without a clock: the job has had its SIGTERM and is still alive while terminate
+    waits (grace 60 s), and ends on its own once released, not by SIGKILL."""
+    job_dir, hosts = jobs.launch("hang", "note-term")
+    wait_for(work_dir(job_dir, 0) / "ready")
+    waiting = threading.Thread(target=terminate, args=(hosts,), kwargs={"grace": 60}, daemon=True)
+    waiting.start()
+    wait_for(work_dir(job_dir, 0) / "got-term")
+    assert waiting.is_alive() and hosts[0].is_alive()
+    (work_dir(job_dir, 0) / "release").write_text("")
+    waiting.join(30)
+    assert not waiting.is_alive()
+    assert wait_exit(job_dir, 1, timeout=10) == [0]
 
 
 def test_terminate_is_a_no_op_for_finished_jobs(jobs: Jobs) -> None:
     job_dir, hosts = jobs.launch("hello")
     wait_exit(job_dir, 1, timeout=20)
-    started = time.monotonic()
-    terminate(hosts, grace=30)
-    assert time.monotonic() - started < 5
+    waiting = threading.Thread(target=terminate, args=(hosts,), kwargs={"grace": 3600}, daemon=True)
+    waiting.start()
+    waiting.join(30)  # a deadline: one that waited out the grace would hold the job an hour
+    assert not waiting.is_alive()
     assert exit_code(job_dir, 0) == 0
 
 
