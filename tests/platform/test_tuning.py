@@ -239,6 +239,19 @@ def test_objective_missing_from_the_state_fails_the_trial():
     assert result.best is None
 
 
+def test_the_defaults_are_a_grid_of_10_trials_minimizing_loss_over_5_epochs_checkpointed_each_epoch():
+    record = HyperparameterTuner({"v": [1]}).to_record()
+    assert {k: record[k] for k in ("strategy", "max_trials", "objective", "maximize", "seed", "max_epochs")} == {
+        "strategy": "grid",
+        "max_trials": 10,
+        "objective": "loss",
+        "maximize": False,
+        "seed": 0,
+        "max_epochs": 5,
+    }
+    assert (record["checkpoint_every"], record["parallelism"]) == (1, 1)
+
+
 def test_record_round_trip():
     tuner = HyperparameterTuner(SPACE, strategy="random", max_trials=3, seed=4, max_epochs=2)
     assert tuner.to_record()["trials"] == [] and tuner.to_record()["best"] is None
