@@ -354,6 +354,8 @@ def test_adopt_refuses_jobs_that_hold_nothing():
         ({"checkpoint": {"epoch": 0, "state": {}, "metric": None}}, "checkpoint.epoch"),
         ({"checkpoint": {"epoch": 1}}, "checkpoint"),
         ({"interruptions": -1}, "interruptions"),
+        ({"interruptions": True}, "interruptions must be an integer >= 0, got True"),
+        ({"interruptions": "2"}, "interruptions must be an integer >= 0, got '2'"),
         ({"max_epochs": 0}, "max_epochs"),
     ],
 )
