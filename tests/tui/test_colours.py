@@ -130,15 +130,17 @@ class Tmux:
         return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
 
     def capture_when(self, marker: str, timeout: float = 15.0) -> str:
+        """The screen once `marker` shows and the refresh has landed: two captures in a row are the same."""
         deadline = time.monotonic() + timeout
+        last = None
         while True:
             screen = self("capture-pane", "-e", "-p")
-            if marker in SGR.sub("", screen):
-                time.sleep(0.3)  # let the rest of the refresh land
-                return self("capture-pane", "-e", "-p")
+            if marker in SGR.sub("", screen) and screen == last:
+                return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"{marker!r} never appeared; the screen:\n{SGR.sub('', screen)}")
-            time.sleep(0.1)
+                raise AssertionError(f"{marker!r} never appeared and held; the screen:\n{SGR.sub('', screen)}")
+            last = screen if marker in SGR.sub("", screen) else None
+            time.sleep(0.05)
 
 
 @pytest.fixture
