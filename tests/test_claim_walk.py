@@ -84,9 +84,11 @@ def test_a_queue_pass_gives_a_limited_batch_one_lane_of_all_it_has_left_and_star
     assert [r["job"] for r in batch.results(timeout=TIMEOUT)[3:]] == rest
 
 
-def test_a_queue_pass_splits_an_unlimited_batch_over_the_nodes_left_beside_a_running_job(jobs, tmp_path, no_supervisor):
+@pytest.mark.parametrize("limit", [None, 3], ids=["unlimited", "limit-above-the-free-nodes"])
+def test_a_queue_pass_splits_a_batch_over_the_nodes_left_beside_a_running_job(jobs, tmp_path, no_supervisor, limit):
     """3 nodes, one held by a job that runs through the pass: the 5 queued inputs go into 2 lanes, 3 and 2
-    (each lane takes the waiting inputs over the nodes still free), and every input is in a lane."""
+    (each lane takes the waiting inputs over the nodes still free, which a limit of 3 does not lower), and
+    every input is in a lane."""
     _cpu_pool(3)
     gated = kinetic.run()(jobs.gated)
     gate, late, done = tmp_path / "gate", tmp_path / "late", tmp_path / "done"
@@ -94,7 +96,7 @@ def test_a_queue_pass_splits_an_unlimited_batch_over_the_nodes_left_beside_a_run
     stays = gated.run_async(str(late))
     ends = gated.run_async(str(gate))
     # one node left: the first lane takes ceil(7 / 6) = 2 inputs and is held by its second
-    batch = gated.map([str(done), str(gate), *[str(done)] * 5])
+    batch = gated.map([str(done), str(gate), *[str(done)] * 5], max_concurrent=limit)
     assert batch.handles()[2].status() is JobStatus.PENDING
     _free_the_pool_of([ends], gate)
     rest = [h.job_id for h in batch.handles()[2:]]
