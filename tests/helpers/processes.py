@@ -19,8 +19,20 @@ def _reads(path: str) -> bytes:
         return b""
 
 
+def _started(stat: bytes) -> int:
+    """A process's start time in clock ticks since boot (field 22 of /proc/PID/stat, the 20th after the name)."""
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
+# Nothing of ours that serves a test's home can be older than the test run itself, so the processes that were
+# there before it (the machine's own, most of /proc) are passed over on the stat line alone: reading each one's
+# environment after every test cost more than most tests.
+_RUN_STARTED = _started(_reads("/proc/self/stat"))
+
+
 def serving(home: Path) -> list[int]:
-    """Live (not zombie) processes other than this one that belong to `home`."""
+    """Live (not zombie) processes other than this one, started since the test run began, that belong to
+    `home`."""
     marker = str(home).encode()
     env_entry = b"KINETIC_HOME=" + marker
     found = []
@@ -28,7 +40,7 @@ def serving(home: Path) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         stat = _reads(f"/proc/{entry.name}/stat")
-        if not stat or stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z":
+        if not stat or stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z" or _started(stat) < _RUN_STARTED:
             continue
         environ = _reads(f"/proc/{entry.name}/environ").split(b"\0")
         if env_entry in environ or marker in _reads(f"/proc/{entry.name}/cmdline"):
