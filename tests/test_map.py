@@ -174,6 +174,27 @@ def test_retries_rerun_a_failed_input_until_it_succeeds(tasks: ModuleType, tmp_p
     assert batch.status_counts() == {"SUCCEEDED": 2}
 
 
+def test_a_retry_queued_but_never_recorded_is_found_not_submitted_again(tasks: ModuleType, tmp_path: Path) -> None:
+    """The client dies after queueing the retry and before the manifest names it: the next client to drive
+    the batch finds that retry (its id is derived from the attempt it retries) instead of queueing another."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.flaky.map([(1, str(markers))], retries=1)
+
+    def die(index: int, handle: Any) -> None:
+        raise KeyboardInterrupt  # the client is gone between queueing the retry and recording it
+
+    batch._record_attempt = die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        batch.wait(timeout=TIMEOUT)
+    again = kinetic.attach_batch(batch.group_id)
+    assert again.manifest["attempts"] == batch.manifest["attempts"] == [[batch.manifest["attempts"][0][0]]]
+    assert again.results(timeout=TIMEOUT) == [10]
+    group = sorted(row.job_id for row in local_backend().jobs(group_id=batch.group_id))
+    assert group == sorted(again.manifest["attempts"][0])  # the first attempt and one retry: nothing else
+    assert len(group) == 2
+
+
 def test_without_retries_the_first_failure_is_final(tasks: ModuleType, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
