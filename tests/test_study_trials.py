@@ -5,21 +5,35 @@ supervisor completes it after the client that resumed it left."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from kinetic_tui.core.backends.local.workspace import store
 from kinetic_tui.core.backends.registry import workspace_backend
 from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.training.service import TrainingService
-from tests.helpers.gated_steps import HOME_GATE, HOME_GATED_STEP, home_gated_step
+from tests.helpers.gated_steps import GATE_TIMEOUT, HOME_GATE, HOME_GATED_STEP, home_gated_step
 from tests.lifecycle.backend_projects import wait_for
-from tests.test_training_code import STEP, kt, one_instance_pool, project, trial_statuses, write_step
+from tests.test_training_code import kt, one_instance_pool, project, trial_statuses
 
 __all__ = ["project"]  # the fixture, shared with the code-shipping tests
 
 SPACE = {"learning_rate": [0.1, 0.3, 0.5]}
 FAIL_MARKER = "fail-the-next-epoch"
+# The user project's own step behind the home's gate: a trial started with the gate shut is still running at
+# its second epoch whenever the test interrupts it, however fast or loaded the machine.
+GATED_USER_STEP = f"""
+import os
+import time
+from pathlib import Path
+
+
+def step(hyperparameters, epoch, state):
+    gate = Path(os.environ["KINETIC_HOME"]) / {HOME_GATE!r}
+    deadline = time.monotonic() + {GATE_TIMEOUT!r}
+    while epoch > 1 and not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {{"loss": state.get("loss", 1.0) * (1 - hyperparameters["learning_rate"]), "seen": epoch}}
+"""
 
 
 def fails_when_told(hyperparameters: dict, epoch: int, state: dict) -> dict:
@@ -68,15 +82,16 @@ def test_a_study_whose_stopped_trial_was_resumed_is_due_for_the_supervisor(kinet
 def test_a_trial_resumed_after_the_client_left_lets_the_supervisor_complete_the_study(
     project: Path, kinetic_home: Path
 ) -> None:
-    write_step(project, 0.5, seconds=0.3)
+    (project / "gated_user_steps.py").write_text(GATED_USER_STEP)
     one_instance_pool(project)
     tune = ("tune", "s", "--space", "learning_rate=0.1,0.3", "--strategy", "grid", "--max-trials", "2")
-    kt(*tune, "--pool", "solo", "--step", STEP, "--detach", cwd=project)
+    kt(*tune, "--pool", "solo", "--step", "gated_user_steps:step", "--detach", cwd=project)
     assert kt("interrupt", "s.trial-1", cwd=project)["status"] == "Stopped"
     # the stopped trial keeps the only instance: the study waits for it, nobody moves it
     assert kt("show", "study", "s", cwd=project)["status"] == "Stopped"
     wait_for(lambda: supervisor.running(kinetic_home) is None, 10, "the supervisor to exit with nothing due")
 
+    (kinetic_home / HOME_GATE).touch()
     assert kt("resume", "s.trial-1", "--detach", cwd=project)["status"] == "InProgress"
     wait_for(lambda: trial_statuses(kinetic_home, "s") == ["Completed"] * 2, 60, "the supervisor to finish the study")
     assert kt("show", "study", "s", cwd=project)["status"] == "Completed"
