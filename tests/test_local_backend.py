@@ -440,6 +440,27 @@ def test_jobs_wanting_the_same_volume_path_run_one_after_the_other(jobs, dataset
     assert not target.parent.exists()
 
 
+def test_a_head_job_waiting_for_a_volume_blocks_the_jobs_behind_it_though_they_fit(jobs, dataset, tmp_path):
+    """Strict FIFO holds for a held volume too: the head waits for the path's lock, and the plain job behind
+    it waits with it although the pool has a node for each."""
+    _resize_cpu_pool(3)
+    target = str(tmp_path / "shared" / "data")
+    release = tmp_path / "release"
+    on_volume = kinetic.run(volumes={target: kinetic.Data(str(dataset))})(jobs.gated)
+    holder = on_volume.run_async(str(release))
+    assert holder.status() is JobStatus.RUNNING
+    head = on_volume.run_async(str(release))
+    behind = kinetic.run()(jobs.gated).run_async(str(release))
+    assert head.status() is behind.status() is JobStatus.PENDING
+    assert local_backend().pool("cpu").in_use == 1
+    release.write_text("")
+    for handle in (holder, head, behind):
+        handle.result(timeout=TIMEOUT)
+    backend = local_backend()
+    assert backend.job(holder.job_id).finished_at <= backend.job(head.job_id).started_at
+    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+
+
 def test_existing_volume_path_fails_at_submit(jobs, dataset, tmp_path):
     taken = tmp_path / "taken"
     taken.mkdir()
