@@ -82,6 +82,12 @@ def gated(release):
     return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
 
 
+def gated_boom(release, message):
+    """`gated`, then fail."""
+    gated(release)
+    raise ValueError(message)
+
+
 def on_sigterm(seconds, marker, ignore):
     """Either ignore SIGTERM or note it in `marker` and exit; writes `marker`.ready once armed."""
     def noted(signum, frame):
