@@ -119,14 +119,16 @@ def test_remove_unknown_pool_names_the_pools():
         local_backend().remove_pool("nope")
 
 
-def test_remove_is_refused_while_the_pool_has_active_jobs(jobs):
+def test_remove_is_refused_while_the_pool_has_active_jobs(jobs, tmp_path):
     backend = local_backend()
     backend.add_pool("tpus", "v5litepod-2x2", 1)
-    hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    running, queued = hold.run_async(0.5), hold.run_async(0.0)
+    gated = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated)
+    release = tmp_path / "release"
+    running, queued = gated.run_async(str(release)), gated.run_async(str(release))
     with pytest.raises(ValidationError, match="'tpus' has 2 pending or running jobs"):
         backend.remove_pool("tpus")
     assert "tpus" in [p.name for p in backend.pools()]
+    release.write_text("")
     running.result(timeout=TIMEOUT)
     queued.result(timeout=TIMEOUT)
     backend.remove_pool("tpus")
@@ -291,12 +293,15 @@ def test_a_settler_that_read_the_row_before_a_cancel_records_it_cancelled_not_fa
     assert (row.status, row.phase, row.detail) == (JobStatus.CANCELLED, None, "cancelled")
 
 
-def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
+def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs, tmp_path):
     local_backend().add_pool("one", "v5litepod-2x2", 1)
     hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    first, doomed, last = hold.run_async(0.5), hold.run_async(0.0), hold.run_async(0.0)
+    release = tmp_path / "release"
+    first = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated).run_async(str(release))
+    doomed, last = hold.run_async(0.0), hold.run_async(0.0)
     assert doomed.cancel() is JobStatus.CANCELLED
     assert first.status() is JobStatus.RUNNING
+    release.write_text("")
     assert last.result(timeout=TIMEOUT)["start"] >= first.result(timeout=TIMEOUT)["end"]
     row = local_backend().job(doomed.job_id)
     assert row.status is JobStatus.CANCELLED and row.hosts is None and row.started_at is None
@@ -306,10 +311,13 @@ def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
 # -- outliving the client, reconciliation --------------------------------------------------------------
 
 
-def test_job_queued_by_a_client_that_exited_still_starts(user_project):
+def test_job_queued_by_a_client_that_exited_still_starts(user_project, tmp_path):
     backend = local_backend()
     _resize_cpu_pool(1)
-    first, queued = _submit_from_client(user_project, [("hold", (0.3,)), ("add", (4, 5))])["ids"]
+    release = tmp_path / "release"
+    first, queued = _submit_from_client(user_project, [("gated", (str(release),)), ("add", (4, 5))])["ids"]
+    assert _raw_status(queued) is JobStatus.PENDING  # the client has gone with it still queued
+    release.write_text("")
     job_dir = backend.job(queued).job_dir  # from here on this process only reads; it schedules nothing
     wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, "the queued job to run")
     assert _raw_status(first) is JobStatus.SUCCEEDED  # settled by the supervisor, which then started the next
@@ -317,9 +325,11 @@ def test_job_queued_by_a_client_that_exited_still_starts(user_project):
     assert kinetic.attach(queued).result(timeout=TIMEOUT) == 9
 
 
-def test_job_outlives_the_client_that_submitted_it(user_project):
-    submitted = _submit_from_client(user_project, [("hold", (1.0,))])
+def test_job_outlives_the_client_that_submitted_it(user_project, tmp_path):
+    release = tmp_path / "release"
+    submitted = _submit_from_client(user_project, [("gated", (str(release),))])
     (job_id,) = submitted["ids"]
+    release.write_text("")  # only now, after the client has gone, may the job end
     result = kinetic.attach(job_id).result(timeout=TIMEOUT)
     assert result["job"] == job_id
     assert result["end"] > submitted["exited_at"]  # it was still running after the client had gone
@@ -439,10 +449,12 @@ def test_volume_appears_at_its_absolute_path_and_is_removed_after(jobs, dataset,
 def test_jobs_wanting_the_same_volume_path_run_one_after_the_other(jobs, dataset, tmp_path):
     target = tmp_path / "shared" / "data"
     remote = kinetic.run(volumes={str(target): kinetic.Data(str(dataset))})(jobs.read_tree)
-    first = remote.run_async(str(target), 0.8)
+    release = tmp_path / "release"
+    first = remote.run_async(str(target), str(release))
     wait_for(lambda: first.status() is JobStatus.RUNNING, TIMEOUT, "the first job to run")
-    second = remote.run_async(str(target), 0.0)
+    second = remote.run_async(str(target))
     assert second.status() is JobStatus.PENDING  # the pool has room: the path lock holds it back
+    release.write_text("")
     a, b = first.result(timeout=TIMEOUT), second.result(timeout=TIMEOUT)
     assert a["end"] <= b["start"]
     assert a["files"] == b["files"] == {"a.txt": "alpha", "sub/b.txt": "beta"}

@@ -114,11 +114,13 @@ def fail_on_worker(bad):
     return {"worker": worker, "pid": os.getpid()}
 
 
-def read_tree(path, seconds=0.0):
+def read_tree(path, release=None):
+    """Read every file under `path`, then (with `release`) run on as `gated` does."""
     start = time.time()
     root = Path(path)
     files = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
-    time.sleep(seconds)
+    if release is not None:
+        gated(release)
     return {"files": files, "start": start, "end": time.time()}
 '''
 
