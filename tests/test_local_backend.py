@@ -17,7 +17,7 @@ from kinetic_tui.core.backends.local.backend import SubmitError
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.store.db import StoreError
 from tests.lifecycle.backend_projects import (
@@ -152,6 +152,16 @@ def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs, tmp
     assert a["end"] <= b["start"] and b["end"] <= c["start"]
 
 
+def _release_and_check_order(release: Path, first: JobHandle, head: JobHandle, behind: JobHandle) -> None:
+    """Open the gate the three wait on; the head starts only after `first` ended, `behind` only after it."""
+    release.write_text("")
+    for handle in (first, head, behind):
+        handle.result(timeout=TIMEOUT)
+    backend = local_backend()
+    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
+    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+
+
 def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(jobs, tmp_path):
     """Strict FIFO per pool: the head (its batch at max_concurrent) holds back a job the free nodes could run."""
     local_backend().add_pool("slices", "v4-2x2x2", 4)  # room for two 2-host slices
@@ -162,12 +172,7 @@ def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(
     assert first.status() is JobStatus.RUNNING
     assert head.status() is behind.status() is JobStatus.PENDING
     assert local_backend().pool("slices").in_use == 2
-    release.write_text("")
-    for handle in (first, head, behind):
-        handle.result(timeout=TIMEOUT)
-    backend = local_backend()
-    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
-    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+    _release_and_check_order(release, first, head, behind)
 
 
 def test_a_job_that_ended_unobserved_frees_its_node_for_the_next_submission(user_project, jobs):
@@ -474,12 +479,7 @@ def test_a_head_job_waiting_for_a_volume_blocks_the_jobs_behind_it_though_they_f
     behind = kinetic.run()(jobs.gated).run_async(str(release))
     assert head.status() is behind.status() is JobStatus.PENDING
     assert local_backend().pool("cpu").in_use == 1
-    release.write_text("")
-    for handle in (holder, head, behind):
-        handle.result(timeout=TIMEOUT)
-    backend = local_backend()
-    assert backend.job(holder.job_id).finished_at <= backend.job(head.job_id).started_at
-    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+    _release_and_check_order(release, holder, head, behind)
 
 
 def test_existing_volume_path_fails_at_submit(jobs, dataset, tmp_path):
