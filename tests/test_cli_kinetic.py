@@ -127,9 +127,15 @@ def test_result_cleans_up_unless_no_cleanup(kinetic_home: Path, job_dir: Path) -
 
 
 def test_result_timeout_waits_and_a_bad_one_is_refused(kinetic_home: Path, job_dir: Path) -> None:
-    (job_dir / "kslow.py").write_text("import time\ndef slow():\n    time.sleep(1.5)\n    return 7\n")
+    gate = job_dir.parent / f"{job_dir.name}-gate"  # outside the project: the job's code never includes it
+    (job_dir / "kslow.py").write_text(
+        f"import pathlib, time\ndef slow():\n    deadline = time.monotonic() + 60\n"
+        f"    while not pathlib.Path({str(gate)!r}).exists() and time.monotonic() < deadline:\n"
+        f"        time.sleep(0.01)\n    return 7\n"
+    )
     job = out("submit", "kslow:slow", "--detach", "--json")["result"]["job_id"]  # type: ignore[index]
     assert cli("jobs", "result", job, "--no-cleanup").exit_code == 1  # not finished: answered at once
+    gate.write_text("")
     assert out("jobs", "result", job, "--timeout", "60", "--json")["result"]["value"] == 7  # type: ignore[index]
     bad = cli("jobs", "result", job, "--timeout", "soon")
     assert bad.exit_code == 2 and "--timeout" in bad.output and "seconds" in bad.output

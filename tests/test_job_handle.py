@@ -32,10 +32,10 @@ def one_node_pool() -> str:
     return "v5litepod-2x2"
 
 
-def _statuses_until_settled(handle: JobHandle) -> list[JobStatus]:
-    seen: list[JobStatus] = []
+def _statuses_until(handle: JobHandle, last: JobStatus, seen: list[JobStatus]) -> list[JobStatus]:
+    """Append each status `handle` passes through to `seen` until it reaches `last`."""
     deadline = time.monotonic() + TIMEOUT
-    while not (seen and seen[-1].finished) and time.monotonic() < deadline:
+    while not (seen and seen[-1] is last) and time.monotonic() < deadline:
         status = handle.status()
         if not seen or seen[-1] is not status:
             seen.append(status)
@@ -43,10 +43,20 @@ def _statuses_until_settled(handle: JobHandle) -> list[JobStatus]:
     return seen
 
 
-def test_status_goes_pending_running_succeeded(jobs, one_node_pool):
-    hold = kinetic.run(accelerator=one_node_pool)(jobs.hold)
-    blocker, handle = hold.run_async(0.6), hold.run_async(0.6)
-    assert _statuses_until_settled(handle) == [JobStatus.PENDING, JobStatus.RUNNING, JobStatus.SUCCEEDED]
+def test_status_goes_pending_running_succeeded(jobs, one_node_pool, tmp_path):
+    """Each job waits on its own gate, so each status lasts until the test moves it on."""
+    gated = kinetic.run(accelerator=one_node_pool)(jobs.gated)
+    first, second = tmp_path / "first", tmp_path / "second"
+    blocker, handle = gated.run_async(str(first)), gated.run_async(str(second))
+    seen = [handle.status()]
+    first.write_text("")
+    _statuses_until(handle, JobStatus.RUNNING, seen)
+    second.write_text("")
+    assert _statuses_until(handle, JobStatus.SUCCEEDED, seen) == [
+        JobStatus.PENDING,
+        JobStatus.RUNNING,
+        JobStatus.SUCCEEDED,
+    ]
     assert blocker.status() is JobStatus.SUCCEEDED
 
 
@@ -96,11 +106,13 @@ def test_tail_returns_the_last_lines(jobs):
         handle.tail_lines(10**23)
 
 
-def test_result_timeout_leaves_the_job_running_and_a_later_result_succeeds(jobs):
-    handle = kinetic.run()(jobs.hold).run_async(0.6)
+def test_result_timeout_leaves_the_job_running_and_a_later_result_succeeds(jobs, tmp_path):
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     with pytest.raises(TimeoutError, match="keeps running"):
         handle.result(timeout=0.2)
     assert handle.status() is JobStatus.RUNNING
+    release.write_text("")
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
 
 
@@ -140,11 +152,13 @@ def test_result_cleans_up_by_default(jobs):
     assert handle.result() == 3
 
 
-def test_cleanup_refuses_a_running_job_and_removes_nothing(jobs):
-    handle = kinetic.run()(jobs.hold).run_async(0.5)
+def test_cleanup_refuses_a_running_job_and_removes_nothing(jobs, tmp_path):
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     with pytest.raises(ValidationError, match=f"job {handle.job_id} is (PENDING|RUNNING); cancel it or wait"):
         handle.cleanup()
     assert handle.storage().exists(f"{handle.job_id}/{PAYLOAD}")
+    release.write_text("")
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
 
 
@@ -202,13 +216,14 @@ def test_corrupt_handle_json_gives_a_one_line_error(jobs, kinetic_home, content)
 # -- list_jobs -------------------------------------------------------------------------------------------
 
 
-def test_list_jobs_newest_first_with_finished_jobs_and_a_status_filter(jobs):
+def test_list_jobs_newest_first_with_finished_jobs_and_a_status_filter(jobs, tmp_path):
     ok = kinetic.run()(jobs.add).run_async(1, 1)
     assert ok.result(timeout=TIMEOUT, cleanup=False) == 2
     bad = kinetic.run()(jobs.boom).run_async("x")
     with pytest.raises(ValueError):
         bad.result(timeout=TIMEOUT)
-    running = kinetic.run()(jobs.hold).run_async(0.5)
+    release = tmp_path / "release"
+    running = kinetic.run()(jobs.gated).run_async(str(release))
     assert [h.job_id for h in kinetic.list_jobs()] == [running.job_id, bad.job_id, ok.job_id]
     assert [h.job_id for h in kinetic.list_jobs(status="failed")] == [bad.job_id]
     assert [h.job_id for h in kinetic.list_jobs(status=JobStatus.SUCCEEDED)] == [ok.job_id]
@@ -216,13 +231,17 @@ def test_list_jobs_newest_first_with_finished_jobs_and_a_status_filter(jobs):
     assert all(isinstance(h, JobHandle) for h in kinetic.list_jobs())
     with pytest.raises(ValidationError, match="unknown job status 'bogus'; valid: PENDING, RUNNING"):
         kinetic.list_jobs(status="bogus")
+    release.write_text("")
     running.result(timeout=TIMEOUT)
 
 
-def test_cancelled_job_result_raises(jobs, one_node_pool):
-    hold = kinetic.run(accelerator=one_node_pool)(jobs.hold)
-    blocker, queued = hold.run_async(0.3), hold.run_async(0.0)
+def test_cancelled_job_result_raises(jobs, one_node_pool, tmp_path):
+    release = tmp_path / "release"
+    blocker = kinetic.run(accelerator=one_node_pool)(jobs.gated).run_async(str(release))
+    queued = kinetic.run(accelerator=one_node_pool)(jobs.hold).run_async(0.0)
+    assert queued.status() is JobStatus.PENDING
     queued.cancel()
     with pytest.raises(RemoteJobError, match=f"job {queued.job_id} was cancelled"):
         queued.result(timeout=TIMEOUT)
+    release.write_text("")
     assert blocker.result(timeout=TIMEOUT)["job"] == blocker.job_id

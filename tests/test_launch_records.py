@@ -4,6 +4,10 @@ Real processes throughout: a client killed between its claim and its spawn, a cl
 server is stopped with its request, a fork server killed after forking but before replying, a spawn request
 that times out while the server is stopped, a cancel while a launch is in flight, and a client that holds
 half a request while others spawn.
+
+No clock decides: a launch whose starter died is settled by the first settling pass after the death (that pass
+never sleeps), and "the server went on serving" is shown by a server that would hold a half request for an
+hour (tests/helpers/fork_servers.py).
 """
 
 from __future__ import annotations
@@ -14,25 +18,23 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 import kinetic_tui as kinetic
 from kinetic_tui.core.backends.local import forkserver, forkserver_client, launch_files, launcher
-from kinetic_tui.core.backends.local.launching import job_env
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
-from tests.lifecycle.backend_projects import jobs, reap_jobs, start_client, user_project, wait_for
+from tests.helpers.fork_servers import start_server
+from tests.lifecycle.backend_projects import finish_client, jobs, reap_jobs, start_client, user_project, wait_for
 
 TIMEOUT = 30.0
-SETTLE = 10.0  # a launch whose launcher died is settled in this long, far below the old 60 s guess
 pytestmark = pytest.mark.skipif(not forkserver.HAVE_PROC, reason="needs Linux /proc")
 
 
@@ -63,6 +65,40 @@ def _markers(marker_dir: Path) -> list[str]:
     return sorted(p.name for p in marker_dir.iterdir())
 
 
+T = TypeVar("T")
+
+
+def _without_waiting(call: Callable[[], T], monkeypatch: pytest.MonkeyPatch) -> T:
+    """`call()`, failing the test if it sleeps: what it decides, it decides from what it reads, not from a
+    guessed wait (every wait in the backend's settling and cancel paths is a sleeping poll)."""
+
+    def refused(seconds: float) -> None:
+        raise AssertionError(f"waited {seconds} s instead of deciding from the launch records")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(time, "sleep", refused)
+        return call()
+
+
+def _slow_connection() -> socket.socket:
+    """A client that sent the server half a request and sends no more."""
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(str(kinetic_home() / "run" / forkserver.SOCKET_NAME))
+    slow.sendall(b'{"op": "spawn", ')
+    return slow
+
+
+def _still_held(slow: socket.socket) -> bool:
+    """True while the server keeps the connection open (it has neither answered nor dropped it)."""
+    slow.setblocking(False)
+    try:
+        return slow.recv(1) != b""
+    except BlockingIOError:
+        return True
+    finally:
+        slow.setblocking(True)
+
+
 CLAIM_THEN_DIE = """
     import os, sys
     import kinetic_tui as kinetic
@@ -74,7 +110,7 @@ CLAIM_THEN_DIE = """
 """
 
 
-def test_a_job_whose_launcher_died_before_spawning_is_queued_again_and_runs_once(user_project, tmp_path):
+def test_a_job_whose_launcher_died_before_spawning_is_queued_again_and_runs_once(user_project, tmp_path, monkeypatch):
     project, package = user_project
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -83,9 +119,9 @@ def test_a_job_whose_launcher_died_before_spawning_is_queued_again_and_runs_once
     job_id = _only_job()
     row = local_backend().job(job_id)
     assert (row.status, row.hosts) == (JobStatus.RUNNING, None)  # claimed, its claimer gone: nothing started
-    began = time.monotonic()
-    result = kinetic.attach(job_id).result(timeout=TIMEOUT)
-    assert result["job"] == job_id and time.monotonic() - began < SETTLE
+    _without_waiting(lambda: local_backend().reconcile(job_id, start=False), monkeypatch)
+    assert (local_backend().job(job_id).status, local_backend().job(job_id).hosts) == (JobStatus.PENDING, None)
+    assert kinetic.attach(job_id).result(timeout=TIMEOUT)["job"] == job_id
     assert _markers(markers) == [job_id]  # it ran once
     log = launcher.log_path(row.job_dir, 0).read_text()
     assert "ended before starting it; none of it ran, so it is queued again" in log
@@ -102,104 +138,76 @@ LANE_THEN_DIE = """
 """
 
 
-def test_a_lane_whose_launcher_died_before_spawning_gives_its_inputs_back_at_once(user_project):
+def test_a_lane_whose_launcher_died_before_spawning_gives_its_inputs_back_at_once(user_project, monkeypatch):
     project, package = user_project
     client = start_client(project, LANE_THEN_DIE.format(package=package))
     client.communicate(timeout=TIMEOUT)
     rows = wait_for(lambda: local_backend().jobs(), TIMEOUT, "the map's rows")
     group = rows[0].group_id
     assert group is not None and {r.lane for r in rows} != {None}  # a lane holds them, never started
-    began = time.monotonic()
+    _without_waiting(lambda: local_backend().reconcile(start=False), monkeypatch)
+    assert {(r.status, r.lane) for r in local_backend().jobs(group_id=group)} == {(JobStatus.PENDING, None)}
     assert kinetic.attach_batch(group).results(timeout=TIMEOUT) == [3, 7, 11]
-    assert time.monotonic() - began < SETTLE
 
 
-KILLED_WHILE_SPAWNING = """
-    import sys
+SPAWN_VIA_THE_SERVER = """
+    import json
+    from pathlib import Path
     import kinetic_tui as kinetic
+    from kinetic_tui.core.backends.local import forkserver_client
     from {package} import jobs
 
+    receive = forkserver_client.recv_json
+
+    def noted(sock):  # the whole request is in the server's socket: say so, then print the server's answer
+        Path({sent!r}).write_text("")
+        reply = receive(sock)
+        print(json.dumps(reply), flush=True)
+        return reply
+
+    forkserver_client.recv_json = noted
     kinetic.run()(jobs.hold).run_async(0.2, {markers!r})
 """
 
 
-def test_a_job_whose_client_was_killed_while_the_server_held_its_request_settles_from_its_result(
-    jobs, user_project, tmp_path
-):
-    """The reported repro: stop the fork server, kill the submitting client, continue the server."""
-    project, package = user_project
-    markers = tmp_path / "markers"
+def _spawn_via_the_stopped_server(
+    project: Path, package: str, tmp_path: Path
+) -> tuple[subprocess.Popen[str], str, Path]:
+    """Start a client whose spawn request the (stopped) server holds: (the client, the job id, markers)."""
+    markers, sent = tmp_path / "markers", tmp_path / "sent"
     markers.mkdir()
+    client = start_client(project, SPAWN_VIA_THE_SERVER.format(package=package, sent=str(sent), markers=str(markers)))
+    job_id = wait_for(lambda: [r.job_id for r in local_backend().jobs(status=JobStatus.RUNNING)], TIMEOUT, "the claim")[
+        0
+    ]
+    wait_for(sent.exists, TIMEOUT, "the spawn request to reach the server's socket")
+    return client, job_id, markers
+
+
+def test_a_job_whose_client_was_killed_while_the_server_held_its_request_settles_from_its_result(
+    jobs, user_project, tmp_path, monkeypatch
+):
+    """The reported repro: stop the fork server, kill the submitting client, continue the server. The first
+    settling pass after the job's exit is published adopts and settles it."""
     server = _warm_server(jobs)
     with _stopped(server):
-        client = start_client(project, KILLED_WHILE_SPAWNING.format(package=package, markers=str(markers)))
-        job_id = wait_for(
-            lambda: [r.job_id for r in local_backend().jobs(status=JobStatus.RUNNING)], TIMEOUT, "the claim"
-        )[0]
-        time.sleep(0.5)  # its request reaches the stopped server's socket
+        client, job_id, markers = _spawn_via_the_stopped_server(*user_project, tmp_path)
         client.kill()
         client.communicate()
-    began = time.monotonic()
-    assert kinetic.attach(job_id).result(timeout=TIMEOUT)["job"] == job_id
-    assert time.monotonic() - began < SETTLE
+    job_dir = local_backend().job(job_id).job_dir
+    wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, "the job the server forked to exit")
+    assert local_backend().job(job_id).hosts is None  # nobody recorded its processes
+    _without_waiting(lambda: local_backend().reconcile(job_id, start=False), monkeypatch)
     row = local_backend().job(job_id)
     assert (row.status, row.phase) == (JobStatus.SUCCEEDED, None)
+    assert kinetic.attach(job_id).result(timeout=TIMEOUT)["job"] == job_id
     assert _markers(markers) == [job_id]
-
-
-DYING_SERVER = """
-    import importlib.util, json, os, sys
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("forkserver_under_test", sys.argv[1])
-    fs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fs)
-    handle, fork_host, forks = fs._Server._handle, fs.launch_files.fork_host, []
-
-    def killed_before_replying(self, request):
-        reply = handle(self, request)
-        if "hosts" in reply:
-            os._exit(0)  # the server dies after forking the job, before it replies
-        return reply
-
-    def killed_before_the_second_host(*args):
-        if forks:
-            os._exit(0)  # the server dies between forking host 0 and host 1
-        forks.append(1)
-        return fork_host(*args)
-
-    fs._Server._handle = killed_before_replying
-    if sys.argv[5] == "mid-slice":
-        fs.launch_files.fork_host = killed_before_the_second_host
-    fs._serve_main(Path(sys.argv[2]), json.loads(sys.argv[3]), 600.0, int(sys.argv[4]))
-"""
-
-
-def _start_dying_server(when: str = "before-reply") -> int:
-    """A real fork server of this home that dies in its first spawn: before replying, or mid-slice."""
-    run_dir = kinetic_home() / "run"
-    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    env = job_env()
-    identity = {
-        "python": sys.executable,
-        "runner": str(launcher.default_runner_file()),
-        "startup_env": forkserver.startup_env(env),
-    }
-    read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-c", textwrap.dedent(DYING_SERVER), forkserver.__file__, str(run_dir)]
-    proc = subprocess.Popen([*argv, json.dumps(identity), str(write_fd), when], pass_fds=(write_fd,), env=env)
-    os.close(write_fd)
-    proc.wait(timeout=TIMEOUT)
-    with os.fdopen(read_fd) as ready:
-        verdict = ready.readline().split()
-    assert verdict[0] == "ready", verdict
-    return int(verdict[1])
 
 
 def test_a_job_forked_by_a_server_killed_before_replying_is_adopted(jobs, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
-    server = _start_dying_server()
+    server = start_server("before-reply")
     handle = kinetic.run()(jobs.hold).run_async(0.3, str(markers))
     assert not forkserver.pid_alive(server)
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
@@ -210,32 +218,44 @@ def test_a_job_forked_by_a_server_killed_before_replying_is_adopted(jobs, tmp_pa
 
 
 def test_a_slice_whose_server_died_between_its_hosts_fails_at_once_with_its_started_host_stopped(jobs):
+    """The first settling pass after the launch failed settles it (that pass stops host 0, and so waits for
+    host 0 to go, but never for a guessed time)."""
     local_backend().add_pool("slice", "v4-2x2x2", 2)
-    _start_dying_server("mid-slice")
-    began = time.monotonic()
+    server = start_server("mid-slice")
     handle = kinetic.run(accelerator="v4-2x2x2")(jobs.hold).run_async(30.0)
-    row = wait_for(
-        lambda: local_backend().refresh(handle.job_id).status.finished and local_backend().job(handle.job_id),
-        TIMEOUT,
-        "the settle",
-    )
+    assert not forkserver.pid_alive(server)
+    local_backend().reconcile(handle.job_id, start=False)
+    row = local_backend().job(handle.job_id)
     assert (row.status, row.phase) == (JobStatus.FAILED, "launch")
     assert "died before it started host 1; its started hosts were stopped" in (row.detail or "")
-    assert time.monotonic() - began < SETTLE
     (host0,) = launcher.launch_state(row.job_dir, 2).started
     assert not host0.is_alive()
 
 
 def test_a_spawn_request_that_timed_out_is_never_performed(jobs, tmp_path, monkeypatch):
+    """The client keeps its end of the timed-out request open, so the continued server's answer to it shows
+    that the server read it, and refused it as given up."""
     markers = tmp_path / "markers"
     markers.mkdir()
     server = _warm_server(jobs)
     monkeypatch.setattr(forkserver_client, "START_TIMEOUT", 1.0)
+    kept: list[socket.socket] = []
+    receive = forkserver_client.recv_json
+
+    def keeping(sock: socket.socket) -> dict:
+        kept.append(sock.dup())
+        return receive(sock)
+
+    monkeypatch.setattr(forkserver_client, "recv_json", keeping)
     with _stopped(server):
         handle = kinetic.run()(jobs.hold).run_async(0.1, str(markers))
         row = local_backend().job(handle.job_id)
         assert (row.status, row.phase) == (JobStatus.FAILED, "launch")
-    time.sleep(1.0)  # the continued server reads the request and refuses it
+    (request,) = kept
+    with request:
+        request.settimeout(TIMEOUT)
+        reply = receive(request)
+    assert list(reply) == ["taken"] and list(reply["taken"]) == ["abandoned"]
     assert _markers(markers) == []
     assert "did not answer the spawn request: timed out" in (row.detail or "")
     assert not list(row.job_dir.glob("started-*"))
@@ -243,60 +263,56 @@ def test_a_spawn_request_that_timed_out_is_never_performed(jobs, tmp_path, monke
     assert launcher.server_status() is not None  # the server goes on serving
 
 
-def test_cancelling_a_job_whose_spawn_the_stopped_server_holds_never_runs_it(jobs, user_project, tmp_path):
-    project, package = user_project
-    markers = tmp_path / "markers"
-    markers.mkdir()
+def test_cancelling_a_job_whose_spawn_the_stopped_server_holds_never_runs_it(jobs, user_project, tmp_path, monkeypatch):
+    """The cancel gives the launch up without waiting for the stopped server; the continued server then
+    answers the client that the launch was given up (the client prints that answer), and forks nothing."""
     server = _warm_server(jobs)
     with _stopped(server):
-        client = start_client(project, KILLED_WHILE_SPAWNING.format(package=package, markers=str(markers)))
+        client, job_id, markers = _spawn_via_the_stopped_server(*user_project, tmp_path)
         try:
-            job_id = wait_for(
-                lambda: [r.job_id for r in local_backend().jobs(status=JobStatus.RUNNING)], TIMEOUT, "the claim"
-            )[0]
-            began = time.monotonic()
-            row = local_backend().cancel(job_id, grace=0.1)
-            assert row.status is JobStatus.CANCELLED and time.monotonic() - began < 2.0
-        finally:
+            row = _without_waiting(lambda: local_backend().cancel(job_id, grace=0.1), monkeypatch)
+            assert row.status is JobStatus.CANCELLED
+        except BaseException:
             client.kill()
             client.communicate()
-    time.sleep(1.0)
+            raise
+    reply = finish_client(client)
+    assert list(reply) == ["taken"] and list(reply["taken"]) == ["abandoned"]
     assert _markers(markers) == []
     assert launcher.launch_state(row.job_dir, 1).started == []
 
 
-def _spawn_seconds(jobs) -> float:
-    began = time.monotonic()
-    handle = kinetic.run()(jobs.add).run_async(1, 2)
-    wait_for(lambda: local_backend().job(handle.job_id).hosts, TIMEOUT, "the job's processes")
-    seconds = time.monotonic() - began
-    assert handle.result(timeout=TIMEOUT) == 3
-    return seconds
-
-
 def test_a_client_holding_half_a_request_delays_no_other_spawn(jobs):
-    _warm_server(jobs)
-    idle = min(_spawn_seconds(jobs) for _ in range(3))
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
-        slow.connect(str(kinetic_home() / "run" / forkserver.SOCKET_NAME))
-        slow.sendall(b'{"op": "spawn", ')
-        held = [_spawn_seconds(jobs) for _ in range(3)]
-    # before, each spawn behind the slow client waited for it to time out (REQUEST_TIMEOUT, 5 s)
-    assert max(held) < 1.0, (idle, held)
+    """Before, each spawn behind a slow client waited for it to time out: with a server that would wait an
+    hour, the spawns are served while the slow client's connection is still held."""
+    start_server("patient")
+    with _slow_connection() as slow:
+        for _ in range(3):
+            handle = kinetic.run()(jobs.add).run_async(1, 2)
+            assert local_backend().job(handle.job_id).hosts  # its spawn was answered
+            assert handle.result(timeout=TIMEOUT) == 3
+        assert _still_held(slow)
 
 
-def test_a_stopped_client_mid_request_delays_no_reaping(jobs):
-    """The slow client's own connection is dropped after REQUEST_TIMEOUT; meanwhile the server reaps."""
-    handle = kinetic.run()(jobs.hold).run_async(0.3)
+def test_a_stopped_client_mid_request_delays_no_reaping(jobs, tmp_path):
+    """A server that would hold the slow client an hour reaps a job that ends meanwhile."""
+    start_server("patient")
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     row = wait_for(
         lambda: local_backend().job(handle.job_id).hosts and local_backend().job(handle.job_id), TIMEOUT, "hosts"
     )
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
-        slow.connect(str(kinetic_home() / "run" / forkserver.SOCKET_NAME))
-        slow.sendall(b'{"op": ')
-        sent = time.monotonic()
+    with _slow_connection() as slow:
+        release.write_text("")
         wait_for(lambda: launcher.exit_code(row.job_dir, 0) is not None, TIMEOUT, "the exit file")
-        assert time.monotonic() - sent < forkserver.REQUEST_TIMEOUT - 1.0
+        assert _still_held(slow)
+    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
+
+
+def test_a_client_mid_request_is_dropped_after_the_request_timeout(jobs):
+    """The slow client's own connection is closed once it timed out (REQUEST_TIMEOUT, waited for as an event)."""
+    _warm_server(jobs)
+    with _slow_connection() as slow:
         dropped = threading.Event()
 
         def wait_drop() -> None:
@@ -306,9 +322,8 @@ def test_a_stopped_client_mid_request_delays_no_reaping(jobs):
 
         waiter = threading.Thread(target=wait_drop, daemon=True)
         waiter.start()
-        waiter.join(forkserver.REQUEST_TIMEOUT + 5.0)
+        waiter.join(forkserver.REQUEST_TIMEOUT + TIMEOUT)
         assert dropped.is_set()  # its connection is closed once it timed out
-    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
 
 
 def test_a_launch_is_taken_by_exactly_one_party(tmp_path):

@@ -17,7 +17,7 @@ from kinetic_tui.core.backends.local.backend import LocalBackend, SubmitError
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.store.db import StoreError
 from kinetic_tui.core.supervisor import process as supervisor
@@ -120,14 +120,16 @@ def test_remove_unknown_pool_names_the_pools():
         local_backend().remove_pool("nope")
 
 
-def test_remove_is_refused_while_the_pool_has_active_jobs(jobs):
+def test_remove_is_refused_while_the_pool_has_active_jobs(jobs, tmp_path):
     backend = local_backend()
     backend.add_pool("tpus", "v5litepod-2x2", 1)
-    hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    running, queued = hold.run_async(0.5), hold.run_async(0.0)
+    gated = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated)
+    release = tmp_path / "release"
+    running, queued = gated.run_async(str(release)), gated.run_async(str(release))
     with pytest.raises(ValidationError, match="'tpus' has 2 pending or running jobs"):
         backend.remove_pool("tpus")
     assert "tpus" in [p.name for p in backend.pools()]
+    release.write_text("")
     running.result(timeout=TIMEOUT)
     queued.result(timeout=TIMEOUT)
     backend.remove_pool("tpus")
@@ -151,6 +153,16 @@ def test_one_node_pool_runs_jobs_one_after_another_in_submission_order(jobs, tmp
     assert a["end"] <= b["start"] and b["end"] <= c["start"]
 
 
+def _release_and_check_order(release: Path, first: JobHandle, head: JobHandle, behind: JobHandle) -> None:
+    """Open the gate the three wait on; the head starts only after `first` ended, `behind` only after it."""
+    release.write_text("")
+    for handle in (first, head, behind):
+        handle.result(timeout=TIMEOUT)
+    backend = local_backend()
+    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
+    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+
+
 def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(jobs, tmp_path):
     """Strict FIFO per pool: the head (its batch at max_concurrent) holds back a job the free nodes could run."""
     local_backend().add_pool("slices", "v4-2x2x2", 4)  # room for two 2-host slices
@@ -161,12 +173,7 @@ def test_a_head_job_that_cannot_start_blocks_the_jobs_behind_it_though_they_fit(
     assert first.status() is JobStatus.RUNNING
     assert head.status() is behind.status() is JobStatus.PENDING
     assert local_backend().pool("slices").in_use == 2
-    release.write_text("")
-    for handle in (first, head, behind):
-        handle.result(timeout=TIMEOUT)
-    backend = local_backend()
-    assert backend.job(first.job_id).finished_at <= backend.job(head.job_id).started_at
-    assert backend.job(head.job_id).started_at <= backend.job(behind.job_id).started_at
+    _release_and_check_order(release, first, head, behind)
 
 
 def test_a_job_that_ended_unobserved_frees_its_node_for_the_next_submission(user_project, jobs):
@@ -272,7 +279,9 @@ def test_cancel_running_job_sends_sigterm(jobs, tmp_path):
         handle.result(timeout=TIMEOUT)
 
 
-def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace_and_the_next_job_starts(jobs, tmp_path):
+def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace_and_the_next_job_starts(jobs, tmp_path, monkeypatch):
+    """`cancel` hands its grace to `terminate`, whose waiting out the grace before the SIGKILL is shown
+    without a clock in tests/test_launcher.py; here the deaf job ends by that SIGKILL."""
     backend = local_backend()
     backend.add_pool("one", "v5litepod-2x2", 1)
     marker = tmp_path / "stubborn"
@@ -280,9 +289,16 @@ def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace_and_the_next_job_st
     nxt = kinetic.run(accelerator="v5litepod-2x2")(jobs.add).run_async(2, 3)
     _armed(marker)
     assert nxt.status() is JobStatus.PENDING
-    started = time.monotonic()
+    graces: list[float] = []
+    terminate = launcher.terminate
+
+    def recorded(hosts, grace=5.0):
+        graces.append(grace)
+        terminate(hosts, grace=grace)
+
+    monkeypatch.setattr(launcher, "terminate", recorded)
     row = backend.cancel(stubborn.job_id, grace=0.5)
-    assert time.monotonic() - started >= 0.5
+    assert graces == [0.5]
     assert row.status is JobStatus.CANCELLED and not marker.exists()
     assert not any(h.is_alive() for h in row.hosts)
     assert wait_for(lambda: launcher.exit_code(row.job_dir, 0), TIMEOUT, "the exit file") == -signal.SIGKILL
@@ -308,12 +324,15 @@ def test_a_settler_that_read_the_row_before_a_cancel_records_it_cancelled_not_fa
     assert (row.status, row.phase, row.detail) == (JobStatus.CANCELLED, None, "cancelled")
 
 
-def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
+def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs, tmp_path):
     local_backend().add_pool("one", "v5litepod-2x2", 1)
     hold = kinetic.run(accelerator="v5litepod-2x2")(jobs.hold)
-    first, doomed, last = hold.run_async(0.5), hold.run_async(0.0), hold.run_async(0.0)
+    release = tmp_path / "release"
+    first = kinetic.run(accelerator="v5litepod-2x2")(jobs.gated).run_async(str(release))
+    doomed, last = hold.run_async(0.0), hold.run_async(0.0)
     assert doomed.cancel() is JobStatus.CANCELLED
     assert first.status() is JobStatus.RUNNING
+    release.write_text("")
     assert last.result(timeout=TIMEOUT)["start"] >= first.result(timeout=TIMEOUT)["end"]
     row = local_backend().job(doomed.job_id)
     assert row.status is JobStatus.CANCELLED and row.hosts is None and row.started_at is None
@@ -323,10 +342,13 @@ def test_cancel_pending_job_never_runs_it_and_the_queue_moves_on(jobs):
 # -- outliving the client, reconciliation --------------------------------------------------------------
 
 
-def test_job_queued_by_a_client_that_exited_still_starts(user_project):
+def test_job_queued_by_a_client_that_exited_still_starts(user_project, tmp_path):
     backend = local_backend()
     _resize_cpu_pool(1)
-    first, queued = _submit_from_client(user_project, [("hold", (0.3,)), ("add", (4, 5))])["ids"]
+    release = tmp_path / "release"
+    first, queued = _submit_from_client(user_project, [("gated", (str(release),)), ("add", (4, 5))])["ids"]
+    assert _raw_status(queued) is JobStatus.PENDING  # the client has gone with it still queued
+    release.write_text("")
     job_dir = backend.job(queued).job_dir  # from here on this process only reads; it schedules nothing
     wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, "the queued job to run")
     assert _raw_status(first) is JobStatus.SUCCEEDED  # settled by the supervisor, which then started the next
@@ -334,9 +356,11 @@ def test_job_queued_by_a_client_that_exited_still_starts(user_project):
     assert kinetic.attach(queued).result(timeout=TIMEOUT) == 9
 
 
-def test_job_outlives_the_client_that_submitted_it(user_project):
-    submitted = _submit_from_client(user_project, [("hold", (1.0,))])
+def test_job_outlives_the_client_that_submitted_it(user_project, tmp_path):
+    release = tmp_path / "release"
+    submitted = _submit_from_client(user_project, [("gated", (str(release),))])
     (job_id,) = submitted["ids"]
+    release.write_text("")  # only now, after the client has gone, may the job end
     result = kinetic.attach(job_id).result(timeout=TIMEOUT)
     assert result["job"] == job_id
     assert result["end"] > submitted["exited_at"]  # it was still running after the client had gone
@@ -456,14 +480,32 @@ def test_volume_appears_at_its_absolute_path_and_is_removed_after(jobs, dataset,
 def test_jobs_wanting_the_same_volume_path_run_one_after_the_other(jobs, dataset, tmp_path):
     target = tmp_path / "shared" / "data"
     remote = kinetic.run(volumes={str(target): kinetic.Data(str(dataset))})(jobs.read_tree)
-    first = remote.run_async(str(target), 0.8)
+    release = tmp_path / "release"
+    first = remote.run_async(str(target), str(release))
     wait_for(lambda: first.status() is JobStatus.RUNNING, TIMEOUT, "the first job to run")
-    second = remote.run_async(str(target), 0.0)
+    second = remote.run_async(str(target))
     assert second.status() is JobStatus.PENDING  # the pool has room: the path lock holds it back
+    release.write_text("")
     a, b = first.result(timeout=TIMEOUT), second.result(timeout=TIMEOUT)
     assert a["end"] <= b["start"]
     assert a["files"] == b["files"] == {"a.txt": "alpha", "sub/b.txt": "beta"}
     assert not target.parent.exists()
+
+
+def test_a_head_job_waiting_for_a_volume_blocks_the_jobs_behind_it_though_they_fit(jobs, dataset, tmp_path):
+    """Strict FIFO holds for a held volume too: the head waits for the path's lock, and the plain job behind
+    it waits with it although the pool has a node for each."""
+    _resize_cpu_pool(3)
+    target = str(tmp_path / "shared" / "data")
+    release = tmp_path / "release"
+    on_volume = kinetic.run(volumes={target: kinetic.Data(str(dataset))})(jobs.gated)
+    holder = on_volume.run_async(str(release))
+    assert holder.status() is JobStatus.RUNNING
+    head = on_volume.run_async(str(release))
+    behind = kinetic.run()(jobs.gated).run_async(str(release))
+    assert head.status() is behind.status() is JobStatus.PENDING
+    assert local_backend().pool("cpu").in_use == 1
+    _release_and_check_order(release, holder, head, behind)
 
 
 def test_existing_volume_path_fails_at_submit(jobs, dataset, tmp_path):

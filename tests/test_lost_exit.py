@@ -5,6 +5,10 @@ processes: the server stopped (SIGSTOP) or busy with a slow client while a job e
 unreaped), the server killed while jobs run (its jobs are orphaned and nobody writes their exit files),
 and a reaper that has reaped a host but not yet written its file. A job that succeeded must be
 recorded SUCCEEDED and its result returned; a runner that really died without a result stays lost.
+
+No clock decides: a job ends when the test opens its gate (so it is still running when the server is stopped
+or killed), the slow client is held by a server that would wait an hour for it, and the waits of `host_exit`
+run on a clock that advances only when it sleeps.
 """
 
 from __future__ import annotations
@@ -17,9 +21,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +34,10 @@ from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
 from kinetic_tui.core.paths import kinetic_home
+from tests.helpers.fork_servers import start_server
 from tests.lifecycle.backend_projects import jobs, reap_jobs, user_project, wait_for
 
 TIMEOUT = 30.0
-STOP_SECONDS = 10.0  # the server is continued as soon as a test has seen what it needs, at the latest after this
 pytestmark = pytest.mark.skipif(not forkserver.HAVE_PROC, reason="needs Linux /proc")
 
 
@@ -73,23 +75,22 @@ def _two_cpu_nodes() -> None:
 
 
 @contextlib.contextmanager
-def _stopped_server(seconds: float) -> Iterator[int]:
-    """SIGSTOP the home's fork server; SIGCONT it after `seconds` (and at the latest on leaving)."""
+def _stopped_server() -> Iterator[int]:
+    """SIGSTOP the home's fork server; SIGCONT it on leaving."""
     pid = _server_pid()
     os.kill(pid, signal.SIGSTOP)
-    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
-    timer.start()
     try:
         yield pid
     finally:
-        timer.cancel()
         os.kill(pid, signal.SIGCONT)
 
 
-def test_a_job_that_ends_while_the_fork_server_is_stopped_succeeds(jobs):
-    handle = kinetic.run()(jobs.hold).run_async(0.3)
+def test_a_job_that_ends_while_the_fork_server_is_stopped_succeeds(jobs, tmp_path):
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     row = _started(handle.job_id)
-    with _stopped_server(STOP_SECONDS):
+    with _stopped_server():
+        release.write_text("")
         _ended(row)
         assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id  # settled while the server is stopped
         settled = local_backend().job(handle.job_id)
@@ -99,38 +100,45 @@ def test_a_job_that_ends_while_the_fork_server_is_stopped_succeeds(jobs):
     assert local_backend().refresh(handle.job_id).status is JobStatus.SUCCEEDED
 
 
-def test_a_failure_that_ends_while_the_fork_server_is_stopped_keeps_its_phase(jobs):
-    handle = kinetic.run()(jobs.boom).run_async("late")
-    row = wait_for(
-        lambda: local_backend().job(handle.job_id).hosts and local_backend().job(handle.job_id), TIMEOUT, "hosts"
-    )
-    with _stopped_server(STOP_SECONDS):
+def test_a_failure_that_ends_while_the_fork_server_is_stopped_keeps_its_phase(jobs, tmp_path):
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated_boom).run_async(str(release), "late")
+    row = _started(handle.job_id)
+    with _stopped_server():
+        release.write_text("")
         _ended(row)
         settled = local_backend().refresh(handle.job_id)
     assert (settled.status, settled.phase, settled.detail) == (JobStatus.FAILED, "execute", "ValueError: late")
 
 
-def test_a_job_that_ends_while_a_slow_client_holds_the_fork_server_succeeds(jobs):
+def test_a_job_that_ends_while_a_slow_client_holds_the_fork_server_succeeds(jobs, tmp_path):
     """A client that sends half a request once held the server (and its reaping) for up to REQUEST_TIMEOUT;
-    the unprovoked loss among many concurrent clients was this. The server now reaps meanwhile."""
-    handle = kinetic.run()(jobs.hold).run_async(0.3)
+    the unprovoked loss among many concurrent clients was this. The server now reaps meanwhile: one that
+    would hold the slow client an hour publishes the exit while the client's connection is still open."""
+    start_server("patient")
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     row = _started(handle.job_id)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
         slow.connect(str(kinetic_home() / "run" / forkserver.SOCKET_NAME))
         slow.sendall(b'{"op": ')
-        sent = time.monotonic()
+        release.write_text("")
         _ended(row)
         assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
         wait_for(lambda: launcher.exit_code(row.job_dir, 0) == 0, TIMEOUT, "the exit file")
-        assert time.monotonic() - sent < forkserver.REQUEST_TIMEOUT - 1.0  # published while the client waits
+        slow.setblocking(False)
+        with pytest.raises(BlockingIOError):  # neither answered nor dropped: the server still holds it
+            slow.recv(1)
     assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
 
 
-def test_jobs_orphaned_by_a_killed_fork_server_succeed(jobs):
+def test_jobs_orphaned_by_a_killed_fork_server_succeed(jobs, tmp_path):
     _two_cpu_nodes()
-    handles = [kinetic.run()(jobs.hold).run_async(0.5) for _ in range(2)]
+    release = tmp_path / "release"
+    handles = [kinetic.run()(jobs.gated).run_async(str(release)) for _ in range(2)]
     rows = [_started(h.job_id) for h in handles]
     _kill_server()
+    release.write_text("")
     for handle, row in zip(handles, rows):
         assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
         assert launcher.exit_code(row.job_dir, 0) is None  # its reaper died: no exit file, ever
@@ -138,15 +146,18 @@ def test_jobs_orphaned_by_a_killed_fork_server_succeed(jobs):
         assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
 
 
-def test_a_job_whose_cold_path_reaper_is_killed_succeeds(jobs, monkeypatch):
+def test_a_job_whose_cold_path_reaper_is_killed_succeeds(jobs, monkeypatch, tmp_path):
     monkeypatch.setenv("KINETIC_NO_FORKSERVER", "1")
-    handle = kinetic.run()(jobs.hold).run_async(0.5)
+    release = tmp_path / "release"
+    handle = kinetic.run()(jobs.gated).run_async(str(release))
     row = _started(handle.job_id)
     (host,) = row.hosts or ()
     stat = Path(f"/proc/{host.pid}/stat").read_bytes()
     reaper = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the parent: the cold path's own reaper
     assert launcher.server_status() is None and reaper != 1
     os.kill(reaper, signal.SIGKILL)
+    wait_for(lambda: not forkserver.pid_alive(reaper), TIMEOUT, "the reaper to die")
+    release.write_text("")
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
     assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
 
@@ -169,33 +180,39 @@ def _slice() -> None:
     local_backend().add_pool("slice", "v4-2x2x2", 2)
 
 
-def test_a_slice_orphaned_by_a_killed_fork_server_succeeds(jobs):
+def test_a_slice_orphaned_by_a_killed_fork_server_succeeds(jobs, tmp_path):
     _slice()
-    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.hold).run_async(0.5)
+    release = tmp_path / "release"
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.gated).run_async(str(release))
     row = _started(handle.job_id, hosts=2)
     _kill_server()
+    release.write_text("")
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
     assert [launcher.exit_code(row.job_dir, host) for host in (0, 1)] == [None, None]
     assert local_backend().job(handle.job_id).status is JobStatus.SUCCEEDED
 
 
-def test_a_slice_whose_worker_dies_with_the_fork_server_names_that_worker(jobs):
+def test_a_slice_whose_worker_dies_with_the_fork_server_names_that_worker(jobs, tmp_path):
     _slice()
-    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.hold).run_async(0.5)
+    release = tmp_path / "release"
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.gated).run_async(str(release))
     row = _started(handle.job_id, hosts=2)
     _kill_server()
     os.killpg(row.hosts[1].pgid, signal.SIGKILL)
+    release.write_text("")
     _ended(row)
     settled = local_backend().refresh(handle.job_id)
     assert (settled.status, settled.phase) == (JobStatus.FAILED, "lost")
     assert settled.detail in ("host 1 exited with -9", "host 1 vanished without an exit status or result")
 
 
-def test_a_slice_that_ends_while_the_fork_server_is_stopped_succeeds(jobs):
+def test_a_slice_that_ends_while_the_fork_server_is_stopped_succeeds(jobs, tmp_path):
     _slice()
-    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.hold).run_async(0.3)
+    release = tmp_path / "release"
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.gated).run_async(str(release))
     row = _started(handle.job_id, hosts=2)
-    with _stopped_server(STOP_SECONDS):
+    with _stopped_server():
+        release.write_text("")
         _ended(row)
         assert local_backend().refresh(handle.job_id).status is JobStatus.SUCCEEDED
 
@@ -236,35 +253,64 @@ def _slow_reaper(job_dir: Path, delay: float, linger: float = 0.0) -> Iterator[t
         proc.wait()
 
 
-def test_a_host_reaped_but_not_yet_published_gets_the_status_its_reaper_writes(tmp_path):
-    with _slow_reaper(tmp_path, delay=0.4) as (host, _):
-        began = time.monotonic()
+class _Clock:
+    """Stands in for the launcher's `time`: it moves only when slept on, and at `publish_at` (if given) it
+    writes the exit file as the reaper would, so `host_exit`'s waits are measured exactly, with no clock."""
+
+    def __init__(self, publish: Callable[[], None] | None = None, publish_at: float = 0.0) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+        self.publish, self.publish_at = publish, publish_at
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+        if self.publish is not None and self.now >= self.publish_at:
+            self.publish()
+            self.publish = None
+
+
+def _on_the_clock(monkeypatch: pytest.MonkeyPatch, clock: _Clock) -> _Clock:
+    monkeypatch.setattr(launcher, "time", clock)
+    return clock
+
+
+def test_a_host_reaped_but_not_yet_published_gets_the_status_its_reaper_writes(tmp_path, monkeypatch):
+    """It waits for the running reaper, not for a fixed guess: the code written just inside the grace is it."""
+    with _slow_reaper(tmp_path, delay=30.0) as (host, _):
+        at = launcher.REAP_GRACE * 0.9
+        clock = _on_the_clock(monkeypatch, _Clock(lambda: forkserver.write_exit(str(tmp_path), 0, 7), at))
         assert launcher.host_exit(tmp_path, host) == (True, 7)
-        assert time.monotonic() - began >= 0.3  # it waited for the reaper, not for a fixed guess
+        assert clock.publish is None and clock.now >= at
 
 
-def test_a_stopped_reaper_is_not_waited_for(tmp_path):
-    with _slow_reaper(tmp_path, delay=0.4) as (host, reaper):
+def test_a_stopped_reaper_is_not_waited_for(tmp_path, monkeypatch):
+    with _slow_reaper(tmp_path, delay=30.0) as (host, reaper):
         os.kill(reaper, signal.SIGSTOP)
         try:
-            began = time.monotonic()
+            wait_for(lambda: forkserver.read_proc_stat(reaper).state in ("T", "t"), TIMEOUT, "the reaper to stop")
+            clock = _on_the_clock(monkeypatch, _Clock())
             assert launcher.host_exit(tmp_path, host) == (True, None)
-            assert time.monotonic() - began < 0.3
+            assert clock.sleeps == 0
         finally:
             os.kill(reaper, signal.SIGCONT)
 
 
-def test_a_dead_reaper_is_not_waited_for(tmp_path):
+def test_a_dead_reaper_is_not_waited_for(tmp_path, monkeypatch):
     with _slow_reaper(tmp_path, delay=30.0) as (host, reaper):
         os.kill(reaper, signal.SIGKILL)
         wait_for(lambda: not forkserver.pid_alive(reaper), TIMEOUT, "the reaper to die")
-        began = time.monotonic()
+        clock = _on_the_clock(monkeypatch, _Clock())
         assert launcher.host_exit(tmp_path, host) == (True, None)
-        assert time.monotonic() - began < 0.3
+        assert clock.sleeps == 0
 
 
-def test_a_reaper_that_never_publishes_is_waited_for_at_most_the_grace(tmp_path):
+def test_a_reaper_that_never_publishes_is_waited_for_at_most_the_grace(tmp_path, monkeypatch):
+    """The last poll is at most 0.05 s apart from the one before, so it gives up within that of the grace."""
     with _slow_reaper(tmp_path, delay=30.0) as (host, _):
-        began = time.monotonic()
+        clock = _on_the_clock(monkeypatch, _Clock())
         assert launcher.host_exit(tmp_path, host) == (True, None)
-        assert launcher.REAP_GRACE <= time.monotonic() - began < launcher.REAP_GRACE + 1.0
+        assert launcher.REAP_GRACE <= clock.now < launcher.REAP_GRACE + 0.05

@@ -82,6 +82,12 @@ def gated(release):
     return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
 
 
+def gated_boom(release, message):
+    """`gated`, then fail."""
+    gated(release)
+    raise ValueError(message)
+
+
 def on_sigterm(seconds, marker, ignore):
     """Either ignore SIGTERM or note it in `marker` and exit; writes `marker`.ready once armed."""
     def noted(signum, frame):
@@ -108,11 +114,13 @@ def fail_on_worker(bad):
     return {"worker": worker, "pid": os.getpid()}
 
 
-def read_tree(path, seconds=0.0):
+def read_tree(path, release=None):
+    """Read every file under `path`, then (with `release`) run on as `gated` does."""
     start = time.time()
     root = Path(path)
     files = {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
-    time.sleep(seconds)
+    if release is not None:
+        gated(release)
     return {"files": files, "start": start, "end": time.time()}
 '''
 

@@ -29,16 +29,21 @@ def mark(name):
         out.write(f"{time.time()}\\n")
 
 
-def sleeper(name, seconds):
+def meeting(name, other):
+    # marks its start, then ends only once `other` has started: it fails if the two never ran at once
     def step(inputs):
         mark(name)
-        time.sleep(seconds)
-        return {"done": name, "took": seconds}
+        deadline = time.monotonic() + 60
+        while not (MARKS / f"{other}.log").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{other} did not start while {name} ran")
+            time.sleep(0.02)
+        return {"done": name}
     return step
 
 
 def parallel():
-    return Pipeline("parallel", [Step("a", sleeper("a", 1.0)), Step("b", sleeper("b", 1.0)),
+    return Pipeline("parallel", [Step("a", meeting("a", "b")), Step("b", meeting("b", "a")),
                                  Step("join", lambda i: {"both": [i["a"], i["b"]]}, {"a": "a.done", "b": "b.done"})])
 
 

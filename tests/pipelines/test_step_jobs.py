@@ -36,9 +36,8 @@ def test_independent_steps_run_at_once_and_the_record_does_not_depend_on_timing(
         "pool add two --accelerator cpu --nodes 2\npipeline register pipe_user:parallel\npipeline run parallel\n"
     )
     assert code == 0, records
-    (a,), (b,) = marks("a"), marks("b")
-    assert abs(a - b) < 0.9  # both started before either finished
-    run = records[-1]["result"]
+    assert len(marks("a")) == len(marks("b")) == 1
+    run = records[-1]["result"]  # each step ends only once the other has started: both ran at once
     assert run["executed"] == ["a", "b", "join"]
     assert run["steps"][2]["outputs"] == {"both": ["a", "b"]}
 

@@ -154,7 +154,7 @@ def test_unknown_groups_versions_and_stages_name_what_exists():
         registry.transition("group00", 1, "Staging", archive_existing="no")
     with pytest.raises(ValueError, match=r"version: expected an integer"):
         registry.get("group00", "1")
-    for bad in ({"group": ""}, {"artifact_hash": ""}, {"metrics": [1]}, {"source": 3}):
+    for bad in ({"group": ""}, {"artifact_hash": ""}, {"metrics": [1]}, {"metrics": {1: 0.5}}, {"source": 3}):
         arguments = {"group": "group00", "artifact_hash": "h", **bad}
         with pytest.raises(ValueError, match=next(iter(bad))):
             registry.register(**arguments)

@@ -54,8 +54,9 @@ def test_grid_is_the_cartesian_product_over_sorted_keys(space):
     grid = HyperparameterTuner(space)._grid
     assert list(grid) == expected
     assert [grid[i - len(expected)] for i in range(len(expected))] == expected
-    with pytest.raises(IndexError):
-        grid[len(expected)]
+    for outside in (len(expected), -len(expected) - 1):
+        with pytest.raises(IndexError):
+            grid[outside]
 
 
 @pytest.mark.parametrize("max_trials", [1, 4, 10])
