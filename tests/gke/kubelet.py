@@ -110,8 +110,10 @@ class KineticEmulator(KubernetesEmulator):
         return self.pager.pages
 
     async def _serve_list(self, request: Any) -> Any:
-        """Filtered by the selectors and paged as the API server pages (listing.py)."""
-        listing = await super()._serve_list(request)
+        """Filtered by the selectors and paged as the API server pages (listing.py). A later page reads the
+        list's snapshot only: kmock's own list of every object is built for the first page."""
+        continued = bool(request.params.get("continue"))
+        listing = {"metadata": {}, "items": []} if continued else await super()._serve_list(request)
         try:
             listing["items"], metadata = self.pager.page(
                 request.params, lambda: [item for item in listing["items"] if _matches(item, request.params)]

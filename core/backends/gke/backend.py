@@ -237,14 +237,9 @@ class GkeBackend:
         batch's Jobs and one list of the live inputs' pods (POD_IDS_PER_LIST ids per request) instead of
         reads per input: a poll's API calls grow with the pages of the batch, not with its inputs. A
         suspended input is only named (no handle is read for it)."""
-        listed = {
-            item["metadata"]["name"]: item
-            for item in self._items(
-                self.clients.batch.list_namespaced_job,
-                self.namespace,
-                label_selector=f"{manifests.GROUP_LABEL}={group_id}",
-            )
-        }
+        selector = f"{manifests.GROUP_LABEL}={group_id}"
+        items = self._items(self.clients.batch.list_namespaced_job, self.namespace, label_selector=selector)
+        listed = {item["metadata"]["name"]: item for item in items}
         states: dict[str, JobState] = {}
         live = []
         for job_id in job_ids:
@@ -441,12 +436,8 @@ class GkeBackend:
         (`kinetic/job-id in (...)`), POD_IDS_PER_LIST ids per request to keep its URL short."""
         found: dict[str, list[dict[str, Any]]] = {}
         for start in range(0, len(job_ids), POD_IDS_PER_LIST):
-            chosen = ",".join(job_ids[start : start + POD_IDS_PER_LIST])
-            for pod in self._items(
-                self.clients.core.list_namespaced_pod,
-                self.namespace,
-                label_selector=f"{manifests.JOB_ID_LABEL} in ({chosen})",
-            ):
+            selector = f"{manifests.JOB_ID_LABEL} in ({','.join(job_ids[start : start + POD_IDS_PER_LIST])})"
+            for pod in self._items(self.clients.core.list_namespaced_pod, self.namespace, label_selector=selector):
                 found.setdefault(pod["metadata"].get("labels", {}).get(manifests.JOB_ID_LABEL), []).append(pod)
         return {job_id: _host_order(pods) for job_id, pods in found.items()}
 
@@ -482,8 +473,10 @@ class GkeBackend:
             try:
                 page = cls._raw(call, *args, limit=LIST_PAGE, **({"_continue": token} if token else {}), **kwargs)
             except api_error() as exc:
-                if exc.status != 410 or token is None or restarts >= LIST_RESTARTS:
+                if exc.status != 410 or token is None:
                     raise
+                if restarts >= LIST_RESTARTS:
+                    raise GkeError(f"a list kept expiring, started {restarts + 1} times: {api_reason(exc)}") from None
                 items, token, restarts = [], None, restarts + 1
                 continue
             items += page["items"]
