@@ -13,9 +13,7 @@ Goal: <= 25 API calls per poll for N = 2,000.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,19 +21,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for the test doubles
 
 from _workspace import fresh_workspace, median_ms, timed
+from bench_gke_submit import start_fake_gcs
 
 SIZES = (500, 2000, 8000)
 LIMIT = 20
 ROUNDS = 5
 PROJECT, CLUSTER = "kn-bench", "bench"
-
-
-def start_fake_gcs() -> subprocess.Popen[bytes]:
-    from tests.gcs_emulator import start_server
-
-    process, endpoint = start_server(Path(tempfile.mkdtemp(prefix="kinetic-bench-gcs-")))
-    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
-    return process
 
 
 def measure(api: Any, poll: Callable[[], Any]) -> tuple[int, float]:
@@ -45,16 +36,40 @@ def measure(api: Any, poll: Callable[[], Any]) -> tuple[int, float]:
     return len(api.requests()) - before, seconds
 
 
-def main() -> None:
-    fresh_workspace("kinetic-bench-gke-poll-")
+def one_size(api: Any, clients: Any, bucket: str, size: int) -> tuple[list[tuple[int, float]], ...]:
+    """Both polls of a batch of `size` inputs, interleaved: (candidate rounds, baseline rounds)."""
     from kinetic_tui.core.backends.gke.backend import GkeBackend
     from kinetic_tui.core.backends.gke.batches import GkeBatchDriver
+    from kinetic_tui.core.storage import GcsStorage
+    from tests.gke.seeding import seed_batch
+
+    namespace = f"poll-{size}"
+    seeded = seed_batch(api, GcsStorage(bucket), namespace, count=size, limit=LIMIT, finished=0)
+    backend = GkeBackend(clients, GcsStorage(bucket), namespace)
+    driver = GkeBatchDriver({"group_id": seeded.group_id, "max_concurrent": LIMIT}, backend)
+
+    def candidate() -> None:
+        driver.states(seeded.job_ids, True)
+
+    def per_input() -> None:
+        backend.batch_states(seeded.group_id, [])  # the one labelled list of the batch's Jobs
+        for job_id in seeded.running:
+            backend.refresh(job_id)
+
+    candidate(), per_input()  # warm: clients, connections, cached handles
+    ours, theirs = [], []
+    for _ in range(ROUNDS):
+        ours.append(measure(api, candidate))
+        theirs.append(measure(api, per_input))
+    return ours, theirs
+
+
+def main() -> None:
+    fresh_workspace("kinetic-bench-gke-poll-")
     from kinetic_tui.core.backends.gke.k8s_client import clients_for
     from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra
-    from kinetic_tui.core.storage import GcsStorage
     from tests.gcs_emulator import create_bucket
     from tests.gke.kubelet import kube_api
-    from tests.gke.seeding import seed_batch
 
     gcs = start_fake_gcs()
     rows = []
@@ -63,26 +78,7 @@ def main() -> None:
             os.environ.update(KINETIC_K8S_HOST=api.url, KINETIC_PROJECT=PROJECT, KINETIC_CLUSTER=CLUSTER)
             bucket = create_bucket(os.environ["STORAGE_EMULATOR_HOST"], jobs_bucket_name(PROJECT, CLUSTER))
             clients = clients_for(resolve_infra(backend="gke"))
-            for size in SIZES:
-                namespace = f"poll-{size}"
-                seeded = seed_batch(api, GcsStorage(bucket), namespace, count=size, limit=LIMIT, finished=0)
-                backend = GkeBackend(clients, GcsStorage(bucket), namespace)
-                driver = GkeBatchDriver({"group_id": seeded.group_id, "max_concurrent": LIMIT}, backend)
-
-                def candidate() -> None:
-                    driver.states(seeded.job_ids, True)
-
-                def per_input() -> None:
-                    backend.batch_states(seeded.group_id, [])  # the one labelled list of the batch's Jobs
-                    for job_id in seeded.running:
-                        backend.refresh(job_id)
-
-                candidate(), per_input()  # warm: clients, connections, cached handles
-                ours, theirs = [], []
-                for _ in range(ROUNDS):
-                    ours.append(measure(api, candidate))
-                    theirs.append(measure(api, per_input))
-                rows.append((size, ours, theirs))
+            rows = [(size, *one_size(api, clients, bucket, size)) for size in SIZES]
     finally:
         gcs.terminate()
         gcs.wait()
