@@ -4,7 +4,9 @@
 synchronous kubernetes client talks to it over real HTTP. kmock stores, patches, lists and deletes
 objects but does not do four things a real API server does; `KineticEmulator` adds them, and the tests
 rely on them only in these honest forms:
-- `labelSelector` (equality terms `k=v,...`) and `fieldSelector=involvedObject.name=...` on lists;
+- `labelSelector` (equality terms `k=v` and set terms `k in (a,b)`) and `fieldSelector=involvedObject.name=...`
+  on lists, paged with `limit`/`continue` as the API server pages (listing.py: opaque tokens, 410 Gone once a
+  token's snapshot expires);
 - PUT on a named object (a replace): the body becomes the object's new version whole, 404 when absent;
 - the `pods/{name}/log` subresource (kmock would answer with the pod object): served from a log store
   the kubelet double fills, and with `follow=true` streamed until the kubelet marks the container done
@@ -28,6 +30,7 @@ import io
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -40,7 +43,7 @@ from typing import Any
 
 import aiohttp.web
 import pytest
-from kmock import KubernetesEmulator, ResourceInfo, Server
+from kmock import KubernetesEmulator, KubernetesError, ResourceInfo, Server
 
 from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.backends.gke.backend import GkeBackend
@@ -50,6 +53,7 @@ from kinetic_tui.core.backends.gke.submission import backend_class
 from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra
 from kinetic_tui.core.storage import GcsStorage
 from tests.gcs_emulator import create_bucket
+from tests.gke.listing import Expired, Pager
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "runner" / "remote_runner.py"
@@ -68,11 +72,21 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _label_terms(selector: str) -> Iterator[tuple[str, set[str]]]:
+    """(key, allowed values) per term of a label selector: `k=v` or `k in (a,b,...)`."""
+    for term in re.findall(r"[^,(]+\([^)]*\)|[^,]+", selector):
+        key, found, values = term.partition(" in ")
+        if found:
+            yield key.strip(), {value.strip() for value in values.strip()[1:-1].split(",")}
+        else:
+            key, _, value = term.partition("=")
+            yield key, {value}
+
+
 def _matches(obj: Mapping[str, Any], params: Mapping[str, str]) -> bool:
     metadata = obj.get("metadata") or {}
-    for term in filter(None, (params.get("labelSelector") or "").split(",")):
-        key, _, value = term.partition("=")
-        if (metadata.get("labels") or {}).get(key) != value:
+    for key, values in _label_terms(params.get("labelSelector") or ""):
+        if (metadata.get("labels") or {}).get(key) not in values:
             return False
     for term in filter(None, (params.get("fieldSelector") or "").split(",")):
         key, _, value = term.partition("=")
@@ -101,22 +115,25 @@ class KineticEmulator(KubernetesEmulator):
         self.logs: dict[tuple[str, str], bytes] = {}
         self.logs_done: set[tuple[str, str]] = set()
         self.log_lock = threading.Lock()
-        self.list_pages = 0  # list responses served (each page of each list call counts)
+        self.pager = Pager()
+
+    @property
+    def list_pages(self) -> int:
+        """List responses served (each page of each list call counts)."""
+        return self.pager.pages
 
     async def _serve_list(self, request: Any) -> Any:
-        """Filtered by the selectors and paged as the API server pages: `limit` items in name order, and
-        a `continue` token (here: the offset of the next item) while more remain."""
-        listing = await super()._serve_list(request)
-        items = [item for item in listing["items"] if _matches(item, request.params)]
-        items.sort(key=lambda item: ((item.get("metadata") or {}).get("namespace") or "", item["metadata"]["name"]))
-        start = int(request.params.get("continue") or 0)
-        limit = int(request.params.get("limit") or 0) or len(items)
-        listing["items"] = items[start : start + limit]
-        metadata = listing.setdefault("metadata", {})
-        if start + limit < len(items):
-            metadata["continue"] = str(start + limit)
-            metadata["remainingItemCount"] = len(items) - start - limit
-        self.list_pages += 1
+        """Filtered by the selectors and paged as the API server pages (listing.py). A later page reads the
+        list's snapshot only: kmock's own list of every object is built for the first page."""
+        continued = bool(request.params.get("continue"))
+        listing = {"metadata": {}, "items": []} if continued else await super()._serve_list(request)
+        try:
+            listing["items"], metadata = self.pager.page(
+                request.params, lambda: [item for item in listing["items"] if _matches(item, request.params)]
+            )
+        except Expired as exc:
+            raise KubernetesError(status=410, reason="Expired", message=str(exc)) from None
+        listing.setdefault("metadata", {}).update(metadata)
         return listing
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
@@ -197,6 +214,20 @@ class KubeApi:
         """Every request the API server received, in order (kmock's request log)."""
         assert self.emulator is not None
         return list(self.emulator)
+
+    def put(self, resource: str, namespace: str, objects: list[dict[str, Any]]) -> None:
+        """Store `objects` of `resource` (e.g. "batch/v1/jobs") as if each had been created, without a
+        request each: the big namespaces of the polling tests and benchmark are filled in milliseconds."""
+        assert self.emulator is not None and self._loop is not None
+        emulator = self.emulator
+
+        async def store() -> None:
+            async with emulator._lock:
+                for obj in objects:
+                    obj["metadata"]["namespace"] = namespace
+                    emulator.objects[resource, namespace, obj["metadata"]["name"]] = obj
+
+        asyncio.run_coroutine_threadsafe(store(), self._loop).result(30)
 
     def start(self) -> KubeApi:
         self._thread.start()

@@ -38,6 +38,8 @@ from kinetic_tui.core.submission.pack import HANDLE
 OUTCOME = "outcome.json"
 PENDING_TIMEOUT = 900.0
 LIST_PAGE = 500  # objects per list request (the API server pages big lists with limit/continue)
+POD_IDS_PER_LIST = 50  # job ids per set-based pod selector (a batch poll lists its live inputs' pods)
+LIST_RESTARTS = 3  # a list whose continue token expires (410 Gone) is started again at most this often
 SUSPENDED = "suspended: waiting for room in its batch (max_concurrent)"
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 NO_POOL_HINT = "node affinity/selector"  # the autoscaler's words when no node pool matches the selector
@@ -220,19 +222,57 @@ class GkeBackend:
 
     def refresh(self, job_id: str) -> JobState:
         """The job's current state; settles it FAILED when a pending pod can never start."""
-        stored = _summary(self.storage, job_id, OUTCOME)
+        stored = self._stored(job_id)
         if stored is not None:
-            return JobState(
-                job_id, JobStatus(stored["status"]), stored.get("phase"), stored.get("detail"), self._nodes(job_id)
-            )
+            return stored
         workload = self._read(job_id)
         if workload is None:
-            return self._from_results(job_id) or JobState(
-                job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id)
-            )
+            return self._gone(job_id)
         if (workload.get("spec") or {}).get("suspend"):
             return JobState(job_id, JobStatus.PENDING, None, SUSPENDED, self._nodes(job_id))
-        pods = self._pods(job_id)
+        return self._judge(job_id, workload, self._pods(job_id))
+
+    def batch_states(self, group_id: str, job_ids: Sequence[str]) -> dict[str, JobState]:
+        """The states of a batch's inputs `job_ids`, as `refresh` tells them, from one labelled list of the
+        batch's Jobs and one list of the live inputs' pods (POD_IDS_PER_LIST ids per request) instead of
+        reads per input: a poll's API calls grow with the pages of the batch, not with its inputs. A
+        suspended input is only named (no handle is read for it)."""
+        selector = f"{manifests.GROUP_LABEL}={group_id}"
+        items = self._items(self.clients.batch.list_namespaced_job, self.namespace, label_selector=selector)
+        listed = {item["metadata"]["name"]: item for item in items}
+        states: dict[str, JobState] = {}
+        live = []
+        for job_id in job_ids:
+            workload = listed.get(job_id)
+            if workload is not None and (workload.get("spec") or {}).get("suspend"):
+                states[job_id] = JobState(job_id, JobStatus.PENDING, None, SUSPENDED)
+            elif (stored := self._stored(job_id)) is not None:
+                states[job_id] = stored
+            elif workload is None:
+                states[job_id] = self._gone(job_id)
+            else:
+                live.append(job_id)
+        pods = self._pods_of(live)
+        for job_id in live:
+            states[job_id] = self._judge(job_id, listed[job_id], pods.get(job_id, []))
+        return states
+
+    def _stored(self, job_id: str) -> JobState | None:
+        """The outcome a client recorded when it settled the job itself (a cancel, a launch that failed)."""
+        stored = _summary(self.storage, job_id, OUTCOME)
+        if stored is None:
+            return None
+        return JobState(
+            job_id, JobStatus(stored["status"]), stored.get("phase"), stored.get("detail"), self._nodes(job_id)
+        )
+
+    def _gone(self, job_id: str) -> JobState:
+        return self._from_results(job_id) or JobState(
+            job_id, JobStatus.FAILED, "lost", "the workload is gone and left no result", self._nodes(job_id)
+        )
+
+    def _judge(self, job_id: str, workload: Mapping[str, Any], pods: list[dict[str, Any]]) -> JobState:
+        """The state of a job whose workload exists and runs (not suspended), from it and its pods."""
         verdict = self._verdict(job_id, workload, pods)
         if verdict is not None:
             return verdict
@@ -260,15 +300,6 @@ class GkeBackend:
                 raise TimeoutError(f"job {job_id} is still {state.status.value} after {timeout} s; it keeps running")
             time.sleep(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
             delay = min(delay * 2, 1.0)
-
-    def suspended(self, group_id: str) -> set[str]:
-        """The batch's Jobs that are still suspended, in one list call: a batch polls this instead of
-        reading every waiting input (a 500-input map with max_concurrent=10 would cost ~1,500 API calls
-        per poll otherwise)."""
-        items = self._items(
-            self.clients.batch.list_namespaced_job, self.namespace, label_selector=f"{manifests.GROUP_LABEL}={group_id}"
-        )
-        return {item["metadata"]["name"] for item in items if (item.get("spec") or {}).get("suspend")}
 
     def release(self, job_id: str) -> None:
         """Let a suspended Job start its pod (Kubernetes' `spec.suspend`, batch/v1)."""
@@ -398,7 +429,17 @@ class GkeBackend:
         items = self._items(
             self.clients.core.list_namespaced_pod, self.namespace, label_selector=manifests.job_selector(job_id)
         )
-        return sorted(items, key=lambda p: int(p["metadata"].get("labels", {}).get(manifests.LWS_WORKER_INDEX, 0)))
+        return _host_order(items)
+
+    def _pods_of(self, job_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The pods of each of `job_ids` in host order, listed through a set-based selector
+        (`kinetic/job-id in (...)`), POD_IDS_PER_LIST ids per request to keep its URL short."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for start in range(0, len(job_ids), POD_IDS_PER_LIST):
+            selector = f"{manifests.JOB_ID_LABEL} in ({','.join(job_ids[start : start + POD_IDS_PER_LIST])})"
+            for pod in self._items(self.clients.core.list_namespaced_pod, self.namespace, label_selector=selector):
+                found.setdefault(pod["metadata"].get("labels", {}).get(manifests.JOB_ID_LABEL), []).append(pod)
+        return {job_id: _host_order(pods) for job_id, pods in found.items()}
 
     def _events(self, pod_name: str) -> list[dict[str, Any]]:
         return self._items(
@@ -423,15 +464,29 @@ class GkeBackend:
     def _items(cls, call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """The objects a list call returns (a Kubernetes list object holds them under `items`), LIST_PAGE
         at a time through `limit`/`continue`, as the API server serves big lists: no response holds a
-        workspace's whole history, and the server never builds one."""
+        workspace's whole history, and the server never builds one. A continue token that expired (410
+        Gone: its snapshot was compacted) starts the list again, up to LIST_RESTARTS times, since pages of
+        two snapshots would mix."""
         items: list[dict[str, Any]] = []
-        token = None
+        token, restarts = None, 0
         while True:
-            page = cls._raw(call, *args, limit=LIST_PAGE, **({"_continue": token} if token else {}), **kwargs)
+            try:
+                page = cls._raw(call, *args, limit=LIST_PAGE, **({"_continue": token} if token else {}), **kwargs)
+            except api_error() as exc:
+                if exc.status != 410 or token is None:
+                    raise
+                if restarts >= LIST_RESTARTS:
+                    raise GkeError(f"a list kept expiring, started {restarts + 1} times: {api_reason(exc)}") from None
+                items, token, restarts = [], None, restarts + 1
+                continue
             items += page["items"]
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+
+def _host_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(pods, key=lambda p: int(p["metadata"].get("labels", {}).get(manifests.LWS_WORKER_INDEX, 0)))
 
 
 def _accelerator(record: Mapping[str, Any]) -> AcceleratorConfig:

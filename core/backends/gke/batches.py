@@ -111,8 +111,9 @@ def attach_batch(backend: GkeBackend, group_id: str) -> Submitted | None:
 
 
 class GkeBatchDriver:
-    """The inputs are Jobs of one GKE cluster. A poll lists the batch's suspended Jobs once and refreshes
-    only the other unfinished inputs (a finished state is kept: it cannot change)."""
+    """The inputs are Jobs of one GKE cluster. A poll lists the batch's Jobs and its live inputs' pods in
+    bulk (`GkeBackend.batch_states`) for the unfinished inputs only (a finished state is kept: it cannot
+    change)."""
 
     def __init__(self, manifest: dict[str, Any], backend: GkeBackend) -> None:
         self.manifest = manifest
@@ -126,16 +127,9 @@ class GkeBatchDriver:
 
     def states(self, latest: Sequence[str], full: bool) -> list[tuple[JobStatus, float | None]]:
         """The latest attempt's state per input; suspended inputs are released while the batch has room."""
-        waiting = self.backend.suspended(self.group_id) if len(self._final) < len(latest) else set()
-        states = {
-            job_id: self._final.get(job_id)
-            or (
-                JobState(job_id, JobStatus.PENDING, None, SUSPENDED)
-                if job_id in waiting
-                else self.backend.refresh(job_id)
-            )
-            for job_id in latest
-        }
+        unsettled = [job_id for job_id in latest if job_id not in self._final]
+        fresh = self.backend.batch_states(self.group_id, unsettled) if unsettled else {}
+        states = {job_id: self._final.get(job_id) or fresh[job_id] for job_id in latest}
         self._release(latest, states)
         for job_id in latest:
             if states[job_id].status.finished:
