@@ -1,16 +1,20 @@
 """Calling an endpoint's router over HTTP with its token: what the CLI, scripts and the console's `invoke`
-and `load` do. An error answer becomes the KineticError its status means, with the router's message."""
+and `load` do. An error answer becomes the KineticError its status means, with the router's message.
+
+aiohttp is imported by the calls that use it, never at import: every CLI command imports the console, and
+aiohttp's import (about half a second, most of a `jobs list`) belongs only to the commands that reach a router."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.serving.config import REQUEST_TIMEOUT, EndpointConfig
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class ServingError(KineticError):
@@ -34,6 +38,8 @@ def _error(status: int, body: Any, config: EndpointConfig) -> KineticError:
 async def _call(
     session: aiohttp.ClientSession, method: str, url: str, token: str, config: EndpointConfig, body: Any = None
 ) -> Any:
+    import aiohttp
+
     try:
         async with session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"}) as answer:
             result = await answer.json(content_type=None)
@@ -48,6 +54,8 @@ async def _call(
 
 
 def session() -> aiohttp.ClientSession:
+    import aiohttp
+
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT + 5)
     return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0))
 
@@ -76,6 +84,8 @@ async def drive(
     config: EndpointConfig, token: str, concurrency: int, seconds: float, model: str | None = None
 ) -> dict[str, int]:
     """Keep `concurrency` invocations in flight for `seconds`; counts of answers by outcome."""
+    import aiohttp
+
     counts = {"ok": 0, "failed": 0}
     deadline = time.monotonic() + seconds
     url = base_url(config) + "/invoke"

@@ -32,7 +32,6 @@ from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.pipelines.driver import Home
 from kinetic_tui.core.serving import cache_record
 from kinetic_tui.core.serving import config as cfg
-from kinetic_tui.core.serving.instance import serve_instance
 from kinetic_tui.core.store import Store, serving_repo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
@@ -227,6 +226,8 @@ class EndpointControllers:
                 serving_repo.add_events(store, config.name, [("hold", {"reason": reason})])
             return False
         clock.hold = None
+        from kinetic_tui.core.serving.instance import serve_instance  # aiohttp: only where an instance starts
+
         ctx = JobContext.from_params(serve_instance, accelerator(pool), display_name=f"serve {config.name}")
         serving_repo.add_instance(store, config.name, ctx.job_id)
         try:
