@@ -84,6 +84,7 @@ def counted_job_ids() -> Iterator[None]:
 
     with (
         mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id),
+        mock.patch("kinetic_tui.core.backends.local.submission.new_job_id", next_id),
         mock.patch("kinetic_tui.core.batches.new_job_id", next_id),
     ):
         yield
