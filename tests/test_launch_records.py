@@ -185,22 +185,19 @@ def _spawn_via_the_stopped_server(
 
 
 def test_a_job_whose_client_was_killed_while_the_server_held_its_request_settles_from_its_result(
-    jobs, user_project, tmp_path, monkeypatch
+    jobs, user_project, tmp_path
 ):
-    """The reported repro: stop the fork server, kill the submitting client, continue the server. The first
-    settling pass after the job's exit is published adopts and settles it."""
+    """The reported repro: stop the fork server, kill the submitting client, continue the server. (Whether the
+    server forks the job of a client already gone is its own race, so the job is followed by attaching, as a user
+    would, not by waiting for the server's fork to exit.)"""
     server = _warm_server(jobs)
     with _stopped(server):
         client, job_id, markers = _spawn_via_the_stopped_server(*user_project, tmp_path)
         client.kill()
         client.communicate()
-    job_dir = local_backend().job(job_id).job_dir
-    wait_for(lambda: launcher.exit_code(job_dir, 0) is not None, TIMEOUT, "the job the server forked to exit")
-    assert local_backend().job(job_id).hosts is None  # nobody recorded its processes
-    _without_waiting(lambda: local_backend().reconcile(job_id, start=False), monkeypatch)
+    assert kinetic.attach(job_id).result(timeout=TIMEOUT)["job"] == job_id
     row = local_backend().job(job_id)
     assert (row.status, row.phase) == (JobStatus.SUCCEEDED, None)
-    assert kinetic.attach(job_id).result(timeout=TIMEOUT)["job"] == job_id
     assert _markers(markers) == [job_id]
 
 
