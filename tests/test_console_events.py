@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -33,10 +32,8 @@ def test_a_slow_subscriber_drops_with_a_counter_and_never_blocks_the_producer() 
     async def scenario() -> None:
         bus = EventBus()
         slow, fast = bus.subscribe(maxsize=3), bus.subscribe(maxsize=100)
-        started = time.perf_counter()
-        for n in range(10):
+        for n in range(10):  # publish is synchronous: returning at all is never blocking on `slow`
             bus.publish(JobStatusChanged(f"job-{n}", "RUNNING"))
-        assert time.perf_counter() - started < 1.0
         assert (slow.pending(), slow.dropped) == (3, 7)
         assert (fast.pending(), fast.dropped) == (10, 0)
         assert [(await slow.__anext__()).job_id for _ in range(3)] == ["job-0", "job-1", "job-2"]

@@ -4,7 +4,6 @@ Adapter Protocol client (this file's, over a raw socket) attaches at the address
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -19,6 +18,7 @@ from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.profiles import resolve_infra
 from tests.helpers.dap import attach_and_continue
+from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import load_module, make_project, stop_jobs
 
 TIMEOUT = 60.0
@@ -54,8 +54,9 @@ def test_a_debug_job_waits_for_a_debugger_at_the_address_debug_attach_prints(
         printed = capsys.readouterr().out
         assert session.host == "127.0.0.1" and session.port > 0
         assert f'"port": {session.port}' in printed and '"request": "attach"' in printed
-        time.sleep(0.5)
+        wait_for(lambda: any("waiting up to" in line for line in handle.log_lines()), TIMEOUT, "the job to wait")
         assert handle.status() is JobStatus.RUNNING  # held before the function: nobody attached yet
+        assert not any("debugger attached" in line for line in handle.log_lines())
         events = attach_and_continue(session.host, session.port)
     assert events == ["stopped", "breakpoint"]
     assert handle.result(timeout=TIMEOUT) == 5

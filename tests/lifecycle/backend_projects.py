@@ -74,6 +74,19 @@ def hold(seconds, marker_dir=None):
     return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
 
 
+def paired(marker_dir):
+    """`hold` with a partner instead of a duration: claim the job's marker, then run until another job has
+    claimed one too, so jobs on a two-node pool overlap by construction (the markers come in pairs: a job
+    that finds an odd count waits for the next), never by being slow (at most a minute)."""
+    start, deadline = time.time(), time.monotonic() + 60
+    markers = Path(marker_dir)
+    os.close(os.open(markers / os.environ["KINETIC_JOB_ID"], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    count = len(list(markers.iterdir()))
+    while len(list(markers.iterdir())) < count + count % 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {"start": start, "end": time.time(), "job": os.environ["KINETIC_JOB_ID"]}
+
+
 def gated(release):
     """Run until the test writes `release` (at most a minute, so a failed test leaves nothing running)."""
     start, deadline = time.time(), time.monotonic() + 60
