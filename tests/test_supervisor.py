@@ -174,10 +174,14 @@ class Broken:
     name = "broken"
     pause = None
 
+    def __init__(self) -> None:
+        self.tries = 0
+
     def due(self, home: duties.Supervised) -> bool:
         return True
 
     def tick(self, home: duties.Supervised) -> None:
+        self.tries += 1
         raise RuntimeError("this duty always fails")
 
 
@@ -199,9 +203,25 @@ def test_a_failing_duty_does_not_stall_the_others(kinetic_home: Path, monkeypatc
     countdown = Countdown(5)
     monkeypatch.setattr(duties, "DUTIES", (Broken(), countdown))
     home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
+    failing = loop.Failing()
     for _ in range(5):
-        assert loop._round(home)
+        assert loop._round(home, failing)
     assert countdown.left == 0
     monkeypatch.setattr(duties, "DUTIES", (countdown,))
     loop.serve(home, poll=0.01)  # returns: nothing is due
     assert supervisor.running(kinetic_home) is None
+
+
+def test_a_duty_that_keeps_failing_backs_off_and_logs_one_traceback(
+    kinetic_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken, countdown, now = Broken(), Countdown(100), [0.0]
+    monkeypatch.setattr(duties, "DUTIES", (broken, countdown))
+    home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
+    failing = loop.Failing(clock=lambda: now[0])
+    for _ in range(60):  # a minute of rounds 1 s apart; the pause doubles from 0.2 s, at most 30 s
+        loop._round(home, failing)
+        now[0] += 1.0
+    assert broken.tries == 9 and countdown.left == 40  # tries at 0, 1, 2, 3, 5, 9, 16, 29 and 55 s; 60 rounds
+    tracebacks = [r for r in caplog.records if r.exc_info]
+    assert len(tracebacks) == 1 and "this duty always fails" in caplog.records[-1].getMessage()
