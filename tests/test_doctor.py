@@ -202,10 +202,10 @@ def test_a_stopped_fork_server_is_a_problem(jobs, kinetic_home: Path):
 CLAIM_THEN_DIE = """
     import os
     import kinetic_tui as kinetic
-    from kinetic_tui.core.backends.local import backend
+    from kinetic_tui.core.backends.local import launching
     from {package} import jobs
 
-    backend.launch_job = lambda store, row: os._exit(0)  # the client dies between its claim and its spawn
+    launching.launch_job = lambda store, row: os._exit(0)  # the client dies between its claim and its spawn
     kinetic.run()(jobs.add).run_async(20, 22)
 """
 

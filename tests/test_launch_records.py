@@ -102,10 +102,10 @@ def _still_held(slow: socket.socket) -> bool:
 CLAIM_THEN_DIE = """
     import os, sys
     import kinetic_tui as kinetic
-    from kinetic_tui.core.backends.local import backend
+    from kinetic_tui.core.backends.local import launching
     from {package} import jobs
 
-    backend.launch_job = lambda store, row: os._exit(0)  # the client dies between its claim and its spawn
+    launching.launch_job = lambda store, row: os._exit(0)  # the client dies between its claim and its spawn
     kinetic.run()(jobs.hold).run_async(0.2, sys.argv[1])
 """
 
@@ -130,10 +130,10 @@ def test_a_job_whose_launcher_died_before_spawning_is_queued_again_and_runs_once
 LANE_THEN_DIE = """
     import os
     import kinetic_tui as kinetic
-    from kinetic_tui.core.backends.local import backend
+    from kinetic_tui.core.backends.local import launching
     from {package} import jobs
 
-    backend.launch_lane = lambda store, assignment: os._exit(0)  # dies between opening a lane and starting it
+    launching.launch_lane = lambda store, assignment: os._exit(0)  # dies between opening a lane and starting it
     kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
 """
 

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 import kinetic_tui as kinetic
-from kinetic_tui.core.backends.local import launcher
-from kinetic_tui.core.backends.local.backend import SubmitError
+from kinetic_tui.core.backends.local import launcher, launching
+from kinetic_tui.core.backends.local.backend import LocalBackend, SubmitError
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import JobHandle, RemoteJobError
 from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.store.db import StoreError
+from kinetic_tui.core.supervisor import process as supervisor
 from tests.lifecycle.backend_projects import (
     client_json,
     finish_client,
@@ -213,6 +214,31 @@ def test_a_submission_whose_rows_never_committed_leaves_no_files(jobs, kinetic_h
     local = kinetic_home / "local"
     assert not [p for p in local.glob("buckets/*/*") if p.name != "_groups"] + list(local.glob("buckets/*/_groups/*"))
     assert not list(local.glob("jobs/job-*"))
+
+
+def test_a_claimed_job_whose_start_raises_fails_with_the_error_and_the_others_still_start(jobs, monkeypatch):
+    """Three jobs claimed in one walk, the second one's start raising a bug: it is FAILED (phase launch)
+    with the error, and the first and third start and finish."""
+    backend = local_backend()
+    backend.add_pool("trio", "l4", 3)
+    add = kinetic.run(accelerator="l4")(jobs.add)
+    with monkeypatch.context() as patch:  # queue all three with nothing started, so one walk claims them
+        patch.setattr(LocalBackend, "schedule", lambda self, pool_name=None: [])
+        patch.setattr(supervisor, "ensure_running", lambda: None)
+        first, broken, third = add.run_async(1, 2), add.run_async(3, 4), add.run_async(5, 6)
+    real_launch = launching.launcher.launch
+
+    def launch(job_dir: Path, *args: object, **kwargs: object) -> object:
+        if job_dir.name == broken.job_id:
+            raise RuntimeError("injected start failure")
+        return real_launch(job_dir, *args, **kwargs)
+
+    monkeypatch.setattr(launching.launcher, "launch", launch)
+    assert sorted(backend.schedule("trio")) == sorted(h.job_id for h in (first, broken, third))
+    row = backend.job(broken.job_id)
+    assert (row.status, row.phase) == (JobStatus.FAILED, "launch")
+    assert "RuntimeError: injected start failure" in row.detail
+    assert first.result(timeout=TIMEOUT) == 3 and third.result(timeout=TIMEOUT) == 11
 
 
 def test_emulated_accelerator_pool_runs_the_job_on_the_cpu(jobs):

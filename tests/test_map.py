@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local.submission import resubmit
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.jobs import RemoteJobError
+from kinetic_tui.core.store import jobs_repo
+from kinetic_tui.core.store.jobs_repo import DuplicateJob
+from kinetic_tui.core.submission.context import new_job_id, retry_job_id
 from kinetic_tui.core.submission.packaging import PayloadError
 from tests.lifecycle.backend_projects import wait_for
 from tests.lifecycle.run_projects import (
@@ -172,6 +176,48 @@ def test_retries_rerun_a_failed_input_until_it_succeeds(tasks: ModuleType, tmp_p
     first_attempts = [kinetic.attach(attempts[0]).status() for attempts in batch.manifest["attempts"]]
     assert first_attempts == [JobStatus.FAILED, JobStatus.FAILED]
     assert batch.status_counts() == {"SUCCEEDED": 2}
+
+
+def test_a_retry_queued_but_never_recorded_is_found_not_submitted_again(tasks: ModuleType, tmp_path: Path) -> None:
+    """The client dies after queueing the retry and before the manifest names it: the next client to drive
+    the batch finds that retry (its id is derived from the attempt it retries) instead of queueing another."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.flaky.map([(1, str(markers))], retries=1)
+
+    def die(index: int, handle: Any) -> None:
+        raise KeyboardInterrupt  # the client is gone between queueing the retry and recording it
+
+    batch._record_attempt = die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        batch.wait(timeout=TIMEOUT)
+    again = kinetic.attach_batch(batch.group_id)
+    assert again.manifest["attempts"] == batch.manifest["attempts"] == [[batch.manifest["attempts"][0][0]]]
+    assert again.results(timeout=TIMEOUT) == [10]
+    group = sorted(row.job_id for row in local_backend().jobs(group_id=batch.group_id))
+    assert group == sorted(again.manifest["attempts"][0])  # the first attempt and one retry: nothing else
+    assert len(group) == 2
+
+
+def test_a_retry_id_taken_by_another_job_is_refused_not_taken_for_the_retry(tasks: ModuleType, tmp_path: Path) -> None:
+    """The store queues a job id once (DuplicateJob), and a row under a retry's id that does not retry that
+    attempt is refused rather than returned as the retry."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    batch = tasks.flaky.map([(1, str(markers))], retries=0)
+    assert batch.wait(timeout=TIMEOUT) == [JobStatus.FAILED]
+    (first,) = batch.handles()
+    backend = local_backend()
+    squatter = {**first.to_record(), "job_id": retry_job_id(first.job_id), "pool": "nowhere"}
+    with backend.store.transaction() as conn:  # an unrelated job that never starts (no such pool)
+        jobs_repo.insert_pending(conn, [(squatter, {})], None)
+    with pytest.raises(DuplicateJob, match=squatter["job_id"]), backend.store.transaction() as conn:
+        jobs_repo.insert_pending(conn, [({**squatter, "job_id": new_job_id()}, {}), (squatter, {})], None)
+    with pytest.raises(DuplicateJob, match=squatter["job_id"]):
+        resubmit(backend, first.to_record())
+    assert len(backend.jobs()) == 2  # the failed attempt and the unrelated row: nothing queued by either
+    with backend.store.transaction() as conn:
+        jobs_repo.settle(conn, squatter["job_id"], "CANCELLED", None, "test", 0.0)
 
 
 def test_without_retries_the_first_failure_is_final(tasks: ModuleType, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import json
 import sqlite3
 from typing import Any
 
+from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.store.db import Database
 
 COLUMNS = (
@@ -20,10 +21,30 @@ COLUMNS = (
 )
 
 
+_CHUNK = 500
+
+
+class DuplicateJob(KineticError):
+    """A job id that has a row already was queued again; `job_id` names it."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id} is queued already")
+        self.job_id = job_id
+
+
 def insert_pending(
     conn: sqlite3.Connection, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None
 ) -> None:
-    """Queue (handle, launch) pairs as PENDING rows, in order."""
+    """Queue (handle, launch) pairs as PENDING rows, in order; DuplicateJob (and nothing inserted, the
+    caller's transaction rolls back) when one of the ids has a row already: a job is queued once."""
+    ids = [handle["job_id"] for handle, _ in jobs]
+    for start in range(0, len(ids), _CHUNK):  # SQLite bounds the number of parameters of one statement
+        chunk = ids[start : start + _CHUNK]
+        taken = conn.execute(
+            f"SELECT job_id FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
+        ).fetchone()
+        if taken is not None:
+            raise DuplicateJob(taken[0])
     conn.executemany(
         "INSERT INTO jobs (job_id, backend, pool, nodes, status, group_id, created_at, handle, launch) "
         "VALUES (?, 'local', ?, ?, 'PENDING', ?, ?, ?, ?)",

@@ -7,6 +7,7 @@ upload, the backend) reads from it, so a setting is never resolved twice in two 
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import os
 import re
@@ -30,6 +31,14 @@ IMAGE_MODES = ("bundled", "prebuilt", "custom")
 
 def new_job_id() -> str:
     return f"job-{secrets.token_hex(4)}"
+
+
+def retry_job_id(previous_id: str) -> str:
+    """The id of the retry of `previous_id`: derived, not random, so every client that retries the same
+    attempt names the same job, and a retry queued by a client that died before recording it is found by
+    the next one instead of being submitted a second time (attempt n+1 of an input is a function of its
+    first job id and n)."""
+    return f"job-{hashlib.sha256(f'{previous_id}/retry'.encode()).hexdigest()[:8]}"
 
 
 def image_mode(container_image: str | None) -> str:

@@ -165,14 +165,16 @@ def input_named(index: int | None) -> Iterator[None]:
 def retry_record(
     previous: Mapping[str, Any], job_id: str, storage: Storage, default_output: Callable[[str, Storage], str]
 ) -> dict[str, Any]:
-    """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, and its
-    own default output directory unless the user chose one (which the retry keeps)."""
+    """The handle record of a new attempt of `previous`'s call under `job_id`: its own result URI, its
+    own default output directory unless the user chose one (which the retry keeps), and `retry_of`
+    naming the attempt it retries (what tells a queued retry from an unrelated job of the same id)."""
     chosen = previous["output_dir"] != default_output(previous["job_id"], storage)
     now = time.time()
     return {
         **normalize(previous),
         "job_id": job_id,
         "k8s_name": job_id,
+        "retry_of": previous["job_id"],
         "created_at": iso_utc(now),
         "submitted_at": now,
         "result_uri": storage.uri(f"{job_id}/{RESULT}"),

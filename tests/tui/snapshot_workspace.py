@@ -5,7 +5,10 @@ remote traceback, an interrupted-and-resumed training, a study, versions in ever
 by a load pattern, the canonical pipeline run three times); only what would differ between runs is pinned:
 
 - job ids: `new_job_id` hands out `job-00000001`, `job-00000002`, ... while the workspace is built
-  (patched where it is imported, since the local submission and `batches` bind the name at import);
+  (patched where it is imported, since `batches` binds the name at import); `check_counted_ids` fails
+  the build if any other id appears;
+- no real supervisor runs while the workspace is built (`supervising` holds its lease): the builder does
+  its duties itself, in this process, so every job is one it submitted, in its order;
 - the console's clock (training and registry timestamps) stands still at FROZEN;
 - job timestamps are written by the local backend with the real `time.time`, which it also uses for its
   launch window, so they are not patched while jobs run: once everything has settled, `pin_job_times`
@@ -40,7 +43,7 @@ from unittest import mock
 
 from kinetic_tui.core.backends.local import launcher
 from kinetic_tui.core.console import Console
-from kinetic_tui.core.supervisor import process as supervisor
+from kinetic_tui.core.supervisor.lease import Lease, holder
 
 ROOT = Path("/tmp/kinetic-tui-snapshots")  # fixed: it appears in the job logs the snapshots show
 FROZEN = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: the console's clock while the workspace is built
@@ -75,19 +78,47 @@ PHASE_TIMING = re.compile(r"\(\d+\.\d+s\)")
 
 
 @contextmanager
-def counted_job_ids() -> Iterator[None]:
-    """`job-00000001`, `job-00000002`, ... for every job submitted inside the block."""
-    counter = itertools.count(1)
+def counted_job_ids() -> Iterator[list[str]]:
+    """`job-00000001`, `job-00000002`, ... for every job submitted inside the block; yields the ids handed
+    out so far (for `check_counted_ids`)."""
+    counter, issued = itertools.count(1), []
 
     def next_id() -> str:
-        return f"job-{next(counter):08x}"
+        issued.append(f"job-{next(counter):08x}")
+        return issued[-1]
 
     with (
         mock.patch("kinetic_tui.core.submission.context.new_job_id", next_id),
-        mock.patch("kinetic_tui.core.backends.local.submission.new_job_id", next_id),
         mock.patch("kinetic_tui.core.batches.new_job_id", next_id),
     ):
+        yield issued
+
+
+@contextmanager
+def supervising(home: Path) -> Iterator[None]:
+    """Hold the home's supervisor lease for the block: the builder does the supervisor's duties itself
+    (`controllers_here`, `drive_here`), and a real supervisor, started by anyone (this process, or a
+    router's keep-alive in its own process), would run work concurrently under uncounted ids. Starting
+    one is a flock attempt on this lease, so while it is held none starts."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lease = Lease.acquire(home)
+    if lease is None:
+        raise RuntimeError(f"a supervisor holds {home}'s lease (pid {holder(home)}); stop it before building")
+    try:
         yield
+    finally:
+        lease.release()
+
+
+def check_counted_ids(console: Console, issued: list[str]) -> None:
+    """Fail the build if a job got an id `counted_job_ids` did not hand out: its snapshots would differ."""
+    ids = [row[0] for row in console.workspace.store.query("SELECT job_id FROM jobs ORDER BY seq")]
+    stray = [job_id for job_id in ids if job_id not in set(issued)]
+    if stray:
+        raise RuntimeError(
+            f"snapshot workspace: {len(stray)} job(s) outside the counted ids ({', '.join(stray)}); "
+            "something submitted work the builder did not (a real supervisor?) or an id function is unpatched"
+        )
 
 
 def write_project(root: Path) -> Path:
@@ -239,13 +270,14 @@ def build(root: Path) -> Path:
     try:
         os.chdir(project)
         sys.path.insert(0, str(project))
-        with counted_job_ids(), mock.patch.object(supervisor, "ensure_running", lambda *args, **kwargs: False):
+        with counted_job_ids() as issued, supervising(home):
             console = Console(home=home, clock=lambda: FROZEN, default_wait=True)
             try:
                 asyncio.run(fill(console))
             finally:
                 asyncio.run(console.aclose())
                 launcher.shutdown_server()  # every job has ended; the fork server is not needed to view them
+            check_counted_ids(console, issued)
         pin_job_times(console)
         pin_step_durations(console)
         pin_serving(console)

@@ -27,7 +27,7 @@ from kinetic_tui.core.backends.base import JobChanges
 from kinetic_tui.core.backends.local import forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.claims import claim
 from kinetic_tui.core.backends.local.job_rows import ChangesCursor, JobRow, Pool, SubmitError, job_dir_for
-from kinetic_tui.core.backends.local.launching import adopt_launch, launch_job, launch_lane
+from kinetic_tui.core.backends.local.launching import adopt_launch, start_claimed
 from kinetic_tui.core.backends.local.log_readers import LaneLogReader, LogReader
 from kinetic_tui.core.backends.local.pools import checked_config, ensure_default_pool, list_pools, match_pool
 from kinetic_tui.core.backends.local.settling import finish, outcome
@@ -220,10 +220,7 @@ class LocalBackend:
         """Start the queue heads that fit, per pool, in submission order; return the job ids started (for
         a lane, the ids of its inputs)."""
         claimed, assigned = claim(self.store, pool_name)
-        for row in claimed:
-            launch_job(self.store, row)
-        for assignment in assigned:
-            launch_lane(self.store, assignment)
+        start_claimed(self.store, claimed, assigned)
         return [row.job_id for row in claimed] + [job_id for a in assigned for job_id, _ in a.inputs]
 
     # -- settling ------------------------------------------------------------------------------------

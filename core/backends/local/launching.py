@@ -8,8 +8,10 @@ runs and whoever looks next adopts its processes.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from kinetic_tui.core.backends.local import lanes, launcher
@@ -20,6 +22,8 @@ from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.store import Store, jobs_repo, lanes_repo
+
+log = logging.getLogger(__name__)
 
 _ENV_PASSTHROUGH = (
     "PATH",
@@ -44,8 +48,20 @@ def job_env() -> dict[str, str]:
     return env
 
 
+def start_claimed(store: Store, claimed: list[JobRow], assigned: list[lanes.Assignment]) -> None:
+    """Start every claimed job and lane, each on its own: one whose start raises is failed with the error
+    (launch_job, launch_lane) and the others still start, since a claim not started by a launcher that
+    lives on is never given up by anyone else. Only an interrupt (KeyboardInterrupt, SystemExit) stops
+    the rest; the launcher is then dying, and whoever looks next gives up the claims it left."""
+    for row in claimed:
+        launch_job(store, row)
+    for assignment in assigned:
+        launch_lane(store, assignment)
+
+
 def launch_job(store: Store, row: JobRow) -> None:
-    """Create the job's volume paths and start its hosts; if that fails, the job fails (phase launch)."""
+    """Create the job's volume paths and start its hosts; if that fails, the job fails (phase launch) with
+    the error, whatever it was. Raises only an interrupt."""
     env = job_env()
     env["KINETIC_JOB_ID"] = row.job_id
     if row.launch.get("output_dir"):
@@ -58,12 +74,42 @@ def launch_job(store: Store, row: JobRow) -> None:
         token = launcher.claim_token(row.job_dir)
         hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes, token=token)
     except BaseException as exc:
-        if launcher.abandon(row.job_dir):
-            _fail_launch(store, row.job_id, f"could not start the job: {exc}")
-        if not isinstance(exc, (KineticError, OSError)):
-            raise
+
+        def fail(why: str) -> None:
+            if launcher.abandon(row.job_dir):
+                _fail_launch(store, row.job_id, f"could not start the job: {why}")
+
+        _given_up(row.job_id, exc, fail)
         return
-    jobs_repo.record_hosts(store, row.job_id, [h.to_dict() for h in hosts])
+    _recorded(row.job_id, lambda: jobs_repo.record_hosts(store, row.job_id, [h.to_dict() for h in hosts]))
+
+
+def _why(exc: BaseException) -> str:
+    """A deliberate error's message; a bug's type too, so the row says what broke."""
+    return str(exc) if isinstance(exc, (KineticError, OSError)) else f"{type(exc).__name__}: {exc}"
+
+
+def _given_up(what: str, exc: BaseException, give_up: Callable[[str], None]) -> None:
+    """After a start raised: give the launch up (and fail it with why) unless a spawner took it; re-raise
+    only an interrupt, and log a failure that is not a deliberate error (a bug) where the launcher's log
+    shows it."""
+    try:
+        give_up(_why(exc))
+    except Exception:  # the store refused the failure: the claim stays for whoever looks next
+        log.exception("could not record the failed start of %s", what)
+    if not isinstance(exc, Exception):
+        raise exc
+    if not isinstance(exc, (KineticError, OSError)):
+        log.error("starting %s raised", what, exc_info=exc)
+
+
+def _recorded(what: str, record: Callable[[], object]) -> None:
+    """Record started processes; if the store refuses, the launch records still name them and whoever looks
+    next adopts them (adopt_launch), so the other claims still start."""
+    try:
+        record()
+    except Exception:
+        log.exception("could not record the processes of %s", what)
 
 
 def _fail_launch(store: Store, job_id: str, detail: str) -> None:
@@ -76,17 +122,20 @@ def _fail_launch(store: Store, job_id: str, detail: str) -> None:
 
 
 def launch_lane(store: Store, assignment: lanes.Assignment) -> None:
-    """Start the lane's runner; if it cannot start, the lane is closed at once and its inputs fail."""
+    """Start the lane's runner; if it cannot start, the lane is closed at once and its inputs fail with the
+    error. Raises only an interrupt."""
     lane = assignment.lane
     try:
         hosts = launcher.launch(lane.dir, lanes.write_spec(assignment), job_env(), token=launcher.claim_token(lane.dir))
     except BaseException as exc:
-        if launcher.abandon(lane.dir):
-            lanes_repo.fail_launch(store, lane.lane_id, f"could not start the lane: {exc}", time.time())
-        if not isinstance(exc, (KineticError, OSError)):
-            raise
+
+        def fail(why: str) -> None:
+            if launcher.abandon(lane.dir):
+                lanes_repo.fail_launch(store, lane.lane_id, f"could not start the lane: {why}", time.time())
+
+        _given_up(lane.lane_id, exc, fail)
         return
-    lanes.record_launch(store, lane.lane_id, hosts)
+    _recorded(lane.lane_id, lambda: lanes.record_launch(store, lane.lane_id, hosts))
 
 
 def adopt_launch(store: Store, row: JobRow) -> tuple[JobRow | None, bool]:

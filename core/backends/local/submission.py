@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.backends.local import lanes
-from kinetic_tui.core.backends.local.backend import LocalBackend, job_dir_for
+from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend, job_dir_for
 from kinetic_tui.core.data import replace_data_refs
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.storage import GcsStorage, LocalStorage, Storage, bucket_storage
-from kinetic_tui.core.submission.context import JobContext, new_job_id
+from kinetic_tui.core.store import jobs_repo
+from kinetic_tui.core.store.jobs_repo import DuplicateJob
+from kinetic_tui.core.submission.context import JobContext, retry_job_id
 from kinetic_tui.core.submission.pack import (
     CONTEXT,
     PAYLOAD,
@@ -191,22 +193,44 @@ def stage_lanes(
 def resubmit(backend: LocalBackend, handle: Mapping[str, Any]) -> dict[str, Any]:
     """A new attempt of the same call: the stored payload and archive (or a map's batch artifact) are
     reused under a new job id, so a retry needs neither the function nor its inputs (and works from a
-    process that only attached)."""
+    process that only attached). The id is derived from the attempt it retries: a retry some client
+    queued already (and died before recording) is found and returned, never queued a second time."""
     old_id, group_id = handle["job_id"], handle["group_id"]
+    job_id = retry_job_id(old_id)
+    found = queued_retry(backend, job_id, old_id)
+    if found is not None:
+        return found
     old = backend.job(old_id)
     storage = bucket_storage(handle["bucket"], handle["result_uri"])
-    job_id = new_job_id()
     record = retry_record(dict(handle), job_id, storage, default_output_dir)
-    if old.in_lane:
-        handles_key = f"_groups/{group_id}/handles.json"
-        handles = {**json.loads(storage.get_bytes(handles_key)), job_id: record}
-        storage.put_bytes(handles_key, json.dumps(handles).encode())
-        backend.submit_lane_inputs([(record, old.launch["lane_input"])], group_id or "")
-        return record
-    for name in (PAYLOAD, CONTEXT):
-        storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{old_id}/{name}"))
-    write_handle(storage, record)
-    old_prefix, new_prefix = storage.uri(f"{old_id}/"), storage.uri(f"{job_id}/")
-    argv = [arg.replace(old_prefix, new_prefix) for arg in old.launch["runner_args"]]
-    backend.submit(record, argv, tuple(old.launch.get("volumes") or ()), group_id)
+    try:
+        if old.in_lane:
+            handles_key = f"_groups/{group_id}/handles.json"
+            handles = {**json.loads(storage.get_bytes(handles_key)), job_id: record}
+            storage.put_bytes(handles_key, json.dumps(handles).encode())
+            backend.submit_lane_inputs([(record, old.launch["lane_input"])], group_id or "")
+            return record
+        for name in (PAYLOAD, CONTEXT):
+            storage.put_bytes(f"{job_id}/{name}", storage.get_bytes(f"{old_id}/{name}"))
+        write_handle(storage, record)
+        old_prefix, new_prefix = storage.uri(f"{old_id}/"), storage.uri(f"{job_id}/")
+        argv = [arg.replace(old_prefix, new_prefix) for arg in old.launch["runner_args"]]
+        backend.submit(record, argv, tuple(old.launch.get("volumes") or ()), group_id)
+    except DuplicateJob:  # another client queued the same retry meanwhile
+        found = queued_retry(backend, job_id, old_id)
+        if found is None:
+            raise
+        return found
     return record
+
+
+def queued_retry(backend: LocalBackend, job_id: str, old_id: str) -> dict[str, Any] | None:
+    """The handle record of `old_id`'s retry if it is queued already; DuplicateJob when `job_id` is taken
+    by a job that is not that retry (an id collision: refused, never mistaken for the retry)."""
+    values = jobs_repo.get(backend.store, job_id)
+    if values is None:
+        return None
+    row = JobRow.from_values(values)
+    if row.handle.get("retry_of") != old_id:
+        raise DuplicateJob(job_id)
+    return dict(row.handle)
