@@ -164,20 +164,24 @@ class EndpointControllers:
     # -- instances -------------------------------------------------------------------------------------
 
     def _settle_instances(self, backend: Backend, store: Store, name: str) -> list[serving_repo.Instance]:
-        """Ready the started instances that listen; forget (and record) those whose job ended."""
+        """Ready the started instances that listen; forget (and record) those whose job ended, and those with
+        no job at all: an instance is recorded before its job is submitted (so a job is never left running
+        unrecorded), and a controller killed in between leaves a row that would otherwise stay `starting`
+        for good, counted as serving, and never be replaced."""
         live = []
         for row in serving_repo.instances(store, name):
             instance, state = row[0], row[1]
             try:
                 status = backend.refresh(instance).status
+                ended = status.value if status.finished else None
             except NotFoundError:
-                status = None
-            if status is not None and status.finished:
+                ended = "never submitted"
+            if ended is not None:
                 serving_repo.remove_instance(store, name, instance)
                 if state != "draining":
-                    serving_repo.add_events(store, name, [("lost", {"instance": instance, "status": status.value})])
+                    serving_repo.add_events(store, name, [("lost", {"instance": instance, "status": ended})])
                 continue
-            if state == "starting" and status is not None:
+            if state == "starting":
                 listening = self._listening(backend, instance)
                 if listening is not None:
                     serving_repo.instance_ready(store, name, instance, listening["url"], listening.get("pid"))

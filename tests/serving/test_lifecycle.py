@@ -9,6 +9,8 @@ import signal
 import threading
 import time
 
+from kinetic_tui.core.paths import using_home
+from kinetic_tui.core.store import serving_repo
 from tests.helpers import processes
 from tests.serving.served import Home, wait_for
 
@@ -73,3 +75,24 @@ def test_after_every_process_was_killed_start_restores_the_endpoint(served: Home
         wait_for(lambda: served.instances("main"), 60, "the other endpoints back too")
     finally:
         served.run("endpoint stop phoenix")
+
+
+def test_an_instance_recorded_but_never_submitted_is_forgotten_and_replaced(served: Home) -> None:
+    """The controller records an instance before it submits its job; killed in between, it leaves a row
+    with no job, which the next controller must not count as serving."""
+    served.run("endpoint create halfway --model g --tick-seconds 0")
+    try:
+        wait_for(lambda: served.instances("halfway"), 60, "an instance")
+        served.kill_all()
+        with using_home(served.home):
+            from kinetic_tui.core.backends.local.workspace import store
+
+            serving_repo.add_instance(store(), "halfway", "job-0badc0de")
+        served.run("endpoint start halfway")
+        wait_for(lambda: served.instances("halfway"), 60, "a real instance in its place")
+        assert {"instance": "job-0badc0de", "status": "never submitted", "kind": "lost"} in served.events(
+            "halfway", "lost"
+        )
+        assert all(row[0] != "job-0badc0de" for row in served.instances("halfway", state=None))
+    finally:
+        served.run("endpoint stop halfway")
