@@ -257,3 +257,37 @@ def test_a_spawn_token_without_a_started_record_is_found_then_queued_again(jobs,
     assert "launches" not in _problems(report.to_dict())
     wait_for(lambda: kinetic.attach(job_id).status().finished, 30, "the requeued job run by the supervisor")
     assert kinetic.attach(job_id).result() == 42
+
+
+def test_a_submission_killed_before_its_row_is_not_a_problem_and_repair_removes_it(kinetic_home: Path):
+    """A client killed between writing a job's files and queuing its row: never acknowledged, never run."""
+    client = textwrap.dedent(
+        """
+        import os, signal
+        import kinetic_tui as kinetic
+        from kinetic_tui.core.backends.local.backend import LocalBackend
+
+        LocalBackend._queue = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+
+        def double(x):
+            return 2 * x
+
+        kinetic.run()(double).run_async(21)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", client], env={**os.environ, "KINETIC_HOME": str(kinetic_home)})
+    assert run.returncode == -signal.SIGKILL
+    (handle,) = kinetic_home.glob("local/buckets/*/job-*/handle.json")
+    job_id = handle.parent.name
+    old = time.time() - 3600  # older than a submission in progress
+    for path in (handle, kinetic_home / "local" / "jobs" / job_id):
+        os.utime(path, (old, old))
+    code, report = _doctor(kinetic_home)
+    assert code == 0, report
+    rows = next(c["message"] for c in report["checks"] if c["check"] == "job rows")
+    assert f"1 submissions were interrupted before they were queued ({job_id}: never acknowledged" in rows
+    code, report = _doctor(kinetic_home, "--repair")
+    assert code == 0 and any(f"removed the files of {job_id}" in a for a in report["actions"]), report
+    assert not handle.parent.exists() and not (kinetic_home / "local" / "jobs" / job_id).exists()
+    after = _doctor(kinetic_home)[1]["checks"]
+    assert "interrupted" not in next(c["message"] for c in after if c["check"] == "job rows")

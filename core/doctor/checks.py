@@ -89,7 +89,10 @@ def _repair(home: Path) -> list[str]:
         processes = work_processes(home)
         # a lost store refused every submit, so no job is being submitted: the freshest count too
         for job in _missing(home, backend, window=0.0 if lost else SUBMIT_WINDOW):
-            actions.append(rows.rebuild(backend.store, home, job, [p for p in processes if p.owner == job.job_id]))
+            if lost is None and rows.interrupted(job):
+                actions.append(rows.discard(job))
+            else:
+                actions.append(rows.rebuild(backend.store, home, job, [p for p in processes if p.owner == job.job_id]))
         actions += [_stop(group) for group in _orphan_groups(backend, processes).values()]
         actions += [launches.repair(backend, stuck) for stuck in launches.stuck_launches(backend)]
         due = _due(home, backend)
@@ -273,8 +276,16 @@ def _fresh(path: Path | None, window: float) -> bool:
 
 def _rows(home: Path, backend: LocalBackend) -> Finding:
     missing = _missing(home, backend)
+    cut = [job.job_id for job in missing if rows.interrupted(job)]
+    missing = [job for job in missing if job.job_id not in cut]
     if not missing:
-        return Finding("job rows", True, "every job directory and handle.json has its row")
+        message = "every job directory and handle.json has its row"
+        if cut:  # never acknowledged, never ran: not a problem, only files to remove
+            message += (
+                f"; {len(cut)} submissions were interrupted before they were queued ({_few(cut)}: never "
+                "acknowledged, never run), --repair removes their files"
+            )
+        return Finding("job rows", True, message)
     bare = [job.job_id for job in missing if job.handle is None]
     rebuildable = [job.job_id for job in missing if job.handle is not None]
     parts, fixes = [], []

@@ -7,12 +7,19 @@ as its hosts, so the next reconcile settles it as usual); a job with neither is 
 saying so. A job directory without a `handle.json` (its bucket was elsewhere, or removed) cannot be
 rebuilt and stays a problem. Map inputs run in lanes keep no `handle.json` of their own and are not
 rebuilt here.
+
+An interrupted submission is not a lost job: a client killed between writing a job's files and queuing its
+row leaves a `handle.json` with nothing of a run beside it (no result summary, an empty or no job
+directory). It was never acknowledged (a submit returns only once the row is queued) and never ran, so
+`--repair` removes its files, as the client would have had it lived, instead of recording a job nobody
+submitted. With a lost store every job looks like that, so there everything is rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +58,25 @@ def jobs_on_disk(home: Path) -> dict[str, OnDisk]:
 def _named_jobs(paths: Iterable[Path], parent: bool = False) -> Iterable[Path]:
     """The paths whose job directory name has the job id shape (anything else under the home is not a job)."""
     return (p for p in paths if is_job_id((p.parent if parent else p).name))
+
+
+def interrupted(job: OnDisk) -> bool:
+    """Whether the job is a submission stopped before its row was queued (see the module's docstring)."""
+    if job.handle is None or (job.handle.parent / "result.json").exists():
+        return False
+    return job.job_dir is None or not any(job.job_dir.iterdir())
+
+
+def discard(job: OnDisk) -> str:
+    """Remove an interrupted submission's files (its bucket directory and empty job directory)."""
+    assert job.handle is not None
+    try:
+        shutil.rmtree(job.handle.parent)
+        if job.job_dir is not None:
+            job.job_dir.rmdir()
+    except OSError as exc:
+        return f"could not remove the interrupted submission {job.job_id}: {exc}"
+    return f"removed the files of {job.job_id}, whose submission was interrupted before it was queued (it never ran)"
 
 
 def rebuild(store: Store, home: Path, job: OnDisk, live: list[WorkProcess]) -> str:
