@@ -10,7 +10,8 @@ API:
 
 Each instance takes `slots_per_instance` requests at once; beyond that requests wait in a bounded queue, and
 when it is full the router answers 503 at once. An instance that dies under a request answers it 503 at
-once. The instance set and the registry are read from the store (the controller writes the first).
+once; a request whose instance refuses the connection is sent to another. The instance set and the
+registry are read from the store (the controller writes the first).
 """
 
 from __future__ import annotations
@@ -145,38 +146,44 @@ class Router:
             self.stats.leave(started, status)
 
     async def forward(self, spec: dict[str, Any], record: Any) -> web.Response:
-        inst = self.free_instance()
-        if inst is None:
-            if self.waiting >= cfg.QUEUE_LIMIT:
-                self.stats.rejected += 1
-                return fail(503, "Saturated", f"every instance is busy and {cfg.QUEUE_LIMIT} requests are queued")
-            self.waiting += 1
+        """Send the request to a free instance. One that refuses the connection never saw the request (a
+        scale-in stopped it, or it died, before this router's instance set caught up), so the request goes
+        to another instance, waiting for one if need be; one that fails once connected answers 503."""
+        while True:
+            inst = self.free_instance()
+            if inst is None:
+                if self.waiting >= cfg.QUEUE_LIMIT:
+                    self.stats.rejected += 1
+                    return fail(503, "Saturated", f"every instance is busy and {cfg.QUEUE_LIMIT} requests are queued")
+                self.waiting += 1
+                try:
+                    async with self.freed:
+                        await self.freed.wait_for(lambda: self.free_instance() is not None)
+                        inst = self.free_instance()
+                finally:
+                    self.waiting -= 1
+            assert inst is not None and self.session is not None
+            counts = self.stats.per_instance
+            counts[inst] = counts.get(inst, 0) + 1
             try:
-                async with self.freed:
-                    await self.freed.wait_for(lambda: self.free_instance() is not None)
-                    inst = self.free_instance()
+                async with self.session.post(
+                    self.instances[inst] + "/invoke", json={"model": spec, "record": record}
+                ) as answer:
+                    body = await answer.read()
+                    self.note_cache(inst, answer.headers)
+                    return web.Response(body=body, status=answer.status, content_type="application/json")
+            except (aiohttp.ClientConnectorError, KeyError):
+                self.dead.add(inst)  # not reached: try the next instance
+            except aiohttp.ClientError as exc:
+                self.dead.add(inst)
+                return fail(
+                    503, "InstanceLost", f"instance {inst} stopped while serving the request ({type(exc).__name__})"
+                )
             finally:
-                self.waiting -= 1
-        assert inst is not None and self.session is not None
-        counts = self.stats.per_instance
-        counts[inst] = counts.get(inst, 0) + 1
-        try:
-            async with self.session.post(
-                self.instances[inst] + "/invoke", json={"model": spec, "record": record}
-            ) as answer:
-                body = await answer.read()
-                self.note_cache(inst, answer.headers)
-                return web.Response(body=body, status=answer.status, content_type="application/json")
-        except (aiohttp.ClientError, KeyError) as exc:
-            self.dead.add(inst)
-            return fail(
-                503, "InstanceLost", f"instance {inst} stopped while serving the request ({type(exc).__name__})"
-            )
-        finally:
-            counts[inst] -= 1
-            if self.waiting:
-                async with self.freed:
-                    self.freed.notify(1)
+                counts[inst] -= 1
+                if self.waiting:
+                    async with self.freed:
+                        self.freed.notify(1)
 
     def note_cache(self, inst: str, headers: Any) -> None:
         hits_text, _, misses_text = headers.get(CACHE_HEADER, "0 0").partition(" ")
