@@ -4,9 +4,10 @@ wants them.
 Each round, for each endpoint: its router process runs (started again if it died); its instances are jobs
 of the profile's backend, one pool node each, as many as the autoscaler's instance count (a scale-out that
 finds no free node is recorded as a hold with that reason; a crashed instance is replaced); a surplus
-instance is drained (the router stops sending it requests) and stopped once its requests in flight have
-finished. Every `tick_seconds` the controller reads the router's average in flight over the tick and
-applies the autoscaler's `observe` rule to it; an endpoint with tick 0 is ticked only by `observe`.
+instance is drained (the router stops sending it requests) and stopped once the router says it no longer
+routes to it and its requests in flight have finished. Every `tick_seconds` the controller reads the
+router's average in flight over the tick and applies the autoscaler's `observe` rule to it; an endpoint
+with tick 0 is ticked only by `observe`.
 An endpoint wanted stopped has its instances drained and stopped, then its router.
 """
 
@@ -92,6 +93,13 @@ def start_router(name: str, home: Path) -> int:
     return process.pid
 
 
+def _busy(answer: dict[str, Any]) -> set[str]:
+    """The instances a router's answer says it may still send requests to: those with requests in flight,
+    and those still in its instance set (it reads the store's drains only every `REFRESH`; an instance
+    stopped before then would refuse, or cut, a request sent to it in between)."""
+    return {inst for inst, count in answer["in_flight_by_instance"].items() if count} | set(answer["instances"])
+
+
 class Supervised(Home, Protocol):
     """What the duty needs of the home the supervisor serves: a pipeline driver's, and its artifact store."""
 
@@ -146,7 +154,7 @@ class EndpointControllers:
             clock.router_started = time.monotonic()
             serving_repo.set_router(store, name, {"pid": start_router(name, home.home), "port": config.port})
             serving_repo.add_events(store, name, [("router", {"started": True})])
-        in_flight: dict[str, int] | None = None
+        busy: set[str] | None = None
         if router_alive and time.monotonic() - clock.last_tick >= (config.tick_seconds or cfg.DEFAULT_TICK_SECONDS):
             news = _ask(config, "/cache", home.home, "POST")
             if news is not None:
@@ -155,11 +163,11 @@ class EndpointControllers:
                 answer = _ask(config, "/tick", home.home, "POST") if config.tick_seconds > 0 else news
                 if answer is not None and config.tick_seconds > 0:
                     cache_record.observe(store, name, answer["average_in_flight"])
-                in_flight = None if answer is None else answer["in_flight_by_instance"]
+                busy = None if answer is None else _busy(answer)
         elif router_alive:
             answer = _ask(config, "", home.home)
-            in_flight = None if answer is None else answer["in_flight_by_instance"]
-        self._scale(home.backend, store, config, clock, rows, in_flight)
+            busy = None if answer is None else _busy(answer)
+        self._scale(home.backend, store, config, clock, rows, busy)
 
     # -- instances -------------------------------------------------------------------------------------
 
@@ -203,17 +211,17 @@ class EndpointControllers:
         config: cfg.EndpointConfig,
         clock: _Clock,
         rows: list[serving_repo.Instance],
-        in_flight: dict[str, int] | None,
+        busy: set[str] | None,
     ) -> None:
-        """`in_flight` per instance as the router measured it (None: the router cannot say, so nothing
-        draining is stopped this round)."""
+        """`busy`: the instances the router may still send requests to (None: the router cannot say, so
+        nothing draining is stopped this round)."""
         desired = store.endpoints.get(config.name).instance_count
         serving = [row for row in rows if row[1] != "draining"]
         for row in serving[desired:][::-1]:  # the newest first
             serving_repo.drain_instance(store, config.name, row[0])
             serving_repo.add_events(store, config.name, [("drain", {"instance": row[0]})])
         for row in rows:
-            if row[1] == "draining" and in_flight is not None and not in_flight.get(row[0]):
+            if row[1] == "draining" and busy is not None and row[0] not in busy:
                 self._stop_instance(backend, store, config.name, row[0])
         missing = desired - len(serving)
         for _ in range(max(missing, 0)):
@@ -263,11 +271,11 @@ class EndpointControllers:
         answer = _ask(config, "/cache", home.home, "POST") if alive else None
         if answer is not None:  # what the instances loaded since the last tick is recorded before they go
             cache_record.save(store, config.name, answer, home.artifacts)
-        in_flight: dict[str, int] = {} if answer is None else answer["in_flight_by_instance"]
+        busy = set() if answer is None else _busy(answer)
         for row in rows:
             if row[1] != "draining":
                 serving_repo.drain_instance(store, config.name, row[0])
-            if not in_flight.get(row[0]):
+            if row[0] not in busy:
                 self._stop_instance(home.backend, store, config.name, row[0])
         if serving_repo.instances(store, config.name):
             return
