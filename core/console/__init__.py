@@ -2,12 +2,11 @@
 
 It is composed of one service per concern over one shared `Workspace` (store, local backend, event bus,
 clock, thread offload): `console.pools`, `console.jobs`, `console.training`, `console.registry`,
-`console.endpoints`, `console.pipelines`. The registry, endpoints and pipelines services are built
-(and their modules imported) on first use, so a command that only reads jobs does not pay for the serving
-and pipeline machinery; the console's own code reaches them from its event loop, not from threads.
-Queries return immutable snapshots
-(`kinetic_tui.core.console.snapshots`); actions return snapshots or raise `KineticError`s with one-line
-messages; every change is announced on `console.events`.
+`console.endpoints`, `console.pipelines`. The registry, endpoints and pipelines services are built (and
+their modules imported) on first use, so a command that only reads jobs does not pay for the serving and
+pipeline machinery; the console's own code reaches them from its event loop, not from threads. Queries
+return immutable snapshots (`kinetic_tui.core.console.snapshots`); actions return snapshots or raise
+`KineticError`s with one-line messages; every change is announced on `console.events`.
 """
 
 from __future__ import annotations
