@@ -6,6 +6,8 @@ The hash covers the base image, the accelerator category, the kinetic version, t
 requirements, the runner file and the Dockerfile template (`ImageInputs.digest`).
 
 Requirement filtering, so that only changes pip would notice change the tag, is infra/requirements.py.
+Building goes through `BuildInputs` (context files and tag), which the serving image shares
+(infra/serving_image.py).
 
 google-cloud-build, google-cloud-storage and google-auth sit in the `gcp` extra and are imported only
 when a build, an upload or a registry lookup really happens.
@@ -29,7 +31,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, parse_accelerator
 from kinetic_tui.core.accelerators import category as accelerator_category
@@ -72,6 +74,18 @@ class ImageBuildError(KineticError):
 # Image identity
 
 
+class BuildInputs(Protocol):
+    """What `ensure_image` and `run_build` build: job images (`ImageInputs`) and the serving image share one
+    build path, and each says only which files its build context holds and which tag names them."""
+
+    @property
+    def label(self) -> str: ...  # Cloud Build's tag on the build: an accelerator category, or "serving"
+
+    def tag(self, project: str, region: str, cluster: str) -> str: ...
+
+    def context_files(self) -> dict[str, bytes]: ...
+
+
 @dataclass(frozen=True)
 class ImageInputs:
     """Everything an image is built from; equal inputs give the same tag, and any change a new one."""
@@ -101,6 +115,20 @@ class ImageInputs:
 
     def requirements_txt(self) -> str:
         return "".join(f"{line}\n" for line in self.requirements)
+
+    @property
+    def label(self) -> str:
+        return self.category
+
+    def tag(self, project: str, region: str, cluster: str) -> str:
+        return image_tag(project, region, cluster, self)
+
+    def context_files(self) -> dict[str, bytes]:
+        return {
+            "Dockerfile": self.dockerfile().encode(),
+            "requirements.txt": self.requirements_txt().encode(),
+            "remote_runner.py": self.runner,
+        }
 
 
 def image_inputs(
@@ -145,13 +173,9 @@ class ImageBuild:
     log_url: str | None = None
 
 
-def build_context(inputs: ImageInputs) -> bytes:
-    """A reproducible tar.gz (fixed mtimes and owners) of Dockerfile, requirements.txt and the runner."""
-    files = {
-        "Dockerfile": inputs.dockerfile().encode(),
-        "requirements.txt": inputs.requirements_txt().encode(),
-        "remote_runner.py": inputs.runner,
-    }
+def build_context(inputs: BuildInputs) -> bytes:
+    """A reproducible tar.gz (fixed mtimes and owners) of the inputs' context files."""
+    files = inputs.context_files()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
@@ -162,7 +186,7 @@ def build_context(inputs: ImageInputs) -> bytes:
 
 
 def ensure_image(
-    inputs: ImageInputs,
+    inputs: BuildInputs,
     *,
     project: str,
     region: str,
@@ -173,12 +197,13 @@ def ensure_image(
     timeout: float = BUILD_TIMEOUT,
     poll_interval: float = POLL_INTERVAL,
 ) -> ImageBuild:
-    """Return the bundled image for `inputs`, building it with Cloud Build unless the tag exists.
+    """Return the image `inputs` describe (a bundled job image, the serving image), built with Cloud Build
+    unless its tag exists.
 
     `exists(tag)` defaults to an Artifact Registry lookup, `upload(bucket, object, data)` to a GCS upload
     into the builds bucket, `client` to a REST `CloudBuildClient`; tests inject doubles for all three.
     """
-    tag = image_tag(project, region, cluster, inputs)
+    tag = inputs.tag(project, region, cluster)
     if (exists or registry_has_tag)(tag):
         return ImageBuild(tag, built=False)
     build = functools.partial(run_build, upload=upload, client=client, timeout=timeout, poll_interval=poll_interval)
@@ -186,7 +211,7 @@ def ensure_image(
 
 
 def run_build(
-    inputs: ImageInputs,
+    inputs: BuildInputs,
     tag: str,
     *,
     project: str,
@@ -203,7 +228,7 @@ def run_build(
     source = build_context(inputs)
     bucket, source_object = builds_bucket_name(project, cluster), f"sources/{hashlib.sha256(source).hexdigest()}.tar.gz"
     (upload or upload_source)(bucket, source_object, source)
-    build = build_request(cloudbuild, tag, inputs.category, project, cluster, bucket, source_object, timeout, dockerhub)
+    build = build_request(cloudbuild, tag, inputs.label, project, cluster, bucket, source_object, timeout, dockerhub)
     client = client or cloud_build_client()
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -217,7 +242,7 @@ def run_build(
 def build_request(
     cloudbuild: Any,
     tag: str,
-    category: str,
+    label: str,
     project: str,
     cluster: str,
     bucket: str,
@@ -240,7 +265,7 @@ def build_request(
         timeout=datetime.timedelta(seconds=int(timeout)),
         service_account=f"projects/{project}/serviceAccounts/{service_account_email(project, cluster, 'build')}",
         options=cloudbuild.BuildOptions(logging=cloudbuild.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY),
-        tags=["kinetic", category],
+        tags=["kinetic", label],
     )
 
 
