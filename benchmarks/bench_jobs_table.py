@@ -18,8 +18,8 @@ import time
 
 from textual.app import App, ComposeResult
 
-from kinetic_tui.render import job_row
 from kinetic_tui.render.formatting import styled_cell
+from kinetic_tui.render.tables import job_row
 from kinetic_tui.views.jobs import COLUMNS
 from kinetic_tui.widgets.keyed_table import KeyedTable
 

@@ -5,16 +5,9 @@ A bundled image is named by what went into it, `{region}-docker.pkg.dev/{project
 The hash covers the base image, the accelerator category, the kinetic version, the filtered
 requirements, the runner file and the Dockerfile template (`ImageInputs.digest`).
 
-Requirement filtering (`filter_requirements`), so that only changes pip would notice change the tag:
-- comments (`#` at a line start or after whitespace), blank lines and surrounding whitespace go;
-  `\\` line continuations are joined;
-- project names are PEP 503-normalised (`Scikit_Learn` == `scikit-learn`), extras and version specifiers
-  are sorted and stripped of spaces (`numpy >= 1, < 2` == `numpy<2,>=1`), markers keep single spaces;
-- `-e`/`--editable` lines and local paths (`.`, `./x`, `../x`, `/x`, `file:`) are dropped: the job's own
-  code travels in context.zip, and a build has no access to the client's disk;
-- `kinetic-tui` is dropped: the runner needs nothing of the client package;
-- `-r`/`-c` includes are refused (a ValidationError naming the line): the build cannot read them;
-- the remaining lines are deduplicated and sorted (pip resolves them as a set).
+Requirement filtering, so that only changes pip would notice change the tag, is infra/requirements.py.
+Building goes through `BuildInputs` (context files and tag), which the serving image shares
+(infra/serving_image.py).
 
 google-cloud-build, google-cloud-storage and google-auth sit in the `gcp` extra and are imported only
 when a build, an upload or a registry lookup really happens.
@@ -35,10 +28,10 @@ import string
 import tarfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kinetic_tui.core.accelerators import AcceleratorConfig, parse_accelerator
 from kinetic_tui.core.accelerators import category as accelerator_category
@@ -47,6 +40,7 @@ from kinetic_tui.core.submission.context import IMAGE_MODES
 from kinetic_tui.core.submission.packaging import client_fingerprint
 from kinetic_tui.infra import builds_bucket_name, import_extra, repository_url, service_account_email
 from kinetic_tui.infra.dockerhub import dockerhub_login, dockerhub_secrets
+from kinetic_tui.infra.requirements import filter_requirements
 
 # GKE mounts the GPU driver from the node and CUDA/libtpu user-space libraries come as pip wheels, so
 # one slim Python serves every category; the category still selects pip options and keys the tag.
@@ -69,7 +63,6 @@ MANIFEST_TYPES = ", ".join(
         "application/vnd.docker.distribution.manifest.v2+json",
     )
 )
-_DROPPED_PROJECTS = frozenset({"kinetic-tui"})
 _FINISHED = frozenset({"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"})
 
 
@@ -78,83 +71,19 @@ class ImageBuildError(KineticError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Requirements
-
-
-_INCLUDE = re.compile(r"(-r|--requirement|-c|--constraint)(\s|=|$)")
-_LOCAL = re.compile(r"(-e|--editable)(\s|=|$)|\.{1,2}(/|$)|/|file:")
-_COMMENT = re.compile(r"(?:^|\s)#.*")
-_OPTIONS = re.compile(r"\s+(?=--)")
-_SEPARATORS = re.compile(r"[-_.]+")
-_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*(.*)")
-
-
-def filter_requirements(text: str) -> tuple[str, ...]:
-    """The requirement lines that matter to pip, normalised (rules in the module docstring)."""
-    kept: set[str] = set()
-    for number, line in _logical_lines(text):
-        if _INCLUDE.match(line):
-            raise ValidationError(
-                f"requirements line {number} {line!r} includes another file, which an image build cannot "
-                "read; put its requirements in this file"
-            )
-        if _LOCAL.match(line):
-            continue
-        normalised = line if line.startswith("-") else _normalise_requirement(line)
-        if normalised is not None:
-            kept.add(" ".join(normalised.split()))
-    return tuple(sorted(kept))
-
-
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    """(first physical line number, line) with comments stripped and `\\` continuations joined."""
-    pending, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _COMMENT.sub("", raw) if "#" in raw else raw
-        if not pending:
-            start = number
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        line, pending = (pending + line).strip(), ""
-        if line:
-            yield start, line
-    if pending.strip():
-        yield start, pending.strip()
-
-
-def _pep503(name: str) -> str:
-    return _SEPARATORS.sub("-", name.strip()).lower()
-
-
-def _normalise_requirement(line: str) -> str | None:
-    """PEP 503 name, sorted extras and specifiers; None for a project the image must not install.
-
-    Per-requirement options (`--hash=...` from pip-compile) are kept, sorted, after the requirement.
-    """
-    head, *options = _OPTIONS.split(line) if "--" in line else (line,)
-    requirement, _, marker = head.partition(";")
-    match = _REQUIREMENT.fullmatch(requirement.strip())
-    if match is None:  # a URL or archive name: nothing to normalise but whitespace
-        return " ".join([head, *sorted(options)])
-    name, extras, rest = match.groups()
-    name = _pep503(name)
-    if name in _DROPPED_PROJECTS:
-        return None
-    extras_text = ""
-    if extras and extras.strip():
-        extras_text = "[" + ",".join(sorted({_pep503(extra) for extra in extras.split(",")})) + "]"
-    rest = rest.strip()
-    if rest.startswith("@"):
-        spec = " @ " + rest[1:].strip()
-    else:
-        spec = ",".join(sorted(part.replace(" ", "") for part in rest.split(",") if part.strip()))
-    marker_text = f"; {' '.join(marker.split())}" if marker.strip() else ""
-    return " ".join([f"{name}{extras_text}{spec}{marker_text}", *sorted(options)])
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Image identity
+
+
+class BuildInputs(Protocol):
+    """What `ensure_image` and `run_build` build: job images (`ImageInputs`) and the serving image share one
+    build path, and each says only which files its build context holds and which tag names them."""
+
+    @property
+    def label(self) -> str: ...  # Cloud Build's tag on the build: an accelerator category, or "serving"
+
+    def tag(self, project: str, region: str, cluster: str) -> str: ...
+
+    def context_files(self) -> dict[str, bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -186,6 +115,20 @@ class ImageInputs:
 
     def requirements_txt(self) -> str:
         return "".join(f"{line}\n" for line in self.requirements)
+
+    @property
+    def label(self) -> str:
+        return self.category
+
+    def tag(self, project: str, region: str, cluster: str) -> str:
+        return image_tag(project, region, cluster, self)
+
+    def context_files(self) -> dict[str, bytes]:
+        return {
+            "Dockerfile": self.dockerfile().encode(),
+            "requirements.txt": self.requirements_txt().encode(),
+            "remote_runner.py": self.runner,
+        }
 
 
 def image_inputs(
@@ -230,13 +173,9 @@ class ImageBuild:
     log_url: str | None = None
 
 
-def build_context(inputs: ImageInputs) -> bytes:
-    """A reproducible tar.gz (fixed mtimes and owners) of Dockerfile, requirements.txt and the runner."""
-    files = {
-        "Dockerfile": inputs.dockerfile().encode(),
-        "requirements.txt": inputs.requirements_txt().encode(),
-        "remote_runner.py": inputs.runner,
-    }
+def build_context(inputs: BuildInputs) -> bytes:
+    """A reproducible tar.gz (fixed mtimes and owners) of the inputs' context files."""
+    files = inputs.context_files()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
@@ -247,7 +186,7 @@ def build_context(inputs: ImageInputs) -> bytes:
 
 
 def ensure_image(
-    inputs: ImageInputs,
+    inputs: BuildInputs,
     *,
     project: str,
     region: str,
@@ -258,12 +197,13 @@ def ensure_image(
     timeout: float = BUILD_TIMEOUT,
     poll_interval: float = POLL_INTERVAL,
 ) -> ImageBuild:
-    """Return the bundled image for `inputs`, building it with Cloud Build unless the tag exists.
+    """Return the image `inputs` describe (a bundled job image, the serving image), built with Cloud Build
+    unless its tag exists.
 
     `exists(tag)` defaults to an Artifact Registry lookup, `upload(bucket, object, data)` to a GCS upload
     into the builds bucket, `client` to a REST `CloudBuildClient`; tests inject doubles for all three.
     """
-    tag = image_tag(project, region, cluster, inputs)
+    tag = inputs.tag(project, region, cluster)
     if (exists or registry_has_tag)(tag):
         return ImageBuild(tag, built=False)
     build = functools.partial(run_build, upload=upload, client=client, timeout=timeout, poll_interval=poll_interval)
@@ -271,7 +211,7 @@ def ensure_image(
 
 
 def run_build(
-    inputs: ImageInputs,
+    inputs: BuildInputs,
     tag: str,
     *,
     project: str,
@@ -288,7 +228,7 @@ def run_build(
     source = build_context(inputs)
     bucket, source_object = builds_bucket_name(project, cluster), f"sources/{hashlib.sha256(source).hexdigest()}.tar.gz"
     (upload or upload_source)(bucket, source_object, source)
-    build = build_request(cloudbuild, tag, inputs.category, project, cluster, bucket, source_object, timeout, dockerhub)
+    build = build_request(cloudbuild, tag, inputs.label, project, cluster, bucket, source_object, timeout, dockerhub)
     client = client or cloud_build_client()
     from google.api_core.exceptions import GoogleAPICallError
 
@@ -302,7 +242,7 @@ def run_build(
 def build_request(
     cloudbuild: Any,
     tag: str,
-    category: str,
+    label: str,
     project: str,
     cluster: str,
     bucket: str,
@@ -325,7 +265,7 @@ def build_request(
         timeout=datetime.timedelta(seconds=int(timeout)),
         service_account=f"projects/{project}/serviceAccounts/{service_account_email(project, cluster, 'build')}",
         options=cloudbuild.BuildOptions(logging=cloudbuild.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY),
-        tags=["kinetic", category],
+        tags=["kinetic", label],
     )
 
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from kinetic_tui.core.commands.parser import Command
 from kinetic_tui.core.commands.verbs import VERBS
-from kinetic_tui.core.console.pipelines import check_run
 from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, jsonable
 
 if TYPE_CHECKING:
@@ -25,6 +24,8 @@ async def execute(console: Console, command: Command) -> Any:
     strings, numbers). A pipeline run that ended Failed is a failed command (PipelineRunFailed)."""
     result = await VERBS[command.verb].run(console, command.args, command.wait)
     if isinstance(result, PipelineRunSnapshot):
+        from kinetic_tui.core.console.pipelines import check_run  # only a pipeline verb pays for the module
+
         check_run(result)
     return jsonable(result)
 

@@ -39,6 +39,7 @@ from kinetic_tui.core.training.entry import emit
 CACHE_HEADER = "X-Kinetic-Cache"  # "HITS MISSES" on every answer
 EVENTS_HEADER = "X-Kinetic-Cache-Events"  # JSON list of {kind, model, seconds} when the LRU changed
 IN_FLIGHT_METRIC = "kinetic_in_flight_requests"  # a pod's gauge on /metrics: received and not yet answered
+POD_MODULE = "kinetic_tui.core.serving.instance"  # `python -m POD_MODULE`: a serving pod's command
 POD_ENV = (
     "KINETIC_ENDPOINT",
     "KINETIC_MAX_LOADED_MODELS",

@@ -27,7 +27,7 @@ from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.host import ConsoleHost, console_host
-from kinetic_tui.render import humanize_age, status_cell
+from kinetic_tui.render.formatting import humanize_age, status_cell
 from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
 from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.log_view import LogView

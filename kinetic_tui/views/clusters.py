@@ -16,7 +16,7 @@ from textual.content import Content
 
 from kinetic_tui.core.backends.kinds import kind
 from kinetic_tui.core.profiles import DEFAULTS, current_profile_name, list_profiles
-from kinetic_tui.render import filter_rows, pool_row
+from kinetic_tui.render.tables import filter_rows, pool_row
 from kinetic_tui.screens.dialogs import Field
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable

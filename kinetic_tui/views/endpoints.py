@@ -15,8 +15,9 @@ from textual.binding import Binding
 from textual.widgets import Label, Static
 
 from kinetic_tui.core.console.snapshots import EndpointSnapshot
-from kinetic_tui.render import cache_rows, endpoint_row
 from kinetic_tui.render.formatting import fit
+from kinetic_tui.render.scaling_chart import cache_rows
+from kinetic_tui.render.tables import endpoint_row
 from kinetic_tui.screens.dialogs import Field, FormScreen
 from kinetic_tui.views.forms import COMMANDS, TableView, ViewBody
 from kinetic_tui.widgets.keyed_table import KeyedTable

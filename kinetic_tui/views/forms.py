@@ -23,7 +23,9 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from kinetic_tui.core.commands.grammar import PARAM, dump_json
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.platform.registry import ALLOWED_TRANSITIONS, Stage
-from kinetic_tui.render import filter_rows, look, promote_targets
+from kinetic_tui.render.formatting import look
+from kinetic_tui.render.stage_graph import promote_targets
+from kinetic_tui.render.tables import filter_rows
 from kinetic_tui.screens.dialog import Dialog
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.keyed_table import KeyedTable

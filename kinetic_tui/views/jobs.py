@@ -24,8 +24,8 @@ from textual.widgets import Label
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.errors import KineticError
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.render import filter_rows, job_row, sort_rows
 from kinetic_tui.render.batches import batch_detail, batch_row, group_keys, member_row
+from kinetic_tui.render.tables import filter_rows, job_row, sort_rows
 from kinetic_tui.screens.dialogs import ConfirmScreen, Field
 from kinetic_tui.views.base import View
 from kinetic_tui.widgets.virtual_table import Row, VirtualTable

@@ -18,7 +18,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Label
 
 from kinetic_tui.core.console.snapshots import PipelineRunSnapshot, PipelineSnapshot
-from kinetic_tui.render import pipeline_row, run_history_rows, step_rows
+from kinetic_tui.render.dag import run_history_rows, step_rows
+from kinetic_tui.render.tables import pipeline_row
 from kinetic_tui.views.forms import COMMANDS, ParamsForm, TableView, ViewBody
 from kinetic_tui.widgets.dag_view import DagView
 from kinetic_tui.widgets.keyed_table import KeyedTable

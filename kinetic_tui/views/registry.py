@@ -14,7 +14,8 @@ from textual.widgets import Label
 
 from kinetic_tui.core.console.snapshots import GroupSnapshot, ModelVersionSnapshot
 from kinetic_tui.core.platform.registry import Stage
-from kinetic_tui.render import history_rows, model_row
+from kinetic_tui.render.stage_graph import history_rows
+from kinetic_tui.render.tables import model_row
 from kinetic_tui.screens.dialogs import ConfirmScreen
 from kinetic_tui.views.forms import COMMANDS, StagePicker, TableView, ViewBody
 from kinetic_tui.widgets.keyed_table import KeyedTable

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Label
 
 from kinetic_tui.core.platform.training import TrainingStatus
 from kinetic_tui.core.training.records import StudySnapshot
-from kinetic_tui.render import study_row, training_row, trial_row
+from kinetic_tui.render.tables import study_row, training_row, trial_row
 from kinetic_tui.screens.dialogs import Field
 from kinetic_tui.views.forms import TableView, ViewBody
 from kinetic_tui.widgets.keyed_table import KeyedTable

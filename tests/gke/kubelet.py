@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +52,8 @@ from kinetic_tui.core.backends.gke.pathways import LWS_GROUP, LWS_PLURAL, LWS_VE
 from kinetic_tui.core.backends.gke.submission import backend_class
 from kinetic_tui.core.profiles import jobs_bucket_name, resolve_infra
 from kinetic_tui.core.storage import GcsStorage
+from kinetic_tui.infra import serving_image
+from kinetic_tui.infra.container_builder import BuildInputs, ImageBuild
 from tests.gcs_emulator import create_bucket
 from tests.gke.listing import Expired, Pager
 
@@ -473,9 +475,16 @@ def kube() -> Iterator[KubeApi]:
         yield api
 
 
+def registry_holding_every_image(project: str, region: str, cluster: str) -> Callable[[BuildInputs], ImageBuild]:
+    """`serving_image.image_ensurer` for a registry that already holds every image asked for: nothing builds
+    (tests/infra/test_serving_image.py builds through the Cloud Build double)."""
+    return lambda inputs: ImageBuild(inputs.tag(project, region, cluster), built=False)
+
+
 @pytest.fixture
 def cluster(kube: KubeApi, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Cluster:
-    """A GKE profile (through KINETIC_* variables) whose API server is kmock and whose bucket is fake GCS."""
+    """A GKE profile (through KINETIC_* variables) whose API server is kmock, whose bucket is fake GCS and
+    whose registry already holds the serving image."""
     serial = next(_clusters)  # a namespace per test: workloads of earlier tests on the shared server stay apart
     project, name, namespace = "kn-test", f"c{os.getpid()}-{serial}", f"ns-{serial}"
     for variable, value in {
@@ -487,6 +496,7 @@ def cluster(kube: KubeApi, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch, t
     }.items():
         monkeypatch.setenv(variable, value)
     bucket = create_bucket(gcs_emulator, jobs_bucket_name(project, name))
+    monkeypatch.setattr(serving_image, "image_ensurer", registry_holding_every_image)
     clients = clients_for(resolve_infra())
     return Cluster(
         kube, clients, Kubelet(kube, clients, namespace, tmp_path / "kubelet"), project, name, bucket, namespace

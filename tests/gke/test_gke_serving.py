@@ -16,6 +16,7 @@ from kinetic_tui.core.backends.registry import backend_for
 from kinetic_tui.core.errors import NotFoundError, ValidationError
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.serving.config import EndpointConfig
+from kinetic_tui.infra.serving_image import serving_inputs
 from tests.gke.kubelet import Cluster, cluster, kube
 
 __all__ = ["cluster", "kube"]  # the fixtures this module uses from the kubelet double
@@ -114,7 +115,11 @@ def test_an_endpoint_is_created_replaced_and_removed_on_the_cluster(cluster: Clu
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {item["name"]: item["value"] for item in container["env"]}
     assert env["KINETIC_ARTIFACTS"] == f"gs://{cluster.bucket}/_artifacts/sha256/"  # the profile's jobs bucket
-    assert container["image"].startswith("us-docker.pkg.dev/kinetic-tui/images/base:cpu-")
+    infra = resolve_infra()  # the pods run the serving image of the profile's cluster repository
+    assert container["image"] == serving_inputs().tag(infra.project, infra.region, infra.cluster)
+    assert container["image"].startswith(f"{infra.region}-docker.pkg.dev/{infra.project}/kn-{infra.cluster}/serving:")
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(deployment, version, strict=True)
     assert service["spec"]["ports"][0]["port"] == 8000
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 5)
     assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "10"

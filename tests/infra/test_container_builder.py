@@ -210,7 +210,8 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
     operation error plus a FAILURE build in the metadata); `outcome="never"` never finishes. `refuse`
     answers CreateBuild 403 PERMISSION_DENIED; `forget` answers every GetOperation 404. It also
     answers Artifact Registry's Docker Registry v2 `HEAD /v2/{repo}/manifests/{tag}` from `existing`
-    (403 for the bearer token `denied`).
+    (403 for the bearer token `denied`); with `pushes` a successful build's `images` join `existing`, as
+    the registry then holds them.
     Every request is recorded as (method, path, headers, JSON body).
     """
 
@@ -221,10 +222,11 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
         existing: set[str] = frozenset(),
         refuse: bool = False,
         forget: bool = False,
+        pushes: bool = False,
     ) -> None:
         super().__init__(("127.0.0.1", 0), _DoubleHandler)
         self.outcome, self.polls_until_done, self.existing = outcome, polls_until_done, set(existing)
-        self.refuse, self.forget = refuse, forget
+        self.refuse, self.forget, self.pushes = refuse, forget, pushes
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         self.builds: dict[str, dict[str, Any]] = {}
         self.polls: dict[str, int] = {}
@@ -255,6 +257,8 @@ class CloudBuildDouble(http.server.ThreadingHTTPServer):
                 {"name": image, "digest": "sha256:" + "0" * 64} for image in build.get("images", [])
             ]  # none: pushed by a step
             build["results"] = {"images": images}
+            if self.pushes:
+                self.existing.update(image.split("/", 1)[1] for image in build.get("images", []))
             operation["response"] = {"@type": "type.googleapis.com/google.devtools.cloudbuild.v1.Build", **build}
         elif done:
             build["status"] = "FAILURE"

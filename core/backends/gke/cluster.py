@@ -227,15 +227,17 @@ class GkeCluster:
 
     def deploy_endpoint(self, config: EndpointConfig, routes: Mapping[str, Any]) -> dict[str, str]:
         """Create or replace the endpoint's Deployment (the serving image, the jobs bucket's artifact store,
-        the versions it answers for), Service and autoscaler; their names. Bad config raises before any
-        object is written."""
-        from kinetic_tui.infra.container_builder import prebuilt_image
+        the versions it answers for), Service and autoscaler; their names. Bad config raises before the
+        serving image is looked up or built and before any object is written."""
+        from kinetic_tui.infra.serving_image import ensure_serving_image
 
+        serving.check_config(config)
+        infra = self.infra
         objects = serving.endpoint_manifests(
             config,
             routes,
-            namespace=self.infra.namespace,
-            image=prebuilt_image("cpu"),
+            namespace=infra.namespace,
+            image=ensure_serving_image(infra.project, infra.region, infra.cluster).tag,
             artifacts_uri=self.bucket_uri(self.bucket, ARTIFACTS),
         )
         return serving.deploy(self._workloads["gke"].clients, objects)

@@ -13,12 +13,13 @@ record and field names); the HPA carries it:
   by up to `max_instances` pods per period, so a decision jumps straight to the desired count as the local
   autoscaler does instead of the HPA's default doubling steps.
 
-The serving pods run the instance server of the package's prebuilt CPU image (`python -m
-kinetic_tui.core.serving.instance`) with their endpoint, group, cache size, artifact store (in the jobs
-bucket) and the versions they answer for (`KINETIC_ROUTES`) in the environment, listen on `CONTAINER_PORT`,
-answer `GET /healthz` (their readiness probe) and export the metric on `GET /metrics`; the Service exposes
-them on the endpoint's port. `deploy`/`remove` create, replace and delete the three objects through the
-API; `status` reads back which exist and the replica counts the cluster reports.
+The serving pods run the serving image (infra/serving_image.py: this kinetic-tui version's wheel on a slim
+Python) with its instance server as their command (`python -m kinetic_tui.core.serving.instance`) and
+their endpoint, group, cache size, artifact store (in the jobs bucket) and the versions they answer for
+(`KINETIC_ROUTES`) in the environment, listen on `CONTAINER_PORT`, answer `GET /healthz` (their readiness
+probe) and export the metric on `GET /metrics`; the Service exposes them on the endpoint's port.
+`deploy`/`remove` create, replace and delete the three objects through the API; `status` reads back which
+exist and the replica counts the cluster reports.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from kinetic_tui.core.backends.gke.manifests import APP, APP_LABEL, CPU_REQUESTS
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.platform.autoscaling import ScalingConfig
 from kinetic_tui.core.serving.config import EndpointConfig, require_port
-from kinetic_tui.core.serving.instance import IN_FLIGHT_METRIC
+from kinetic_tui.core.serving.instance import IN_FLIGHT_METRIC, POD_MODULE
 from kinetic_tui.core.validation import require_int, require_name
 
 ENDPOINT_LABEL = "kinetic/endpoint"
@@ -43,7 +44,6 @@ MODEL_ANNOTATION = "kinetic/model"
 CONTAINER = "serving"
 CONTAINER_PORT = 8080
 DEFAULT_SERVICE_PORT = 80  # a local endpoint's port 0 means "pick one"; a Service needs a real one
-SERVER_MODULE = "kinetic_tui.core.serving.instance"  # the instance server the serving image runs
 MAX_WINDOW = 3600  # the longest stabilization window the HPA accepts, in seconds
 POLICY_PERIOD = 15  # seconds; the HPA controller's default sync period
 # a Service's name is a DNS-1035 label, and the name is also a label value: at most 63 characters
@@ -112,6 +112,8 @@ def check_config(config: EndpointConfig) -> ScalingConfig:
         scale_out_cooldown=config.scale_out_cooldown,
         scale_in_cooldown=config.scale_in_cooldown,
     )
+    _window("scale_out_cooldown", scaling.scale_out_cooldown)
+    _window("scale_in_cooldown", scaling.scale_in_cooldown)
     require_int("max_loaded_models", config.max_loaded_models, 1)
     service_port(config)
     return scaling
@@ -144,7 +146,7 @@ def endpoint_manifests(
     container = {
         "name": CONTAINER,
         "image": image,
-        "command": ["python", "-m", SERVER_MODULE],
+        "command": ["python", "-m", POD_MODULE],
         "env": [{"name": key, "value": value} for key, value in env.items()],
         "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 2},
