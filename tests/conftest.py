@@ -25,10 +25,40 @@ SEED_OPTION = "--hypothesis-seed"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Without `--hypothesis-seed`, pick one: every run explores new inputs, and the seed is on record."""
+    """Without `--hypothesis-seed`, pick one: every run explores new inputs, and the seed is on record. The
+    xdist workers get the controller's options, so they run under the seed it printed."""
     if config.getoption(SEED_OPTION) is None:
         config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
-        core.global_force_seed = int(config.option.hypothesis_seed)
+    core.global_force_seed = int(config.option.hypothesis_seed)
+
+
+# Files whose tests drive many processes for long (a chaos run, consoles in tmux, whole scenarios, kills at
+# random moments, studies resumed): they run one after another on one xdist worker, never two at once on
+# two cores, while the other worker takes the rest.
+SERIAL = {
+    "chaos/test_chaos.py",
+    "tui/test_tmux.py",
+    "tui/test_tmux_tasks.py",
+    "test_demo.py",
+    "test_examples.py",
+    "gke/test_gke_pipeline.py",
+    "gke/test_gke_debug.py",
+    "test_store_crash.py",
+    "pipelines/test_durable_runs.py",
+    "test_study_trials.py",
+    "test_tuning_runs.py",
+    "test_training_runs.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With `--dist loadgroup` (the default, see pyproject.toml): each file's tests stay on one worker (its
+    module fixtures are built once), and the SERIAL files share one."""
+    root = Path(__file__).parent
+    for item in items:
+        path = item.path.relative_to(root).as_posix()
+        item.add_marker(pytest.mark.xdist_group("serial" if path in SERIAL else path))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -118,6 +118,13 @@ class Home:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
 
+    def answering(self, name: str) -> bool:
+        """Whether the endpoint's router is up and answers a request with a value."""
+        try:
+            return self.http(name, {"record": {"x": 1}})[0] == 200
+        except OSError:
+            return False
+
     def stop_everything(self) -> None:
         """Stop every endpoint's processes, then the supervisor and the fork server; kill what is left."""
         with using_home(self.home):

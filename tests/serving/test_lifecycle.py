@@ -72,7 +72,7 @@ def test_after_every_process_was_killed_start_restores_the_endpoint(served: Home
         restored = served.run("endpoint start phoenix")
         assert len(restored["history"]) == 1
         wait_for(lambda: served.http("phoenix", {"record": {"x": 1}})[0] == 200, 60, "serving again")
-        wait_for(lambda: served.instances("main"), 60, "the other endpoints back too")
+        wait_for(lambda: served.answering("main"), 60, "the other endpoints back too")
     finally:
         served.run("endpoint stop phoenix")
 
@@ -94,5 +94,6 @@ def test_an_instance_recorded_but_never_submitted_is_forgotten_and_replaced(serv
             "halfway", "lost"
         )
         assert all(row[0] != "job-0badc0de" for row in served.instances("halfway", state=None))
+        wait_for(lambda: served.answering("main"), 60, "the other endpoints back too")
     finally:
         served.run("endpoint stop halfway")
