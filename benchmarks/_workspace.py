@@ -55,3 +55,13 @@ def import_cloudpickle_floor() -> float:
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
+
+
+def interleaved_ms(candidate: list[str], baseline: list[str], rounds: int) -> tuple[float, float]:
+    """Median ms of fresh `baseline` and `candidate` processes (in that order), run in turns so that the
+    machine's load weighs on both alike."""
+    base, cand = [], []
+    for _ in range(rounds):
+        base.append(timed(lambda: subprocess.run(baseline, check=True, stdout=subprocess.DEVNULL)))
+        cand.append(timed(lambda: subprocess.run(candidate, check=True, stdout=subprocess.DEVNULL)))
+    return median_ms(base), median_ms(cand)
