@@ -16,10 +16,15 @@ CLI = str(Path(sys.executable).with_name("kinetic-tui"))
 
 
 def main() -> None:
+    from kinetic_tui.core.backends.local.launcher import shutdown_server
+
     fresh_workspace("kinetic-bench-cli-start-")
     remote_square = user_module().remote_square
-    for n in range(JOBS):
-        assert remote_square(n) == n * n
+    try:
+        for n in range(JOBS):
+            assert remote_square(n) == n * n
+    finally:
+        shutdown_server()  # the fork server the jobs started: nothing of the benchmark stays running
     cli = [CLI, "jobs", "list"]
     floor = [sys.executable, "-c", "import cloudpickle"]
     b, c = interleaved_ms(cli, floor, ROUNDS)
