@@ -233,3 +233,26 @@ def test_workload_functions_log_fail_and_stop_as_documented(
     doomed.rmdir()  # what a new demo's wipe does to a running job's work directory
     assert workload.stream_metrics(duration=60, interval=0.01) == 0
     assert "stopping" in capsys.readouterr().out
+
+
+def test_a_new_demo_stops_the_previous_demos_endpoints_before_it_wipes(demo_dir: Path) -> None:
+    """Their routers and instances serve from the demo home: left running, they would outlive the files."""
+    from tests.helpers import processes
+    from tests.serving.served import Home, wait_for
+
+    old = Home(demo_home(), demo_dir.parent)
+    old.run("train base --epochs 1")
+    old.run("register g --from-training base")
+    old.run("promote g 1 Staging")
+    old.run("promote g 1 Production")
+    old.run("endpoint create e --model g --tick-seconds 0")
+    try:
+        wait_for(lambda: old.answering("e"), 60, "the previous demo's endpoint answering")
+        routers = [pid for pid in processes.serving(old.home) if "router_process" in processes.describe(pid)]
+        instances = [row[3] for row in old.instances("e")]
+        assert len(routers) == 1 and len(instances) == 1
+        demo_home()
+        assert not set(routers + instances) & set(processes.serving(old.home))
+    finally:
+        processes.stop_infrastructure(old.home)
+        processes.reap(old.home, 3.0)
