@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from kinetic_tui.screens.dialogs import FormScreen
 from kinetic_tui.widgets.scaling_chart import ScalingChart
-from tests.tui.conftest import notes, settle
+from tests.tui.conftest import notes, settle, wait_for
 from tests.tui.test_training_view import open_view
 
 
@@ -125,6 +125,7 @@ async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_vi
         footer = app.query_one("#footer")
         assert summary.region.bottom > footer.region.y  # below the fold at first
         await pilot.press("tab")
-        await pilot.pause()
+        # the scroll that follows the focus lands on a later refresh: wait for it, not for one pause
+        await wait_for(lambda: summary.region.bottom <= footer.region.y, pilot)
         assert app.focused is app.query_one("#cache")
         assert summary.region.height == 4 and summary.region.bottom <= footer.region.y  # on screen, whole
