@@ -27,7 +27,7 @@ from typing import TypeVar
 import pytest
 
 import kinetic_tui as kinetic
-from kinetic_tui.core.backends.local import forkserver, forkserver_client, launch_files, launcher
+from kinetic_tui.core.backends.local import forkserver, forkserver_client, lanes, launch_files, launcher
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
@@ -212,6 +212,65 @@ def test_a_job_forked_by_a_server_killed_before_replying_is_adopted(jobs, tmp_pa
     assert (row.status, row.phase, row.detail) == (JobStatus.SUCCEEDED, None, None)
     assert row.hosts is not None and row.hosts[0].reaper == server  # adopted from the server's record
     assert _markers(markers) == [handle.job_id]
+
+
+def test_a_job_whose_server_died_before_letting_it_run_is_queued_again_and_runs_once(jobs, tmp_path):
+    """The server recorded the host started and died before its go-ahead: the host exits unrun (its exit status
+    and missing result would otherwise fail a job that never ran)."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    server = start_server("before-go")
+    handle = kinetic.run()(jobs.hold).run_async(0.0, str(markers))
+    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
+    assert not forkserver.pid_alive(server)
+    row = local_backend().job(handle.job_id)
+    assert (row.status, row.phase, row.detail) == (JobStatus.SUCCEEDED, None, None)
+    assert _markers(markers) == [handle.job_id]  # it ran once, in its second launch
+    assert "none of it ran, so it is queued again" in launcher.log_path(row.job_dir, 0).read_text()
+
+
+def test_a_job_adopted_before_its_host_said_it_never_ran_is_queued_again(jobs, tmp_path):
+    """The client adopts the recorded host while it is stopped (so alive); once continued, it finds its
+    starter gone and exits unrun, and the next settling pass judges the launch again rather than the exit."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    start_server("before-go-stopped")
+    handle = kinetic.run()(jobs.hold).run_async(0.0, str(markers))
+    local_backend().reconcile(handle.job_id, start=False)  # adopts the recorded host, stopped so alive
+    row = local_backend().job(handle.job_id)
+    assert row.status is JobStatus.RUNNING and row.hosts is not None
+    (host,) = row.hosts
+    os.kill(host.pid, signal.SIGCONT)
+    wait_for(lambda: host.never_ran(row.job_dir), TIMEOUT, "the host to say it never ran")
+    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
+    assert _markers(markers) == [handle.job_id]
+    assert "none of it ran, so it is queued again" in launcher.log_path(row.job_dir, 0).read_text()
+
+
+def test_a_lane_whose_server_died_before_letting_it_run_gives_its_inputs_back(jobs):
+    server = start_server("before-go")
+    batch = kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
+    assert batch.results(timeout=TIMEOUT) == [3, 7, 11]
+    assert not forkserver.pid_alive(server)
+    rows = local_backend().jobs(group_id=batch.group_id)
+    assert {(r.status, r.phase) for r in rows} == {(JobStatus.SUCCEEDED, None)}
+
+
+def test_a_lane_adopted_before_its_host_said_it_never_ran_gives_its_inputs_back(jobs):
+    """One input, so one lane: while stopped, the host still holds the dead server's socket and lock (it drops
+    them only once let run), so a second lane could not be spawned until it is continued."""
+    start_server("before-go-stopped")
+    batch = kinetic.run()(jobs.add).map([(1, 2)])
+    local_backend().reconcile(start=False)  # adopts the stopped lane's recorded host
+    store = local_backend().store
+    stopped = [lane for lane in lanes.active(store) if lane.hosts and forkserver.read_proc_stat(lane.hosts[0].pid)]
+    stopped = [lane for lane in stopped if forkserver.read_proc_stat(lane.hosts[0].pid).state == "T"]
+    assert len(stopped) == 1
+    host = stopped[0].hosts[0]
+    os.kill(host.pid, signal.SIGCONT)
+    wait_for(lambda: host.never_ran(stopped[0].dir), TIMEOUT, "the lane's host to say it never ran")
+    assert batch.results(timeout=TIMEOUT) == [3]
+    assert lanes.get(store, stopped[0].lane_id).ended_at is not None
 
 
 def test_a_slice_whose_server_died_between_its_hosts_fails_at_once_with_its_started_host_stopped(jobs):

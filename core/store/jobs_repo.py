@@ -194,6 +194,11 @@ def record_hosts(db: Database, job_id: str, hosts: list[dict[str, Any]]) -> None
     db.write("UPDATE jobs SET hosts = ? WHERE job_id = ?", (json.dumps(hosts), job_id))
 
 
+def forget_hosts(db: Database, job_id: str) -> None:
+    """A running job's recorded hosts never ran: its launch is judged again from its records."""
+    db.write("UPDATE jobs SET hosts = NULL WHERE job_id = ? AND status = 'RUNNING'", (job_id,))
+
+
 def settle(
     conn: sqlite3.Connection, job_id: str, status: str, phase: str | None, detail: str | None, now: float
 ) -> bool:

@@ -1,6 +1,8 @@
 """Real fork servers of the test's home with one behaviour changed, started the way the client starts one.
 
 "before-reply" dies after forking a job, before it replies; "mid-slice" dies between forking host 0 and host 1;
+"before-go" dies once it has recorded its first host started, before it lets that host run ("before-go-stopped"
+stops that host first, so that the test decides when it learns of the death);
 "patient" never drops a client that sends only part of a request (REQUEST_TIMEOUT of an hour), so that a test
 can hold such a client while the server serves others, and tell "the server served them meanwhile" from "it
 waited for the slow client to time out" without a clock.
@@ -21,7 +23,7 @@ from kinetic_tui.core.paths import kinetic_home
 TIMEOUT = 30.0
 
 CHANGED_SERVER = """
-    import importlib.util, json, os, sys
+    import importlib.util, json, os, signal, sys
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("forkserver_under_test", sys.argv[1])
@@ -41,8 +43,19 @@ CHANGED_SERVER = """
         forks.append(1)
         return fork_host(*args)
 
+    write_atomic = fs.launch_files.write_atomic
+
+    def killed_before_the_go_ahead(final, text):
+        write_atomic(final, text)
+        if os.path.basename(final).startswith("started-"):
+            if mode == "before-go-stopped":
+                os.kill(json.loads(text)["pid"], signal.SIGSTOP)
+            os._exit(0)  # the host is recorded started, and waits for a go-ahead that never comes
+
     mode = sys.argv[5]
-    if mode == "patient":
+    if mode.startswith("before-go"):
+        fs.launch_files.write_atomic = killed_before_the_go_ahead
+    elif mode == "patient":
         fs.REQUEST_TIMEOUT = 3600.0
     else:
         fs._Server._handle = killed_before_replying
@@ -53,7 +66,9 @@ CHANGED_SERVER = """
 
 
 def start_server(mode: str) -> int:
-    """Start the home's fork server in `mode` ("before-reply", "mid-slice" or "patient"); return its pid."""
+    """Start the home's fork server in `mode` ("before-reply", "mid-slice", "before-go[-stopped]" or
+    "patient"); return its
+    pid."""
     run_dir = kinetic_home() / "run"
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = job_env()

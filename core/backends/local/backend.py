@@ -19,6 +19,7 @@ import difflib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,9 @@ class LocalBackend:
         for row in rows:
             if row.status is not JobStatus.RUNNING:
                 continue
+            if row.hosts is not None and all(host.never_ran(row.job_dir) for host in row.hosts):
+                jobs_repo.forget_hosts(self.store, row.job_id)  # adopted before they said so: judge the launch
+                row = replace(row, hosts=None)
             if row.hosts is None:
                 adopted, freed = adopt_launch(self.store, row)
                 if freed:

@@ -22,8 +22,9 @@ Observing is done by whoever looks (a waiting client, the console, the superviso
 not yet applied are applied in one transaction that also advances `lanes.progress`, so each line counts
 once however many processes look. A lane whose process has ended is closed: an input it had started but
 not finished failed (phase `lost`) or was cancelled; inputs it never reached go back to the queue, unless
-the lane died before starting any input, which fails them all (else a lane that cannot start would be
-relaunched forever).
+the lane's runner died before starting any input, which fails them all (else a lane that cannot start would
+be relaunched forever). A lane whose process never ran the runner (its starter died before letting it, see
+launch_files) was never launched: its inputs go back to the queue.
 """
 
 from __future__ import annotations
@@ -215,9 +216,10 @@ def _apply(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[str]:
 def _close(conn: sqlite3.Connection, lane: Lane, code: int | None, now: float) -> list[str]:
     """The lane's process has ended and its progress is applied: settle or requeue what it still held."""
     started = lanes_repo.started_count(conn, lane.lane_id)
-    how = "was never launched" if lane.hosts is None else f"exited with {code if code is not None else 'no status'}"
+    unrun = lane.hosts is None or lane.hosts[0].never_ran(lane.dir)
+    how = "was never launched" if unrun else f"exited with {code if code is not None else 'no status'}"
     settled = lanes_repo.settle_in_flight(conn, lane.lane_id, f"its lane {lane.lane_id} {how} while the input ran", now)
-    if started or lane.hosts is None:  # the rest never ran: another lane takes them
+    if started or unrun:  # the rest never ran: another lane takes them
         lanes_repo.requeue_unstarted(conn, lane.lane_id)
     else:
         settled += lanes_repo.fail_unstarted(

@@ -8,7 +8,9 @@ before forking; a client that gave up, or a reader that found the claimer dead, 
 instead. The file is linked into place whole and link never replaces, so exactly one of them wins: a spawn
 request that arrives after its client gave up forks nothing. A forked host waits until its parent has
 written `started-{token}-{i}.json` (what the store keeps of it) and exits without running if the parent
-dies first, so every host that runs has a record.
+dies first, so every host that runs has a record. Such a host leaves `unrun-{i}.json` ([pid, start time]):
+its parent may have died after writing its record, and a host that never ran must be launched again, not
+judged by its exit (its inputs or result were never touched).
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def started_path(job_dir: str, token: str, host: int) -> str:
     return os.path.join(job_dir, f"started-{token}-{int(host)}.json")
 
 
+def unrun_path(job_dir: str, host: int) -> str:
+    return os.path.join(job_dir, f"unrun-{int(host)}.json")
+
+
 def take_spawn(job_dir: str, token: str, role: str) -> tuple[bool, dict[str, Any]]:
     """Take the launch of claim `token` as "spawner" or "abandoned" unless someone already has: (won, the
     owner's record). Exactly one process ever wins."""
@@ -157,6 +163,8 @@ def fork_host(
             if os.read(go_r, 1) == b"x":
                 os.close(go_r)
                 code = become(spec)
+            else:  # the parent died before letting us run, perhaps after recording us: say we never ran
+                write_atomic(unrun_path(spec["job_dir"], spec["host"]), json.dumps(this_process()))
         except BaseException:
             traceback.print_exc()
         finally:

@@ -92,6 +92,11 @@ class HostProcess:
             return None
         return os.waitstatus_to_exitcode(stat.exit_status)
 
+    def never_ran(self, job_dir: Path) -> bool:
+        """True if this host exited without running because its starter died before letting it run."""
+        record = launch_files.read_json(launch_files.unrun_path(str(job_dir), self.host))
+        return bool(record == [self.pid, self.start_time])
+
     def reaper_running(self) -> bool:
         """True while the host's reaper lives and is not stopped, so it will write the exit file."""
         if self.reaper is None:
@@ -304,8 +309,10 @@ def launch_state(job_dir: Path, hosts: int) -> LaunchState:
 
 
 def _started(job_dir: Path, token: str, hosts: int) -> list[HostProcess]:
+    """The hosts recorded started, less those that never ran (their starter died before letting them)."""
     records = (launch_files.read_json(launch_files.started_path(str(job_dir), token, i)) for i in range(hosts))
-    return [HostProcess.from_dict(record) for record in records if record is not None]
+    started = (HostProcess.from_dict(record) for record in records if record is not None)
+    return [host for host in started if not host.never_ran(job_dir)]
 
 
 def _validate(job_dir: Path, argv: list[str], env: dict[str, str], hosts: int, runner: Path) -> None:
