@@ -263,14 +263,14 @@ def test_a_lane_adopted_before_its_host_said_it_never_ran_gives_its_inputs_back(
     batch = kinetic.run()(jobs.add).map([(1, 2)])
     local_backend().reconcile(start=False)  # adopts the stopped lane's recorded host
     store = local_backend().store
-    stopped = [lane for lane in lanes.active(store) if lane.hosts and forkserver.read_proc_stat(lane.hosts[0].pid)]
-    stopped = [lane for lane in stopped if forkserver.read_proc_stat(lane.hosts[0].pid).state == "T"]
-    assert len(stopped) == 1
-    host = stopped[0].hosts[0]
+    (lane,) = lanes.active(store)
+    assert lane.hosts is not None
+    (host,) = lane.hosts
+    assert getattr(forkserver.read_proc_stat(host.pid), "state", None) == "T"
     os.kill(host.pid, signal.SIGCONT)
-    wait_for(lambda: host.never_ran(stopped[0].dir), TIMEOUT, "the lane's host to say it never ran")
+    wait_for(lambda: host.never_ran(lane.dir), TIMEOUT, "the lane's host to say it never ran")
     assert batch.results(timeout=TIMEOUT) == [3]
-    assert lanes.get(store, stopped[0].lane_id).ended_at is not None
+    assert lanes.get(store, lane.lane_id).ended_at is not None
 
 
 def test_a_slice_whose_server_died_between_its_hosts_fails_at_once_with_its_started_host_stopped(jobs):

@@ -66,9 +66,7 @@ CHANGED_SERVER = """
 
 
 def start_server(mode: str) -> int:
-    """Start the home's fork server in `mode` ("before-reply", "mid-slice", "before-go[-stopped]" or
-    "patient"); return its
-    pid."""
+    """Start the home's fork server in `mode` (see the module docstring); return its pid."""
     run_dir = kinetic_home() / "run"
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = job_env()
