@@ -15,7 +15,7 @@ from kinetic_tui.core.backends.base import Backend
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.paths import using_home
 from kinetic_tui.core.serving import config as cfg
-from kinetic_tui.core.serving.controller import pid_alive
+from kinetic_tui.core.serving.router_pid import router_running
 from kinetic_tui.core.store import Store, serving_repo
 from kinetic_tui.core.supervisor import process as supervisor
 
@@ -131,7 +131,7 @@ def serving_view(store: Store, name: str) -> dict[str, Any] | None:
         "pool": config.pool,
         "port": config.port,
         "tick_seconds": config.tick_seconds,
-        "router_pid": router.get("pid") if router and pid_alive(router.get("pid")) else None,
+        "router_pid": router["pid"] if router_running(router) else None,
         "instances": [
             {"instance": inst, "state": state, "pid": pid, "url": url}
             for inst, state, url, pid, _ in serving_repo.instances(store, name)

@@ -28,11 +28,11 @@ from typing import Any, Protocol
 
 from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.backends.base import Backend
-from kinetic_tui.core.backends.local.launch_files import pid_alive as process_alive
 from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.pipelines.driver import Home
 from kinetic_tui.core.serving import cache_record
 from kinetic_tui.core.serving import config as cfg
+from kinetic_tui.core.serving.router_pid import router_record, router_running
 from kinetic_tui.core.store import Store, serving_repo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.dispatch import submit_call
@@ -43,19 +43,6 @@ log = logging.getLogger(__name__)
 
 ROUTER_STOP_GRACE = 5.0  # seconds a router may take to finish its requests before it is killed
 ADMIN_TIMEOUT = 2.0
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether a router process runs; one this process started and that exited is reaped here, so it is
-    not left a zombie."""
-    if not pid:
-        return False
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    return process_alive(pid)
 
 
 def admin(config: cfg.EndpointConfig, path: str, home: Path, method: str = "GET") -> dict[str, Any]:
@@ -149,10 +136,10 @@ class EndpointControllers:
             self._stop(home, store, config, clock, rows, router)
             return
         clock.stopping_router = None
-        router_alive = router is not None and pid_alive(router.get("pid"))
+        router_alive = router_running(router)
         if not router_alive and time.monotonic() - clock.router_started > 5.0:
             clock.router_started = time.monotonic()
-            serving_repo.set_router(store, name, {"pid": start_router(name, home.home), "port": config.port})
+            serving_repo.set_router(store, name, router_record(start_router(name, home.home), config.port))
             serving_repo.add_events(store, name, [("router", {"started": True})])
         busy: set[str] | None = None
         if router_alive and time.monotonic() - clock.last_tick >= (config.tick_seconds or cfg.DEFAULT_TICK_SECONDS):
@@ -267,7 +254,7 @@ class EndpointControllers:
         router: dict[str, Any] | None,
     ) -> None:
         """Drain every instance, stop each once idle, then the router."""
-        alive = router is not None and pid_alive(router.get("pid"))
+        alive = router_running(router)
         answer = _ask(config, "/cache", home.home, "POST") if alive else None
         if answer is not None:  # what the instances loaded since the last tick is recorded before they go
             cache_record.save(store, config.name, answer, home.artifacts)

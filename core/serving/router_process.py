@@ -18,6 +18,7 @@ from kinetic_tui.core.errors import one_line
 from kinetic_tui.core.paths import kinetic_home, private_umask
 from kinetic_tui.core.serving import config as cfg
 from kinetic_tui.core.serving.router import Router
+from kinetic_tui.core.serving.router_pid import router_record
 from kinetic_tui.core.store import Store, serving_repo
 from kinetic_tui.core.supervisor import process as supervisor
 
@@ -65,7 +66,7 @@ async def serve(name: str) -> int:
     router.read_instances()
     watcher = asyncio.create_task(router.watch())
     keeper = asyncio.create_task(keep_supervisor(store, kinetic_home()))
-    serving_repo.set_router(store, name, {"pid": os.getpid(), "port": config.port})
+    serving_repo.set_router(store, name, router_record(os.getpid(), config.port))
     print(f"router of {name!r} listening on http://127.0.0.1:{config.port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

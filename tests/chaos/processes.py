@@ -52,9 +52,13 @@ def alive(pid: int) -> bool:
     return stat is not None and stat.state not in ("Z", "X")
 
 
-def _target(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "") -> Target | None:
+def _target(
+    kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "", start: int | None = None
+) -> Target | None:
+    """The process `pid` names, if it runs and (where its record keeps a start time) is still the one recorded:
+    a pid the kernel handed to another process is not that kind's to fault."""
     stat = _stat(pid)
-    if stat is None or stat.state in ("Z", "X"):
+    if stat is None or stat.state in ("Z", "X") or (start is not None and stat.start_time != start):
         return None
     return Target(kind, pid, stat.start_time, jobs, endpoint)
 
@@ -130,8 +134,8 @@ def discover(home: Path, clients: list[int]) -> dict[str, list[Target]]:
     """The live processes of each kind right now."""
     found: dict[str, list[Target]] = {kind: [] for kind in KINDS}
 
-    def add(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "") -> None:
-        target = _target(kind, pid, jobs, endpoint)
+    def add(kind: str, pid: int, jobs: tuple[str, ...] = (), endpoint: str = "", start: int | None = None) -> None:
+        target = _target(kind, pid, jobs, endpoint, start)
         if target is not None:
             found[kind].append(target)
 
@@ -145,12 +149,13 @@ def discover(home: Path, clients: list[int]) -> dict[str, list[Target]]:
         serving = {instance for _, instance, _ in rows.instances}
         for job_id, hosts in rows.jobs:
             for host in json.loads(hosts) if job_id not in serving else ():
-                add("job", host["pid"], (job_id,))
+                add("job", host["pid"], (job_id,), start=host.get("start_time"))
         for _lane_id, hosts, held in rows.lanes:
             for host in json.loads(hosts):
-                add("lane", host["pid"], tuple(held))
+                add("lane", host["pid"], tuple(held), start=host.get("start_time"))
         for endpoint, router in rows.routers:
-            add("router", json.loads(router)["pid"], (), endpoint)
+            record = json.loads(router)
+            add("router", record["pid"], (), endpoint, record.get("start"))
         for endpoint, instance, pid in rows.instances:
             if pid is not None:
                 add("instance", pid, (instance,), endpoint)

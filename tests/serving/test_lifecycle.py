@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -97,3 +99,32 @@ def test_an_instance_recorded_but_never_submitted_is_forgotten_and_replaced(serv
         wait_for(lambda: served.answering("main"), 60, "the other endpoints back too")
     finally:
         served.run("endpoint stop halfway")
+
+
+def test_a_dead_routers_pid_given_to_another_process_is_neither_taken_for_it_nor_signalled(served: Home) -> None:
+    """The kernel reuses pids: once a router is gone, its recorded pid may name any process. The controller
+    must bring the router back rather than wait on that process, and `endpoint stop` must never signal it."""
+    served.run("endpoint create reused --model g --tick-seconds 0")
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        wait_for(lambda: served.answering("reused"), 60, "the endpoint answering")
+        with using_home(served.home):
+            from kinetic_tui.core.backends.local.workspace import store
+
+            router = serving_repo.endpoint(store(), "reused")[2]  # type: ignore[index]
+            os.kill(router["pid"], signal.SIGKILL)
+            serving_repo.set_router(store(), "reused", router | {"pid": stranger.pid})
+        wait_for(lambda: served.answering("reused"), 60, "a new router in place of the dead one")
+        shown = served.run("show endpoint reused")["serving"]["router_pid"]
+        assert shown not in (None, stranger.pid)
+        with using_home(served.home):
+            from kinetic_tui.core.backends.local.workspace import store
+
+            os.kill(shown, signal.SIGKILL)  # and once more, now to stop it: the stop must leave the stranger be
+            serving_repo.set_router(store(), "reused", router | {"pid": stranger.pid})
+        served.run("endpoint stop reused")
+        assert stranger.poll() is None, "endpoint stop signalled a process that is not its router"
+    finally:
+        stranger.kill()
+        stranger.wait()
+        served.run("endpoint stop reused")
