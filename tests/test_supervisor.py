@@ -203,13 +203,58 @@ def test_a_failing_duty_does_not_stall_the_others(kinetic_home: Path, monkeypatc
     countdown = Countdown(5)
     monkeypatch.setattr(duties, "DUTIES", (Broken(), countdown))
     home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
-    failing = loop.Failing()
+    failings = {duty.name: loop.Failing() for duty in duties.DUTIES}
     for _ in range(5):
-        assert loop._round(home, failing)
+        assert all(loop._turn(home, duty, failings[duty.name]) for duty in duties.DUTIES)
     assert countdown.left == 0
     monkeypatch.setattr(duties, "DUTIES", (countdown,))
     loop.serve(home, poll=0.01)  # returns: nothing is due
     assert supervisor.running(kinetic_home) is None
+
+
+class Stuck:
+    """A duty whose round waits until released, as a pipeline driver's round waits out a busy store."""
+
+    name = "stuck"
+    pause = None
+
+    def __init__(self) -> None:
+        self.entered, self.release, self.rounds = threading.Event(), threading.Event(), 0
+
+    def due(self, home: duties.Supervised) -> bool:
+        return self.rounds == 0
+
+    def tick(self, home: duties.Supervised) -> None:
+        self.entered.set()
+        self.release.wait(60)
+        self.rounds += 1
+
+
+def test_a_duty_stuck_in_its_round_does_not_hold_up_the_others(
+    kinetic_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint controllers must restart a dead router while the job queue or a pipeline driver waits."""
+    stuck, countdown = Stuck(), Countdown(20)
+    monkeypatch.setattr(duties, "DUTIES", (stuck, countdown))
+    home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
+    seen: list[tuple[int, int]] = []
+
+    def release_once_the_other_is_done() -> None:
+        try:
+            if stuck.entered.wait(30):
+                deadline = time.monotonic() + 30
+                while countdown.left and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen.append((stuck.rounds, countdown.left))  # while the stuck round still waits
+        finally:
+            stuck.release.set()
+
+    releaser = threading.Thread(target=release_once_the_other_is_done)
+    releaser.start()
+    loop.serve(home, poll=0.01)  # in the main thread, as the supervisor runs it (it sets a signal handler)
+    releaser.join()
+    assert seen == [(0, 0)], "the other duty waited for the stuck one"
+    assert stuck.rounds == 1  # it returned once nothing was due, after the stuck round ended
 
 
 def test_a_duty_that_keeps_failing_backs_off_and_logs_one_traceback(
@@ -218,9 +263,10 @@ def test_a_duty_that_keeps_failing_backs_off_and_logs_one_traceback(
     broken, countdown, now = Broken(), Countdown(100), [0.0]
     monkeypatch.setattr(duties, "DUTIES", (broken, countdown))
     home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
-    failing = loop.Failing(clock=lambda: now[0])
+    failings = {duty.name: loop.Failing(clock=lambda: now[0]) for duty in duties.DUTIES}
     for _ in range(60):  # a minute of rounds 1 s apart; the pause doubles from 0.2 s, at most 30 s
-        loop._round(home, failing)
+        for duty in duties.DUTIES:
+            loop._turn(home, duty, failings[duty.name])
         now[0] += 1.0
     assert broken.tries == 9 and countdown.left == 40  # tries at 0, 1, 2, 3, 5, 9, 16, 29 and 55 s; 60 rounds
     tracebacks = [r for r in caplog.records if r.exc_info]

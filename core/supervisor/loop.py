@@ -1,11 +1,19 @@
-"""The supervisor's loop: hold the lease, do a round of every due duty, sleep, repeat; exit when no duty is
-due or when told to stop (SIGTERM, from `down`). The sleep is the loop's poll, or shorter when a due duty
-asks for its next round sooner (a pipeline step job is running: its end starts the next step).
+"""The supervisor's loop: hold the lease and drive every duty, each in a thread of its own, until no duty is
+due or the supervisor is told to stop (SIGTERM, from `down`). A duty's thread does a round while the duty is
+due, then sleeps the loop's poll, or less when the duty asks for its next round sooner (a pipeline step job
+is running: its end starts the next step).
 
-A duty that raises is logged and tried again later, while the others go on every round: one broken study
-must not stall the job queue. A duty that keeps failing (its cluster unreachable) backs off and is logged
-with its traceback once, then in one line per try: it neither spins nor fills the supervisor's log.
-After releasing the lease the loop looks once more, so work queued while it was exiting is never stranded.
+Duties have threads of their own because one duty's round can be slow: under load a pipeline driver's round
+of sixty runs spends seconds waiting for the store's write lock. Done one after another, an endpoint whose
+router died waited behind it, and while supervisors were being killed faster than such a round took, its
+router was not restarted for minutes. The threads share nothing but the store, which gives each thread its
+own connection, so they are as safe together as the separate processes that already drive the same work.
+
+A duty that raises is logged and tried again later, while the others go on: one broken study must not stall
+the job queue. A duty that keeps failing (its cluster unreachable) backs off and is logged with its
+traceback once, then in one line per try: it neither spins nor fills the supervisor's log. A round slower
+than `SLOW_TICK` is logged with its time. After releasing the lease the loop looks once more, so work queued
+while it was exiting is never stranded.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from kinetic_tui.core.supervisor.lease import Lease
 log = logging.getLogger(__name__)
 
 POLL = 0.1
+SLOW_TICK = 2.0  # seconds: a duty's round that took longer is logged with its time
 MAX_BACKOFF = 30.0  # seconds between tries of a duty that keeps failing
 
 
@@ -60,17 +69,12 @@ def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = Non
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    failing = Failing()
     while not stopping.is_set():
         lease = lease or Lease.acquire(home.home)
         if lease is None:
             return  # another supervisor serves this home
         try:
-            while not stopping.is_set():
-                due = _round(home, failing)
-                if not due:
-                    break
-                stopping.wait(min([poll, *(duty.pause for duty in due if duty.pause is not None)]))
+            _drive(home, poll, stopping)
         finally:
             lease.release()
             lease = None
@@ -78,27 +82,58 @@ def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = Non
             return
 
 
+def _drive(home: duties.Supervised, poll: float, stopping: threading.Event) -> None:
+    """Every duty in its own thread until none is due or `stopping` is set; returns once each has finished
+    the round it was in."""
+    done = threading.Event()
+    threads = [
+        threading.Thread(target=_keep, args=(home, duty, poll, done), name=duty.name, daemon=True)
+        for duty in duties.DUTIES
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        while not stopping.is_set() and _due(home):
+            stopping.wait(poll)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+
+
+def _keep(home: duties.Supervised, duty: duties.Duty, poll: float, done: threading.Event) -> None:
+    failing = Failing()
+    while not done.is_set():
+        _turn(home, duty, failing)
+        done.wait(poll if duty.pause is None else min(poll, duty.pause))
+
+
 def _due(home: duties.Supervised) -> list[duties.Duty]:
-    found: list[duties.Duty] = []
-    for duty in duties.DUTIES:
-        try:
-            if duty.due(home):
-                found.append(duty)
-        except Exception:
-            log.exception("checking %s failed", duty.name)
-    return found
+    return [duty for duty in duties.DUTIES if _is_due(home, duty)]
 
 
-def _round(home: duties.Supervised, failing: Failing) -> list[duties.Duty]:
-    """One round of every due duty not backing off; the duties that were due (none: nothing left to do)."""
-    due = _due(home)
-    for duty in due:
-        if failing.waiting(duty.name):
-            continue
-        try:
-            duty.tick(home)
-        except Exception as error:
-            failing.failed(duty.name, error)
-        else:
-            failing.succeeded(duty.name)
-    return due
+def _is_due(home: duties.Supervised, duty: duties.Duty) -> bool:
+    try:
+        return duty.due(home)
+    except Exception:
+        log.exception("checking %s failed", duty.name)
+        return False
+
+
+def _turn(home: duties.Supervised, duty: duties.Duty, failing: Failing) -> bool:
+    """One round of `duty` if it is due and not backing off; whether it was due."""
+    if not _is_due(home, duty):
+        return False
+    if failing.waiting(duty.name):
+        return True
+    started = time.monotonic()
+    try:
+        duty.tick(home)
+    except Exception as error:
+        failing.failed(duty.name, error)
+    else:
+        failing.succeeded(duty.name)
+    took = time.monotonic() - started
+    if took > SLOW_TICK:
+        log.info("%s took %.1f s this round", duty.name, took)
+    return True
