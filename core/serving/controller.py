@@ -94,6 +94,9 @@ class Supervised(Home, Protocol):
     def artifacts(self) -> ArtifactStore: ...
 
 
+Serving = tuple[dict[str, Any], str, dict[str, Any] | None]  # an endpoint's (config, wanted, router)
+
+
 @dataclass
 class _Clock:
     """What a controller remembers between rounds (rebuilt from the store after a restart)."""
@@ -115,20 +118,47 @@ class EndpointControllers:
         return serving_repo.any_wanted_running(home.store) or bool(serving_repo.endpoints_with_processes(home.store))
 
     def tick(self, home: Supervised) -> None:
+        """Dead routers are restarted for every endpoint first, before any endpoint's instances are settled or
+        scaled: those take store writes, which wait under load, and a supervisor may be killed meanwhile,
+        while an endpoint without its router refuses every request."""
         store = home.store
-        names = set(serving_repo.wanted_running(store)) | set(serving_repo.endpoints_with_processes(store))
-        for name in sorted(names):
+        names = sorted(set(serving_repo.wanted_running(store)) | set(serving_repo.endpoints_with_processes(store)))
+        found: dict[str, Serving] = {}
+        for name in names:
             try:
-                self.control(home, name)
+                kept = self._keep_router(home, name)
+            except Exception as exc:
+                log.warning("endpoint %s: %s", name, one_line(exc))
+            else:
+                if kept is not None:
+                    found[name] = kept
+        for name, (record, wanted, router) in found.items():
+            try:
+                self.control(home, name, record, wanted, router)
             except Exception as exc:
                 log.warning("endpoint %s: %s", name, one_line(exc))
 
-    def control(self, home: Supervised, name: str) -> None:
-        store = home.store
-        found = serving_repo.endpoint(store, name)
+    def _keep_router(self, home: Supervised, name: str) -> Serving | None:
+        """The endpoint's serving record (None once it is gone), its router started first if it should run
+        and does not (the process before its record: it listens while the record waits for the store)."""
+        found = serving_repo.endpoint(home.store, name)
         if found is None:
-            return
+            return None
         record, wanted, router = found
+        clock = self._clocks.setdefault(name, _Clock())
+        if wanted == "stopped" or router_running(router) or time.monotonic() - clock.router_started <= 5.0:
+            return found
+        port = cfg.EndpointConfig.from_record(record).port
+        clock.router_started = time.monotonic()
+        router = router_record(start_router(name, home.home), port)
+        serving_repo.set_router(home.store, name, router)
+        serving_repo.add_events(home.store, name, [("router", {"started": True})])
+        return record, wanted, router
+
+    def control(
+        self, home: Supervised, name: str, record: dict[str, Any], wanted: str, router: dict[str, Any] | None
+    ) -> None:
+        store = home.store
         config = cfg.EndpointConfig.from_record(record)
         clock = self._clocks.setdefault(name, _Clock())
         rows = self._settle_instances(home.backend, store, name)
@@ -137,10 +167,6 @@ class EndpointControllers:
             return
         clock.stopping_router = None
         router_alive = router_running(router)
-        if not router_alive and time.monotonic() - clock.router_started > 5.0:
-            clock.router_started = time.monotonic()
-            serving_repo.set_router(store, name, router_record(start_router(name, home.home), config.port))
-            serving_repo.add_events(store, name, [("router", {"started": True})])
         busy: set[str] | None = None
         if router_alive and time.monotonic() - clock.last_tick >= (config.tick_seconds or cfg.DEFAULT_TICK_SECONDS):
             news = _ask(config, "/cache", home.home, "POST")
