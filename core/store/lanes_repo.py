@@ -84,6 +84,14 @@ def fail_launch(db: Database, lane_id: str, detail: str, now: float) -> None:
         conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane_id))
 
 
+def give_back(db: Database, lane_id: str, now: float) -> None:
+    """The lane's process never started through no fault of its inputs: they go back to the queue for another
+    lane, and the lane closes, in one transaction."""
+    with db.transaction() as conn:
+        requeue_unstarted(conn, lane_id)
+        close(conn, lane_id, now)
+
+
 # -- progress ------------------------------------------------------------------------------------------
 
 

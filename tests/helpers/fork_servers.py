@@ -1,6 +1,7 @@
 """Real fork servers of the test's home with one behaviour changed, started the way the client starts one.
 
-"before-reply" dies after forking a job, before it replies; "mid-slice" dies between forking host 0 and host 1;
+"before-reply" dies after forking a job, before it replies; "on-request" dies as it receives a spawn request,
+before forking anything; "mid-slice" dies between forking host 0 and host 1;
 "before-go" dies once it has recorded its first host started, before it lets that host run ("before-go-stopped"
 stops that host first, so that the test decides when it learns of the death);
 "patient" never drops a client that sends only part of a request (REQUEST_TIMEOUT of an hour), so that a test
@@ -37,6 +38,11 @@ CHANGED_SERVER = """
             os._exit(0)  # the server dies after forking the job, before it replies
         return reply
 
+    def killed_on_the_request(self, request):
+        if request.get("op") == "spawn":
+            os._exit(0)  # the server dies holding the request, having started nothing
+        return handle(self, request)
+
     def killed_before_the_second_host(*args):
         if forks:
             os._exit(0)  # the server dies between forking host 0 and host 1
@@ -57,6 +63,8 @@ CHANGED_SERVER = """
         fs.launch_files.write_atomic = killed_before_the_go_ahead
     elif mode == "patient":
         fs.REQUEST_TIMEOUT = 3600.0
+    elif mode == "on-request":
+        fs._Server._handle = killed_on_the_request
     else:
         fs._Server._handle = killed_before_replying
     if mode == "mid-slice":

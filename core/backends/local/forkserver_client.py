@@ -47,6 +47,11 @@ class SpawnError(RuntimeError):
     launch records tell: see launch_files.py)."""
 
 
+class ServerLost(SpawnError):
+    """The server ended (killed, crashed) after receiving the request and before answering it: nothing of
+    ours was at fault but that helper, and the next spawn starts a new one."""
+
+
 def _taken(reply: dict[str, Any]) -> SpawnError:
     ((role, (pid, _)),) = reply["taken"].items()
     how = "given up" if role == "abandoned" else "started"
@@ -75,7 +80,9 @@ def spawn(
                 raise ForkServerUnavailable(f"fork server at {run_dir} refused the request: {exc}") from exc
             try:
                 reply = recv_json(sock)
-            except (OSError, EOFError, ValueError) as exc:
+            except (EOFError, ConnectionResetError) as exc:
+                raise ServerLost(f"fork server at {run_dir} ended before answering the spawn request") from exc
+            except (OSError, ValueError) as exc:
                 raise SpawnError(f"fork server at {run_dir} did not answer the spawn request: {exc}") from exc
         if "error" in reply:
             raise ForkServerUnavailable(f"fork server could not spawn: {reply['error']}")

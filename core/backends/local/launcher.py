@@ -46,6 +46,11 @@ class LaunchError(KineticError):
     """A job's processes could not be started, or refused to die."""
 
 
+class StarterLost(LaunchError):
+    """The fork server died holding the launch: once `abandon` says nothing of it runs, the work is queued
+    again rather than failed, since only our helper failed."""
+
+
 @dataclass(frozen=True)
 class HostProcess:
     """One host of a job, as the store keeps it. `start_time` guards against the pid being reused; `reaper`
@@ -239,6 +244,8 @@ def launch(
         )
     try:
         started = _start(str(runner_file), specs, idle, token or write_claim(job_dir))
+    except forkserver_client.ServerLost as exc:
+        raise StarterLost(str(exc)) from exc
     except forkserver_client.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
     return [HostProcess(i, pid, pid, start, *started.reaper) for i, (pid, start) in enumerate(started.hosts)]

@@ -74,9 +74,14 @@ def launch_job(store: Store, row: JobRow) -> None:
         token = launcher.claim_token(row.job_dir)
         hosts = launcher.launch(row.job_dir, list(row.launch["argv"]), env, hosts=row.nodes, token=token)
     except BaseException as exc:
+        starter_lost = isinstance(exc, launcher.StarterLost)
 
         def fail(why: str) -> None:
-            if launcher.abandon(row.job_dir):
+            if not launcher.abandon(row.job_dir):
+                return
+            if starter_lost:
+                requeue(store, _current(store, row), token, why)
+            else:
                 _fail_launch(store, row.job_id, f"could not start the job: {why}")
 
         _given_up(row.job_id, exc, fail)
@@ -112,6 +117,12 @@ def _recorded(what: str, record: Callable[[], object]) -> None:
         log.exception("could not record the processes of %s", what)
 
 
+def _current(store: Store, row: JobRow) -> JobRow:
+    """The row as the store has it now (a cancel may have come in while it was being started)."""
+    values = jobs_repo.get(store, row.job_id)
+    return row if values is None else JobRow.from_values(values)
+
+
 def _fail_launch(store: Store, job_id: str, detail: str) -> None:
     """A launch given up by a cancel (which gives it up first) ends the job CANCELLED, whoever settles first."""
     values = jobs_repo.get(store, job_id)
@@ -128,9 +139,14 @@ def launch_lane(store: Store, assignment: lanes.Assignment) -> None:
     try:
         hosts = launcher.launch(lane.dir, lanes.write_spec(assignment), job_env(), token=launcher.claim_token(lane.dir))
     except BaseException as exc:
+        starter_lost = isinstance(exc, launcher.StarterLost)
 
         def fail(why: str) -> None:
-            if launcher.abandon(lane.dir):
+            if not launcher.abandon(lane.dir):
+                return
+            if starter_lost:
+                lanes_repo.give_back(store, lane.lane_id, time.time())
+            else:
                 lanes_repo.fail_launch(store, lane.lane_id, f"could not start the lane: {why}", time.time())
 
         _given_up(lane.lane_id, exc, fail)
