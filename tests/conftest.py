@@ -75,6 +75,7 @@ def kinetic_home(tmp_path_factory, monkeypatch):
     that points KINETIC_HOME elsewhere (an overriding fixture: the tmux test's demo workspace) has the home
     it ended with judged too."""
     home = tmp_path_factory.mktemp("kinetic-home")
+    outer = os.environ.get("KINETIC_HOME")  # a session fixture's home (the served workspace), or none
     for name in list(os.environ):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
@@ -82,11 +83,19 @@ def kinetic_home(tmp_path_factory, monkeypatch):
     # the console's own config file (keymap, theme) is the test's to write, never the user's
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     yield home
-    homes = dict.fromkeys([home, Path(os.environ.get("KINETIC_HOME") or home)])
+    # a test that undid the suite's patches (monkeypatch.undo()) ends on the outer home: never stop that one
+    undone = outer is not None and os.environ.get("KINETIC_HOME") == outer
+    ended = home if undone else Path(os.environ.get("KINETIC_HOME") or home)
     left = {}
-    for served in homes:
+    for served in dict.fromkeys([home, ended]):
         processes.stop_infrastructure(served)
         left.update(processes.reap(served, LEFTOVER_GRACE))
+    if undone:
+        pytest.fail(
+            f"the test undid the suite's KINETIC_HOME (monkeypatch.undo()), back to {outer}: patch inside "
+            "`with monkeypatch.context()` instead",
+            pytrace=False,
+        )
     if left:
         pytest.fail(
             "the test left processes of ours running (killed now): "

@@ -59,3 +59,49 @@ def test_the_suite_fixture_fails_a_test_that_leaves_a_process(pytester: pytest.P
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "pythonpath=" + str(ROOT))
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*the test left processes of ours running (killed now)*time.sleep(60)*"])
+
+
+def test_a_test_that_undoes_the_suites_home_fails_and_the_outer_homes_processes_are_left_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    """`monkeypatch.undo()` in a test also undoes the suite's KINETIC_HOME, back to a session fixture's home
+    (the served workspace): the teardown must not stop what serves that home for the tests still to come."""
+    pytester.makeconftest(
+        (ROOT / "tests" / "conftest.py").read_text()
+        + textwrap.dedent(
+            """
+
+            import subprocess
+            import sys
+
+
+            @pytest.fixture(scope="session")
+            def outer(tmp_path_factory):
+                home = tmp_path_factory.mktemp("outer-home")
+                patch = pytest.MonkeyPatch()
+                patch.setenv("KINETIC_HOME", str(home))
+                env = {**os.environ, "KINETIC_HOME": str(home)}
+                sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env,
+                                           start_new_session=True)
+                yield sleeper
+                sleeper.kill()
+                sleeper.wait()
+                patch.undo()
+            """
+        )
+    )
+    pytester.makepyfile(
+        test_undoing=textwrap.dedent(
+            """
+            def test_undoes(outer, monkeypatch):
+                monkeypatch.setattr("os.sep", "/")
+                monkeypatch.undo()
+
+            def test_the_outer_home_still_serves(outer):
+                assert outer.poll() is None, "the outer home's process was stopped by a test's teardown"
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "pythonpath=" + str(ROOT))
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*the test undid the suite's KINETIC_HOME (monkeypatch.undo())*"])

@@ -158,10 +158,9 @@ def test_local_write_is_atomic_a_failed_rename_keeps_the_old_object(
         assert Path(src).read_bytes() == b"new" * 1000  # the full object was staged elsewhere first
         raise OSError("disk went away")
 
-    monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError, match="disk went away"):
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="disk went away"):
+        patch.setattr(os, "replace", failing_replace)
         store.put_bytes("job-1/result.pkl", b"new" * 1000)
-    monkeypatch.undo()
     assert target.read_bytes() == b"old" and target.stat().st_ino == inode
     assert list((tmp_path / ".staging").iterdir()) == []  # no temp file left behind
     store.put_bytes("job-1/result.pkl", b"new")

@@ -98,12 +98,11 @@ def test_appended_migration_applies_once_on_next_open(store, monkeypatch):
 
 def test_failing_migration_leaves_the_previous_version(store, monkeypatch):
     bad = (store_db.MIGRATIONS[-1][0] + 1, "CREATE TABLE extra (name TEXT);\nINSERT INTO nowhere VALUES (1);")
-    monkeypatch.setattr(store_db, "MIGRATIONS", [*store_db.MIGRATIONS, bad])
     path = store.path
     store.close()
-    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+    with monkeypatch.context() as patch, pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        patch.setattr(store_db, "MIGRATIONS", [*store_db.MIGRATIONS, bad])
         Store(path)
-    monkeypatch.undo()
     with Store(path) as again:
         assert again.schema_version() == bad[0] - 1
         assert not again.query("SELECT name FROM sqlite_master WHERE name = 'extra'")

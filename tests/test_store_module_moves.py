@@ -152,10 +152,11 @@ def test_every_new_module_path_exists() -> None:
 @pytest.mark.parametrize("protocol", [0, 2, 4])  # GLOBAL below protocol 4, STACK_GLOBAL from it
 def test_a_pickle_naming_an_old_module_is_loaded_and_pickled_again(monkeypatch, protocol: int) -> None:
     model = VersionModel("g", 3, "ab" * 32, 0.5)
-    monkeypatch.setitem(sys.modules, "core.console.served_model", served_model)
-    monkeypatch.setattr(VersionModel, "__module__", "core.console.served_model")
-    old = pickle.dumps(model, protocol=protocol)
-    monkeypatch.undo()
+    # a context of its own: `monkeypatch.undo()` would also undo the suite's KINETIC_HOME for this test
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "core.console.served_model", served_model)
+        patch.setattr(VersionModel, "__module__", "core.console.served_model")
+        old = pickle.dumps(model, protocol=protocol)
     assert "core.console.served_model" in modules_named(old)
     moved = module_moves.moved_pickle(old)
     assert "core.console.served_model" not in modules_named(moved)
