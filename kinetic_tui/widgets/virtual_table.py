@@ -139,14 +139,19 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def set_rows(self, keys: Sequence[str], row_of: Callable[[str], Row]) -> None:
         """Show `keys` in this order, each drawn from `row_of(key)` when (and only when) it is on screen.
-        The cursor stays on its key when that key is still listed, else on the same position."""
-        selected = self.selected_key
+        The cursor stays on its key when that key is still listed, else on the same position; but a cursor
+        on the first row stays there when new rows arrive above its key, as `tail -f` stays at the end: in
+        a newest-first list the newest jobs keep showing up under it, where following its key would scroll
+        them out of view (a new sort order still keeps the cursor on its key)."""
+        selected, previous = self.selected_key, self._keys
         self._keys = list(keys)
         self._row_of = row_of
         self._made = {}
         if self.marked:
             self.marked &= set(self._keys)
         position = self._position(selected) if selected is not None else None
+        if position and self.cursor_row == 0 and not set(self._keys[:position]) & set(previous):
+            position = 0  # only new rows came above the first row's key
         self.cursor_row = position if position is not None else min(self.cursor_row, max(len(self._keys) - 1, 0))
         self.virtual_size = Size(self._line_width, len(self._keys) + HEADER_LINES)
         self._scroll_to_cursor()

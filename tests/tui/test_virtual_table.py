@@ -131,6 +131,9 @@ async def test_a_refresh_keeps_the_cursor_on_its_key_or_its_place() -> None:
         assert table.selected_key == "c" and table.cursor_row == 3
         table.set_rows(["new", "a"], row_of)  # "c" went away: the cursor stays in range
         assert table.selected_key == "a"
+        assert table.select_key("new")
+        table.set_rows(["newer", "new", "a"], row_of)  # on the first row it stays there, showing the newest
+        assert table.selected_key == "newer" and table.cursor_row == 0 and table.scroll_y == 0
         table.set_rows([], row_of)
         assert table.selected_key is None and table.row_count == 0
         table.sync([("x", "· PENDING"), ("y", "▶ RUNNING")])
