@@ -71,7 +71,9 @@ class Tmux:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.socket = f"kinetic-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.env = env
+        # the pane's size comes from its pty, as in a person's terminal: COLUMNS and LINES (pytest-xdist's
+        # workers export 80 and 24) would override it and squeeze the console into 80x24
+        self.env = {name: value for name, value in env.items() if name not in ("COLUMNS", "LINES")}
         self.pane_pid: int | None = None
         self.socket_path: Path | None = None
 
