@@ -214,44 +214,38 @@ def test_a_job_forked_by_a_server_killed_before_replying_is_adopted(jobs, tmp_pa
     assert _markers(markers) == [handle.job_id]
 
 
-def test_a_job_whose_server_died_holding_its_spawn_request_is_queued_again_and_runs_once(jobs, tmp_path):
+@pytest.mark.parametrize(
+    ("mode", "logged"),
+    [
+        # the server died holding the spawn request, having forked nothing
+        ("on-request", "ended before answering the spawn request; none of it ran, so it is queued again"),
+        # it recorded the host started and died before its go-ahead: the host exits unrun (its exit status
+        # and missing result would otherwise fail a job that never ran)
+        ("before-go", "none of it ran, so it is queued again"),
+    ],
+)
+def test_a_job_whose_server_died_before_it_ran_is_queued_again_and_runs_once(jobs, tmp_path, mode, logged):
     """Only our helper failed, and nothing of the job ran: it is not failed but started again, by a new server."""
     markers = tmp_path / "markers"
     markers.mkdir()
-    server = start_server("on-request")
-    handle = kinetic.run()(jobs.hold).run_async(0.0, str(markers))
-    assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
-    assert not forkserver.pid_alive(server)
-    row = local_backend().job(handle.job_id)
-    assert (row.status, row.phase, row.detail) == (JobStatus.SUCCEEDED, None, None)
-    assert _markers(markers) == [handle.job_id]
-    assert "ended before answering the spawn request; none of it ran, so it is queued again" in (
-        launcher.log_path(row.job_dir, 0).read_text()
-    )
-
-
-def test_a_lane_whose_server_died_holding_its_spawn_request_gives_its_inputs_back(jobs):
-    server = start_server("on-request")
-    batch = kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
-    assert batch.results(timeout=TIMEOUT) == [3, 7, 11]
-    assert not forkserver.pid_alive(server)
-    rows = local_backend().jobs(group_id=batch.group_id)
-    assert {(r.status, r.phase) for r in rows} == {(JobStatus.SUCCEEDED, None)}
-
-
-def test_a_job_whose_server_died_before_letting_it_run_is_queued_again_and_runs_once(jobs, tmp_path):
-    """The server recorded the host started and died before its go-ahead: the host exits unrun (its exit status
-    and missing result would otherwise fail a job that never ran)."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    server = start_server("before-go")
+    server = start_server(mode)
     handle = kinetic.run()(jobs.hold).run_async(0.0, str(markers))
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
     assert not forkserver.pid_alive(server)
     row = local_backend().job(handle.job_id)
     assert (row.status, row.phase, row.detail) == (JobStatus.SUCCEEDED, None, None)
     assert _markers(markers) == [handle.job_id]  # it ran once, in its second launch
-    assert "none of it ran, so it is queued again" in launcher.log_path(row.job_dir, 0).read_text()
+    assert logged in launcher.log_path(row.job_dir, 0).read_text()
+
+
+@pytest.mark.parametrize("mode", ["on-request", "before-go"])  # as for a job, above
+def test_a_lane_whose_server_died_before_it_ran_gives_its_inputs_back(jobs, mode):
+    server = start_server(mode)
+    batch = kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
+    assert batch.results(timeout=TIMEOUT) == [3, 7, 11]
+    assert not forkserver.pid_alive(server)
+    rows = local_backend().jobs(group_id=batch.group_id)
+    assert {(r.status, r.phase) for r in rows} == {(JobStatus.SUCCEEDED, None)}
 
 
 def test_a_job_adopted_before_its_host_said_it_never_ran_is_queued_again(jobs, tmp_path):
@@ -270,15 +264,6 @@ def test_a_job_adopted_before_its_host_said_it_never_ran_is_queued_again(jobs, t
     assert handle.result(timeout=TIMEOUT)["job"] == handle.job_id
     assert _markers(markers) == [handle.job_id]
     assert "none of it ran, so it is queued again" in launcher.log_path(row.job_dir, 0).read_text()
-
-
-def test_a_lane_whose_server_died_before_letting_it_run_gives_its_inputs_back(jobs):
-    server = start_server("before-go")
-    batch = kinetic.run()(jobs.add).map([(1, 2), (3, 4), (5, 6)])
-    assert batch.results(timeout=TIMEOUT) == [3, 7, 11]
-    assert not forkserver.pid_alive(server)
-    rows = local_backend().jobs(group_id=batch.group_id)
-    assert {(r.status, r.phase) for r in rows} == {(JobStatus.SUCCEEDED, None)}
 
 
 def test_a_lane_adopted_before_its_host_said_it_never_ran_gives_its_inputs_back(jobs):
