@@ -156,12 +156,9 @@ class EndpointsView(TableView):
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """At 80x24 the cache's hit ratio and events sit below the fold, under the cache table: focusing
-        the table (Tab) brings them into view with it. The focus's own scroll (it centres the table) is
-        queued on the screen, so this scroll is queued there behind it: done first, it would be undone
-        whenever the machine is slow enough for the two to swap."""
-        if event.widget.id == "cache":
-            summary = self.query_one("#cache-summary")
-            self.screen.call_later(self.call_after_refresh, summary.scroll_visible, animate=False)
+        the table (Tab) brings them into view with it."""
+        if event.widget.id == "cache":  # after the focus's own scroll, which would otherwise win
+            self.call_after_refresh(self.query_one("#cache-summary").scroll_visible, animate=False)
 
     def show_selected(self) -> None:
         endpoint = self._current()

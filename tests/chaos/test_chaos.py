@@ -47,8 +47,8 @@ Defects this test found are recognised by their violations (`reconcile.KNOWN`, e
 a run whose violations are all reported defects is an expected failure naming them; any other violation
 fails the test.
 
-The quick run is part of the suite; `KINETIC_SOAK=1 pytest -n 0 -s tests/chaos -k soak` runs the soak (>= 5,000
-jobs, >= 500 faults; `-n 0`: in one process, so `-s` shows its report as it goes).
+The quick run is part of the suite; `KINETIC_SOAK=1 pytest -s tests/chaos -k soak` runs the soak (>= 5,000 jobs,
+>= 500 faults; in one process, so `-s` shows its report as it goes).
 `KINETIC_CHAOS_SEED=N` replays a seed (the seed drives the workload and every choice of the injector;
 the timing of a loaded machine does not replay).
 """
