@@ -150,7 +150,7 @@ class VirtualTable(ScrollView, can_focus=True):
         if self.marked:
             self.marked &= set(self._keys)
         position = self._position(selected) if selected is not None else None
-        if position and self.cursor_row == 0 and not set(self._keys[:position]) & set(previous):
+        if position and self.cursor_row == 0 and set(previous).isdisjoint(self._keys[:position]):
             position = 0  # only new rows came above the first row's key
         self.cursor_row = position if position is not None else min(self.cursor_row, max(len(self._keys) - 1, 0))
         self.virtual_size = Size(self._line_width, len(self._keys) + HEADER_LINES)
