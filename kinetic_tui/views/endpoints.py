@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Label, Static
@@ -138,10 +138,13 @@ class EndpointsView(TableView):
             yield Label("Scaling: instances vs desired vs concurrency per tick", classes="section")
             yield ScalingChart(id="chart")
             yield Label("Model cache, least recently used first", classes="section")
+            # The hit ratio and events sit above the table, not under it: at 80x24 they are below the fold, and
+            # focusing the table (Tab) scrolls it to the middle of the view, which shows what is just above it,
+            # however many rows the table grows to.
+            yield Static("", id="cache-summary")
             yield KeyedTable(
                 [("#", None), ("model", None), ("recency", None), ("loads", None), ("evictions", None)], id="cache"
             )
-            yield Static("", id="cache-summary")
 
     async def reload(self) -> None:
         endpoints = await self.console.endpoints.list()
@@ -153,12 +156,6 @@ class EndpointsView(TableView):
 
     def _current(self) -> EndpointSnapshot | None:
         return self.endpoints.get(self.main_table.selected_key or "")
-
-    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        """At 80x24 the cache's hit ratio and events sit below the fold, under the cache table: focusing
-        the table (Tab) brings them into view with it."""
-        if event.widget.id == "cache":  # after the focus's own scroll, which would otherwise win
-            self.call_after_refresh(self.query_one("#cache-summary").scroll_visible, animate=False)
 
     def show_selected(self) -> None:
         endpoint = self._current()
