@@ -11,9 +11,9 @@ step as a job, so both apply them identically; `run_layers` is the in-process ru
 from __future__ import annotations
 
 import copy
-import time
 import types
 from collections.abc import Callable, Mapping, MutableMapping
+from time import perf_counter
 from typing import Any, NamedTuple
 
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, framed_key
@@ -21,7 +21,7 @@ from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.platform.pipelines.results import PipelineRun, RunStatus, StepResult, StepStatus
 
 # a producer in one of these leaves its consumers NotRun rather than Skipped
-_FAILURE = (StepStatus.FAILED, StepStatus.NOT_RUN, StepStatus.CANCELLED)
+_FAILURE = frozenset((StepStatus.FAILED, StepStatus.NOT_RUN, StepStatus.CANCELLED))
 
 
 class Ready(NamedTuple):
@@ -33,8 +33,8 @@ class Ready(NamedTuple):
 
 def blocked_status(node: Node, status: Callable[[int], StepStatus], branch: Mapping[int, bool]) -> StepStatus | None:
     """NotRun or Skipped for a step that must not execute given its settled producers, else None."""
-    producers = [status(p) for p in node.producers]
-    if any(s in _FAILURE for s in producers):
+    producers = list(map(status, node.producers))
+    if not _FAILURE.isdisjoint(producers):
         return StepStatus.NOT_RUN
     if StepStatus.SKIPPED in producers or (node.gate is not None and branch[node.gate] != node.branch):
         return StepStatus.SKIPPED
@@ -55,17 +55,25 @@ def run_layers(
     branch: dict[int, bool] = {}
     results: dict[str, StepResult] = {}
     executed: list[str] = []
+    held: set[int] = set()  # steps that produced nothing (Skipped, NotRun, Failed)
     for layer in layers:
         for i in layer:
             node = nodes[i]
-            blocked = blocked_status(node, statuses.__getitem__, branch) if node.producers else None
-            if blocked is not None:
-                statuses[i] = blocked
-                results[node.name] = StepResult(blocked, {}, None, 0.0)
-                continue
-            result = results[node.name] = _run_node(node, frames[i], outputs, params, cache)
+            # only a gate, or a producer that produced nothing, can block a step
+            if node.gate is not None or not held.isdisjoint(node.producers):
+                blocked = blocked_status(node, statuses.__getitem__, branch)
+                if blocked is not None:
+                    statuses[i] = blocked
+                    held.add(i)
+                    results[node.name] = StepResult(blocked, {}, None, 0.0)
+                    continue
+            prepared = prepare(node, frames[i], outputs, params, cache)
+            result = results[node.name] = (
+                prepared if isinstance(prepared, StepResult) else _execute(node, prepared, cache)
+            )
             statuses[i] = result.status
             if result.status is StepStatus.FAILED:
+                held.add(i)
                 continue
             outputs[node.name] = result.outputs
             if node.is_condition:
@@ -97,21 +105,20 @@ def _resolve_inputs(
     node: Node, outputs: Mapping[str, dict[str, Any]], params: dict[str, Any]
 ) -> tuple[dict[str, Any], Mapping[str, Any]]:
     """(input values, read params) of a step whose producers all ran."""
-    read: Mapping[str, Any]
-    if node.param_refs:
-        read = {name: params[name] for _, name in node.param_refs}
-        resolved = {key: params[name] for key, name in node.param_refs}
-    else:
-        read, resolved = _NO_PARAMS, {}
-    for key, src, out in node.step_refs:
+    try:
+        produced_inputs = {key: outputs[src][out] for key, src, out in node.step_refs}
+    except KeyError:  # the producers all ran: one of them lacks the output named
+        key, src, out = next(ref for ref in node.step_refs if ref[2] not in outputs[ref[1]])
         produced = outputs[src]
-        if out not in produced:
-            raise StepError(
-                f"step {node.name!r}: input {key!r} references '{src}.{out}', but step {src!r} produced no output "
-                f"{out!r} (it produced: {', '.join(sorted(produced)) or 'nothing'})"
-            )
-        resolved[key] = produced[out]
-    return resolved, read
+        raise StepError(
+            f"step {node.name!r}: input {key!r} references '{src}.{out}', but step {src!r} produced no output "
+            f"{out!r} (it produced: {', '.join(sorted(produced)) or 'nothing'})"
+        ) from None
+    if not node.param_refs:
+        return produced_inputs, _NO_PARAMS
+    resolved = {key: params[name] for key, name in node.param_refs}  # params first, as the step always saw them
+    resolved.update(produced_inputs)
+    return resolved, {name: params[name] for _, name in node.param_refs}
 
 
 def call_step(
@@ -140,7 +147,7 @@ def prepare(
     cache: Mapping[str, dict[str, Any]],
 ) -> StepResult | Ready:
     """A Cached or Failed result decided without executing, or what executing needs."""
-    start = time.perf_counter()
+    start = perf_counter()
     key = None
     try:
         resolved, read = _resolve_inputs(node, outputs, params)
@@ -151,27 +158,18 @@ def prepare(
                 f"step {node.name!r}: inputs are not JSON-serialisable, so they cannot be cached ({exc})"
             ) from exc
     except StepError as exc:
-        return StepResult(StepStatus.FAILED, {}, key, time.perf_counter() - start, str(exc))
+        return StepResult(StepStatus.FAILED, {}, key, perf_counter() - start, str(exc))
     cached = cache.get(key)
     if cached is not None:
-        return StepResult(StepStatus.CACHED, cached, key, time.perf_counter() - start)
+        return StepResult(StepStatus.CACHED, cached, key, perf_counter() - start)
     return Ready(key, resolved)
 
 
-def _run_node(
-    node: Node,
-    frame: tuple[str, str],
-    outputs: dict[str, dict[str, Any]],
-    params: dict[str, Any],
-    cache: MutableMapping[str, dict[str, Any]],
-) -> StepResult:
-    start = time.perf_counter()
-    prepared = prepare(node, frame, outputs, params, cache)
-    if isinstance(prepared, StepResult):
-        return prepared
+def _execute(node: Node, prepared: Ready, cache: MutableMapping[str, dict[str, Any]]) -> StepResult:
+    start = perf_counter()  # an executed step's duration is its call's: keying it took microseconds
     try:
         produced = call_step(node.name, node.fn, node.is_condition, prepared.resolved)
     except StepError as exc:
-        return StepResult(StepStatus.FAILED, {}, prepared.key, time.perf_counter() - start, str(exc))
+        return StepResult(StepStatus.FAILED, {}, prepared.key, perf_counter() - start, str(exc))
     cache[prepared.key] = produced
-    return StepResult(StepStatus.EXECUTED, produced, prepared.key, time.perf_counter() - start)
+    return StepResult(StepStatus.EXECUTED, produced, prepared.key, perf_counter() - start)
