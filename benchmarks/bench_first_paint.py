@@ -9,7 +9,7 @@ Also printed, not judged: the first frame that shows the workspace's data (the C
 `cpu` pool), which waits for the app's first refresh worker; how many widgets each side's first frame drew
 (what it mostly pays for); and what a user feels, from spawning a fresh interpreter to its first frame
 (imports included), COLD_ROUNDS interleaved child processes per side.
-Baseline: `App` with one `Static`. Goal: candidate <= 2x the baseline (in-process).
+Baseline: `App` with one `Static`. Goal: candidate <= 1.5x the baseline (in-process; it was 2x, met).
 Run: /tmp/venv/bin/python benchmarks/bench_first_paint.py
 
 `PaintClock`, `kinetic_app`, `time_to_paint` and `interleaved` are shared with bench_jobs_view.py.
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 SIZE = (120, 35)
 ROUNDS = 15
 COLD_ROUNDS = 7
-GOAL = 2.0
+GOAL = 1.5  # raised from 2x once 2x was met: a workspace console should cost little more than a blank app
 PAINT_TIMEOUT = 60.0
 T0 = "KINETIC_BENCH_SPAWNED_AT"  # the wall-clock time the parent spawned a cold child
 
