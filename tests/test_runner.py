@@ -261,6 +261,7 @@ ESCAPES = {
     "file through escaping link": ({"up/evil.py": b"x"}, {"up": ".."}),
     "symlink loop": ({}, {"a": "b", "b": "a"}),
     "dotted symlink out": ({}, {"link": "./../outside"}),
+    "symlink out of its own directory": ({}, {"pkg/link": "../../outside"}),
     "drive root": ({"C:": b"x"}, {}),
 }
 
@@ -338,6 +339,9 @@ def test_extract_check_follows_a_chain_of_40_links_and_refuses_41() -> None:
     # a path through the chain to a directory takes as many hops
     through = {f"l{i}": f"l{i + 1}" for i in range(39)} | {"l39": "pkg"}
     assert "l0/a.txt" in _check(build_zip({"pkg/a.txt": b"a", "l0/a.txt": b"b"}, symlinks=through))
+    through = {f"l{i}": f"l{i + 1}" for i in range(40)} | {"l40": "pkg"}
+    with pytest.raises(ValueError, match="'l0/a.txt' would be written outside the work dir"):
+        _check(build_zip({"pkg/a.txt": b"a", "l0/a.txt": b"b"}, symlinks=through))
 
 
 def _extract_zip(tmp_path: Path, members: dict[str, tuple[int, bytes]]) -> Path:
@@ -372,6 +376,24 @@ def test_extract_takes_a_directory_entry_that_follows_its_files(tmp_path: Path) 
     """Some zip tools write `pkg/` after `pkg/a.txt`; the directory already exists by then."""
     code = _extract_zip(tmp_path, {"pkg/a.txt": (0o644, b"a"), "pkg/": (0o755, b"")})
     assert (code / "pkg" / "a.txt").read_text() == "a"
+
+
+def test_extract_makes_every_missing_parent_directory(tmp_path: Path) -> None:
+    """Zip tools may leave out directory entries: a file, a directory entry and a symlink two levels down,
+    with no entry for any directory above them, all land."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("deep/er/file.txt", "f")
+        archive.writestr(zipfile.ZipInfo("made/by/entry/"), "")
+        link = zipfile.ZipInfo("links/to/file")
+        link.external_attr = 0o120777 << 16
+        archive.writestr(link, "../../deep/er/file.txt")
+    (tmp_path / "context.zip").write_bytes(buffer.getvalue())
+    code = tmp_path / "code"
+    remote_runner.extract(tmp_path / "context.zip", code)
+    assert (code / "deep" / "er" / "file.txt").read_text() == "f"
+    assert (code / "made" / "by" / "entry").is_dir()
+    assert (code / "links" / "to" / "file").is_symlink() and (code / "links" / "to" / "file").read_text() == "f"
 
 
 def test_extract_takes_one_letter_member_names(tmp_path: Path) -> None:
