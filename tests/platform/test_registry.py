@@ -146,8 +146,12 @@ def test_unknown_groups_versions_and_stages_name_what_exists():
     for call in (registry.history, registry.get_latest_production):
         with pytest.raises(LookupError):
             call("nope")
-    with pytest.raises(LookupError, match=r"no version 2; versions are 1..1"):
-        registry.transition("group00", 2, Stage.STAGING)
+    for missing in (2, 0, -1):  # 0 and -1 never reach the list from its end
+        with pytest.raises(LookupError, match=rf"no version {missing}; versions are 1..1"):
+            registry.transition("group00", missing, Stage.STAGING)
+        with pytest.raises(LookupError, match=rf"no version {missing}; versions are 1..1"):
+            registry.get("group00", missing)
+    assert registry.get("group00", 1).stage is Stage.NONE
     with pytest.raises(ValueError, match=r"stage: 'prod' .*None, Staging, Production, Archived"):
         registry.transition("group00", 1, "prod")
     with pytest.raises(ValueError, match=r"archive_existing: expected True or False, got 'no'"):
@@ -159,6 +163,8 @@ def test_unknown_groups_versions_and_stages_name_what_exists():
         with pytest.raises(ValueError, match=next(iter(bad))):
             registry.register(**arguments)
     assert len(registry.versions("group00")) == 1
+    with pytest.raises(ValueError, match=r"version"):  # versions count from 1
+        ModelVersion("group00", 0, "h", {}, None, Stage.NONE)
 
 
 def test_get_latest_production_is_none_until_a_promotion():

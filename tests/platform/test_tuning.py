@@ -148,6 +148,25 @@ def test_bayesian_leaves_the_seeds_for_the_best_ones_neighbour_and_ignores_a_one
     assert {t.hyperparameters["z"] for t in result.trials} == {5} and result.best.trial_id == 5
 
 
+def test_bayesian_measures_each_key_over_its_own_range():
+    # x has five values (coordinates k/4), y two (0 and 1): one step of y spans its whole range, as far as four
+    # steps of x. The best stays (0,1); its x-neighbours at 1/16 and 4/16 are tried and worse, so the fifth trial
+    # is (3,1) at 9/16, not (1,0) at 1 + 1/16. Scaled by the number of values instead (k/5, y/2), (1,0) would be
+    # nearer (1/25 + 1/4 against 9/25).
+    losses = {(0, 0): 9, (0, 1): 1}
+    step = lambda hp, e, s: {"loss": losses.get((hp["x"], hp["y"]), 5)}  # noqa: E731
+    result = HyperparameterTuner(
+        {"x": list(range(5)), "y": [0, 1]}, strategy="bayesian", max_trials=5, max_epochs=1, train_step=step
+    ).run()
+    assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in result.trials] == [
+        (0, 0),
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+    ]
+
+
 def test_bayesian_distance_ties_are_exact():
     # v has six values (coordinates k/5). The walk climbs row a=0 to its best (v=4), finishes the row, then
     # jumps to (a=1, v=4), which becomes best. Its untried neighbours v=3 and v=5 are exactly 1/25 away,
