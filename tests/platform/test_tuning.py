@@ -309,6 +309,7 @@ def test_rerun_replays_the_same_study():
         ({"parallelism": 0}, "parallelism"),
         ({"maximize": "yes"}, "maximize"),
         ({"seed": "0"}, "seed"),
+        ({"seed": -1}, "seed"),  # random.Random takes any int; a stored study's seed is 0 .. 2**63 - 1
         ({"objective": ""}, "objective"),
         ({"train_step": None}, "train_step"),
     ],
