@@ -3,6 +3,7 @@ uninterrupted one), the deep-copy rule for checkpoints, capacity and the status 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -124,6 +125,13 @@ def test_checkpoint_copies_state_on_construction():
     checkpoint = Checkpoint(1, state, 1.0)
     state["nested"].append(2)
     assert checkpoint.state == {"loss": 1.0, "nested": [1]}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        checkpoint.epoch = 2
+
+
+def test_a_new_job_has_run_no_epoch():
+    job = TrainingJob("j", {}, 3, 1)
+    assert (job.status, job.current_epoch, job.checkpoint, job.interruptions) == (TrainingStatus.PENDING, 0, None, 0)
 
 
 def test_job_copies_its_hyperparameters():
@@ -156,6 +164,8 @@ def test_stopped_job_keeps_its_instance_and_blocks_capacity():
         (lambda hp, e, s: {"acc": 1.0}, "'loss'"),
         (lambda hp, e, s: {"loss": float("nan")}, "'loss'"),
         (lambda hp, e, s: {"loss": 1.0, "bad": threading.Lock()}, "cannot be pickled"),
+        # keys JSON cannot sort would fail the artifact hash at the end: refused at the epoch that made them
+        (lambda hp, e, s: {"loss": 1.0, 1: "x"}, "must return a state of JSON values"),
     ],
 )
 def test_a_bad_step_fails_the_job_and_frees_the_instance(step, message):
@@ -314,6 +324,9 @@ def test_runner_validation():
         ManagedTrainingRunner(TrainingCluster(1), "step")
     with pytest.raises(ValueError, match="objective"):
         ManagedTrainingRunner(TrainingCluster(1), objective="")
+    ManagedTrainingRunner(TrainingCluster(1), train_step=default_train_step, objective="loss")  # by keyword
+    with pytest.raises(TypeError):  # the objective only by keyword: a third positional is a mistake
+        ManagedTrainingRunner(TrainingCluster(1), default_train_step, "loss")
 
 
 # ----------------------------------------------------------------------------- persistence
@@ -351,6 +364,7 @@ def test_adopt_refuses_jobs_that_hold_nothing():
     [
         ({"status": "Running"}, "status must be one of Pending, InProgress, Completed, Failed, Stopped"),
         ({"current_epoch": 9}, "current_epoch"),
+        ({"current_epoch": -1}, "current_epoch"),
         ({"checkpoint": {"epoch": 0, "state": {}, "metric": None}}, "checkpoint.epoch"),
         ({"checkpoint": {"epoch": 1}}, "checkpoint"),
         ({"interruptions": -1}, "interruptions"),
@@ -363,6 +377,13 @@ def test_from_record_rejects_malformed_fields(change, field):
     record = {**TrainingJob("j", {}, 3, 1).to_record(), **change}
     with pytest.raises(ValueError, match=field):
         TrainingJob.from_record(record)
+
+
+def test_from_record_takes_a_checkpoint_of_the_first_epoch():
+    job = ManagedTrainingRunner(TrainingCluster(1)).start(TrainingJob("j", {}, 3, 1), interrupt_before_epoch=2)
+    record = job.to_record()
+    assert record["checkpoint"]["epoch"] == 1
+    assert TrainingJob.from_record(record).to_record() == record
 
 
 def test_from_record_names_missing_keys():
