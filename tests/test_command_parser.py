@@ -430,6 +430,8 @@ def test_unknown_flag_message_matches_the_documented_form():
         ("logs job-0000000a --tail --follow", 19, "--tail", "flag --tail needs a value"),
         ("logs job-0000000a --tail x7", 26, "x7", "--tail: expected an integer >= 0 and <= 10000000, got 'x7'"),
         ("logs job-0000000a --tail=1.5", 26, "1.5", "--tail: expected an integer >= 0 and <= 10000000, got '1.5'"),
+        # the value's own column is not known once quoting split `--tail=`: the flag's column stands for it
+        ('logs job-0000000a --tail"=x7"', 19, "x7", "--tail: expected an integer >= 0 and <= 10000000, got 'x7'"),
         ("train t --epochs 0", 18, "0", "--epochs: expected an integer >= 1 and <= 1000000, got '0'"),
         ("observe e -1", 11, "-1", "CONCURRENCY: expected an integer >= 0 and <= 1000000000, got '-1'"),
         ("observe e ٣", 11, "٣", "expected an integer >= 0"),
@@ -486,6 +488,9 @@ def test_a_tokenizer_error_on_its_own_is_on_line_1():
     with pytest.raises(ParseError) as info:
         tokenize('logs "job')
     assert str(info.value) == "line 1, column 6: unterminated double quote"
+    with pytest.raises(ParseError) as info:  # and parses it by itself
+        parse_line("status")
+    assert str(info.value) == "line 1, column 7: missing JOB for 'status'; usage: status JOB"
 
 
 def test_parse_error_survives_pickling():
