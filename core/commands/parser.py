@@ -262,7 +262,7 @@ def _bind(
                 try:
                     args[spec.name] = spec.type.convert(token[0])
                 except ValidationError as exc:
-                    raise _bad_value(exc, spec.metavar, token[0], token[1]) from None
+                    raise _bad_value(exc, spec.metavar, token[0], at) from None
                 position += 1
             elif fixed < len(specs):
                 rest.append(token)
