@@ -129,22 +129,24 @@ def test_bayesian_maximize_walks_the_same_path_on_the_negated_objective():
     assert tuner.best.trial_id == 5 and tuner.best.metric == 0
 
 
+def bayesian_walk(space, step, max_trials, *keys):
+    """The points the bayesian strategy tries, in order, each as the tuple of its `keys`; and the result."""
+    result = HyperparameterTuner(space, strategy="bayesian", max_trials=max_trials, max_epochs=1, train_step=step).run()
+    return [tuple(t.hyperparameters[k] for k in keys) for t in result.trials], result
+
+
+def looked_up(losses, *keys):
+    """A step whose loss is `losses[(hp[k] for k in keys)]`, 5 for any other point."""
+    return lambda hp, e, s: {"loss": losses.get(tuple(hp[k] for k in keys), 5)}
+
+
 def test_bayesian_leaves_the_seeds_for_the_best_ones_neighbour_and_ignores_a_one_value_key():
     # loss = (x - 3)^2 - y, z fixed. Seeds (0,0) loss 9 and (0,1) loss 8: the best is the second seed, so the
     # third trial is its neighbour (1,1) at 1/16, not grid position 2 = (1,0) at 1 + 1/16; z's coordinate is 0
     # on every trial (one value: nothing to divide by). Then (2,1) loss 0, (3,1) loss -1, (4,1) at 1/16 loss 0.
     step = lambda hp, e, s: {"loss": (hp["x"] - 3) ** 2 - hp["y"]}  # noqa: E731
-    result = HyperparameterTuner(
-        {"y": [0, 1], "x": [0, 1, 2, 3, 4], "z": [5]}, strategy="bayesian", max_trials=6, max_epochs=1, train_step=step
-    ).run()
-    assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in result.trials] == [
-        (0, 0),
-        (0, 1),
-        (1, 1),
-        (2, 1),
-        (3, 1),
-        (4, 1),
-    ]
+    walk, result = bayesian_walk({"y": [0, 1], "x": [0, 1, 2, 3, 4], "z": [5]}, step, 6, "x", "y")
+    assert walk == [(0, 0), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)]
     assert {t.hyperparameters["z"] for t in result.trials} == {5} and result.best.trial_id == 5
 
 
@@ -153,18 +155,10 @@ def test_bayesian_measures_each_key_over_its_own_range():
     # steps of x. The best stays (0,1); its x-neighbours at 1/16 and 4/16 are tried and worse, so the fifth trial
     # is (3,1) at 9/16, not (1,0) at 1 + 1/16. Scaled by the number of values instead (k/5, y/2), (1,0) would be
     # nearer (1/25 + 1/4 against 9/25).
-    losses = {(0, 0): 9, (0, 1): 1}
-    step = lambda hp, e, s: {"loss": losses.get((hp["x"], hp["y"]), 5)}  # noqa: E731
-    result = HyperparameterTuner(
-        {"x": list(range(5)), "y": [0, 1]}, strategy="bayesian", max_trials=5, max_epochs=1, train_step=step
-    ).run()
-    assert [(t.hyperparameters["x"], t.hyperparameters["y"]) for t in result.trials] == [
-        (0, 0),
-        (0, 1),
-        (1, 1),
-        (2, 1),
-        (3, 1),
-    ]
+    walk, _ = bayesian_walk(
+        {"x": list(range(5)), "y": [0, 1]}, looked_up({(0, 0): 9, (0, 1): 1}, "x", "y"), 5, "x", "y"
+    )
+    assert walk == [(0, 0), (0, 1), (1, 1), (2, 1), (3, 1)]
 
 
 def test_bayesian_distance_ties_are_exact():
@@ -172,20 +166,8 @@ def test_bayesian_distance_ties_are_exact():
     # jumps to (a=1, v=4), which becomes best. Its untried neighbours v=3 and v=5 are exactly 1/25 away,
     # so the tie goes to the lower position, v=3; in floats (0.6-0.8)^2 > (1.0-0.8)^2 and v=5 would win.
     losses = {(0, 0): 10, (0, 1): 9, (0, 2): 8, (0, 3): 7, (0, 4): 1, (0, 5): 6, (1, 4): 0}
-    step = lambda hp, e, s: {"loss": losses.get((hp["a"], hp["v"]), 5)}  # noqa: E731
-    result = HyperparameterTuner(
-        {"v": list(range(6)), "a": [0, 1]}, strategy="bayesian", max_trials=8, max_epochs=1, train_step=step
-    ).run()
-    assert [(t.hyperparameters["a"], t.hyperparameters["v"]) for t in result.trials] == [
-        (0, 0),
-        (0, 1),
-        (0, 2),
-        (0, 3),
-        (0, 4),
-        (0, 5),
-        (1, 4),
-        (1, 3),
-    ]
+    walk, _ = bayesian_walk({"v": list(range(6)), "a": [0, 1]}, looked_up(losses, "a", "v"), 8, "a", "v")
+    assert walk == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (1, 4), (1, 3)]
 
 
 def test_bayesian_with_a_single_candidate_and_budget_one():
