@@ -113,7 +113,10 @@ async def test_a_model_loaded_while_the_cache_has_the_focus_keeps_its_summary_in
         summary = app.query_one("#cache-summary")
         footer = app.query_one("#footer")
         assert cache.row_count == 0  # nothing invoked yet: no model loaded
+        # the view hands its first table the focus a moment after it shows: Tab before that would focus that one
+        await wait_for(lambda: app.focused is app.query_one("#endpoints"), pilot)
         await pilot.press("tab")
+        await wait_for(lambda: app.focused is cache, pilot)
         await wait_for(lambda: summary.region.bottom <= footer.region.y, pilot)
         await endpoint.endpoints.invoke("web", "fraud", {"amount": 1})
         deadline = time.monotonic() + 30
@@ -146,6 +149,7 @@ async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_vi
         assert "hit ratio" in str(summary.render())
         footer = app.query_one("#footer")
         assert summary.region.bottom > footer.region.y  # below the fold at first
+        await wait_for(lambda: app.focused is app.query_one("#endpoints"), pilot)
         await pilot.press("tab")
         # the scroll that follows the focus lands on a later refresh: wait for it, not for one pause
         await wait_for(lambda: summary.region.bottom <= footer.region.y, pilot)
