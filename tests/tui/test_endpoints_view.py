@@ -104,41 +104,6 @@ async def test_load_form_drives_ticks_into_the_history(endpoint, make_app):
         assert "router pid" in str(app.query_one("#serving").render())
 
 
-async def test_a_model_loaded_while_the_cache_has_the_focus_keeps_its_summary_in_view(endpoint, make_app):
-    """The cache table grows by a row under the focus: the summary Tab brought into view is not pushed out."""
-    app = make_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await open_view(app, pilot, "5")
-        cache = app.query_one("#cache")
-        summary = app.query_one("#cache-summary")
-        footer = app.query_one("#footer")
-        assert cache.row_count == 0  # nothing invoked yet: no model loaded
-        # the view hands its first table the focus a moment after it shows: Tab before that would focus that one
-        await wait_for(lambda: app.focused is app.query_one("#endpoints"), pilot)
-        await pilot.press("tab")
-        await wait_for(lambda: app.focused is cache, pilot)
-        await wait_for(lambda: summary.region.bottom <= footer.region.y, pilot)
-        await endpoint.endpoints.invoke("web", "fraud", {"amount": 1})
-        deadline = time.monotonic() + 30
-        while cache.row_count == 0:  # the instance reports its load to the router: look until it shows
-            assert time.monotonic() < deadline
-            await app.reload_visible()
-            await pilot.pause(0.1)
-        await wait_for(lambda: cache.region.height == 2, pilot)
-        assert summary.region.bottom <= footer.region.y and summary.region.height == 4
-        assert app.focused is cache
-
-
-async def test_readonly_hides_scale_and_load(endpoint, make_app):
-    app = make_app(readonly=True)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await open_view(app, pilot, "5")
-        await pilot.press("S", "l")
-        await pilot.pause()
-        assert not isinstance(pilot.app.screen, FormScreen)
-        assert len((await endpoint.endpoints.get("web")).history) == 2
-
-
 async def test_at_80x24_tab_to_the_cache_brings_its_hit_ratio_and_events_into_view(endpoint, make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
