@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kinetic_tui as kinetic
 from kinetic_tui.cli.main import main
+from kinetic_tui.core.backends.base import skipped_before
 from kinetic_tui.core.backends.local import launcher, log_readers
 from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.jobs import JobHandle
@@ -173,3 +176,102 @@ def test_a_big_finished_log_is_read_in_bounded_batches_in_order(jobs: Any, monke
     assert len(batches) > 5 and biggest <= 4096 + 64  # a chunk, plus the line the previous one cut
     lines = [line for batch in batches for line in batch]
     assert [line for line in lines if line.startswith("line ")] == [f"line {i}" for i in range(3_000)]
+
+
+# -- skipping ahead: a reader that shows only the newest lines counts the older ones -----------------------
+
+
+def _log_file(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "host-0.log"
+    path.write_bytes(data)
+    return path
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.text(alphabet="ab\u00e9", max_size=6), max_size=40),
+    unterminated=st.text(alphabet="xy", max_size=3),
+    keep=st.integers(1, 45),
+    already=st.integers(0, 60),
+    block=st.sampled_from([1, 5, 64]),
+)
+def test_skip_leaves_exactly_the_newest_lines_and_counts_the_rest(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    unterminated: str,
+    keep: int,
+    already: int,
+    block: int,
+) -> None:
+    """Whatever was read before, `skip` then `read` + `rest` gives the last `keep` whole lines (and the line
+    being written), and skipped + read is every line."""
+    data = "".join(line + "\n" for line in lines).encode() + unterminated.encode()
+    reader = log_readers.LogReader([_log_file(tmp_path_factory.mktemp("log"), data)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(log_readers, "SKIP_FROM", 0)
+        patch.setattr(log_readers, "BLOCK", block)
+        first = reader.read_some(already)  # a partial line may be held from here
+        skipped = reader.skip(keep)
+        after = reader.read() + reader.rest()
+    every = lines + ([unterminated] if unterminated else [])
+    assert first + [None] * skipped + after == [*every[: len(first)], *[None] * skipped, *every[len(first) + skipped :]]
+    assert len(first) + skipped + len(after) == len(every)
+    whole_after = len(after) - bool(unterminated)
+    assert whole_after == min(keep, len(lines) - len(first)) or skipped == 0
+
+
+def test_skip_waits_until_enough_is_unread(tmp_path: Path) -> None:
+    """Below SKIP_FROM unread bytes reading is as cheap as counting, so nothing is skipped."""
+    reader = log_readers.LogReader([_log_file(tmp_path, b"".join(f"l{i}\n".encode() for i in range(1000)))])
+    assert reader.skip(10) == 0
+    assert len(reader.read()) == 1000
+
+
+def test_count_lines_reads_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_readers, "COUNT_BLOCK", 7)
+    data = b"a\nbb\n\nccc\nd"
+    assert log_readers.count_lines(io.BytesIO(data), 0, len(data)) == 4
+    assert log_readers.count_lines(io.BytesIO(data), 2, 6) == 2
+
+
+def test_read_logs_with_keep_skips_a_huge_finished_log_and_counts_it(
+    jobs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = kinetic.run()(jobs.count_lines).run_async(3)
+    assert handle.result(timeout=TIMEOUT, cleanup=False) == 3
+    every = list(handle.log_lines())
+    with open(_host_log(handle), "a") as fh:
+        fh.writelines(f"step {i}\n" for i in range(300_000))  # ~3.5 MB, past SKIP_FROM
+        fh.write("cut mid-li")
+    read = _counting_open(monkeypatch)
+    batches = list(local_backend().read_logs(handle.job_id, keep=100))
+    lines = [line for batch in batches for line in batch]
+    assert lines == [f"step {i}" for i in range(299_900, 300_000)] + ["cut mid-li"]
+    assert sum(skipped_before(batch) for batch in batches) == len(every) + 299_900
+    # counting reads the skipped bytes once, unlike decoding them into lines; the kept lines are read once more
+    assert read[0] <= _host_log(handle).stat().st_size + 2 * log_readers.BLOCK + 4096
+
+
+def test_read_logs_with_keep_skips_within_a_lane_inputs_own_range(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_readers, "SKIP_FROM", 0)
+    batch = kinetic.run()(jobs.count_lines).map([40, 60, 50])
+    assert batch.results(timeout=TIMEOUT) == [40, 60, 50]
+    for handle in batch.handles():
+        every = list(handle.log_lines())
+        read = list(local_backend().read_logs(handle.job_id, keep=5))
+        assert [line for part in read for line in part] == every[-5:]
+        assert sum(skipped_before(part) for part in read) == len(every) - 5
+
+
+def test_read_logs_with_keep_on_a_multi_host_job_keeps_each_hosts_newest(
+    jobs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_readers, "SKIP_FROM", 0)
+    local_backend().add_pool("slice", "v4-2x2x2", 2)
+    handle = kinetic.run(accelerator="v4-2x2x2")(jobs.fail_on_worker).run_async("none")
+    assert handle.result(timeout=TIMEOUT, cleanup=False)["worker"] == "0"
+    every = list(handle.log_lines())
+    read = list(local_backend().read_logs(handle.job_id, keep=1))
+    kept = [line for part in read for line in part]
+    assert kept == [[line for line in every if not line.startswith("[host 1]")][-1], every[-1]]
+    assert sum(skipped_before(part) for part in read) + len(kept) == len(every)

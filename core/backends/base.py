@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 Call = tuple[Sequence[Any], Mapping[str, Any]]
 
 
+class LogBatch(list[str]):
+    """A batch of log lines that `read_logs(keep=N)` handed on after passing over `skipped` older lines
+    unread: the caller shows only the newest N, and counts the rest as trimmed."""
+
+    def __init__(self, lines: list[str], skipped: int) -> None:
+        super().__init__(lines)
+        self.skipped = skipped
+
+
+def skipped_before(batch: list[str]) -> int:
+    """Lines passed over unread before `batch` (0 for a plain batch)."""
+    return batch.skipped if isinstance(batch, LogBatch) else 0
+
+
 def manifest_key(group_id: str) -> str:
     """Where a batch's manifest lives in its jobs bucket (every backend keeps it there)."""
     return f"_groups/{group_id}/manifest.json"
@@ -267,8 +281,11 @@ class Backend(Protocol):
     ) -> JobRecord: ...
 
     def read_logs(
-        self, job_id: str, follow: bool = False, stop: threading.Event | None = None
-    ) -> Iterator[list[str]]: ...
+        self, job_id: str, follow: bool = False, stop: threading.Event | None = None, keep: int | None = None
+    ) -> Iterator[list[str]]:
+        """Batches of the log's lines. With `keep`, the caller shows only the newest `keep` lines: a backend
+        that can seek may pass over older lines already written, handing a `LogBatch` that counts them."""
+        ...
 
     def log_reader(self, job_id: str) -> LogReader: ...
 

@@ -155,11 +155,13 @@ class Jobs:
 
         return await self.workspace.blocking(read)
 
-    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
+    def read_logs(
+        self, job_id: str, follow: bool = False, stop: threading.Event | None = None, keep: int | None = None
+    ) -> Iterator[list[str]]:
         """Blocking, batch by batch, for a caller's own thread (the job screen's log follower): each read
-        runs on this workspace's home."""
+        runs on this workspace's home. `keep`: see `Backend.read_logs`."""
         require_job_id(job_id)
-        batches = self.workspace.run(self.source.read_logs, job_id, follow, stop)
+        batches = self.workspace.run(self.source.read_logs, job_id, follow, stop, keep)
         while (batch := self.workspace.run(next, batches, None)) is not None:
             yield batch
 

@@ -5,7 +5,9 @@ highlighted); `c` cancels the job after a confirmation, and is dimmed once the j
 
 The log is read by a thread worker that follows the job's log files and feeds the `LogView` (which
 batches every 100 ms). It reads through the backend with a stop event rather than `Console.logs(follow)`
-so that leaving the screen ends the reader at once instead of when the job ends.
+so that leaving the screen ends the reader at once instead of when the job ends. It asks for the newest
+`max_lines` only (what the view keeps): a long log already written is opened at its end, the lines before
+counted as trimmed rather than decoded, so a finished million-line log shows as fast as a short one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 from textual.worker import Worker
 
+from kinetic_tui.core.backends.base import skipped_before
 from kinetic_tui.core.console import Console, RemoteJobFailed
 from kinetic_tui.core.console.snapshots import JobSnapshot
 from kinetic_tui.core.errors import KineticError
@@ -125,8 +128,10 @@ class JobScreen(Screen[None]):
         self._stop.set()
 
     def _follow_logs(self) -> None:
-        for batch in self.console.jobs.read_logs(self.job_id, follow=True, stop=self._stop):
-            self.log_view.feed(batch)
+        view = self.log_view
+        for batch in self.console.jobs.read_logs(self.job_id, follow=True, stop=self._stop, keep=self.max_lines):
+            view.feed(batch, skipped_before(batch))
+        view.end()
 
     async def reload(self) -> None:
         """Called by the app's poll while this screen is on top."""

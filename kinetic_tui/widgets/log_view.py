@@ -61,6 +61,9 @@ class LogView(ScrollView, can_focus=True):
         def control(self) -> LogView:
             return self.log_view
 
+    class Ended(Message):
+        """The producer has handed over its last line: flush now rather than at the next tick."""
+
     def __init__(self, max_lines: int = 10_000, clock: Callable[[], float] = time.time, id: str | None = None) -> None:
         super().__init__(id=id)
         self.buffer = LogBuffer(max_lines=max_lines)
@@ -83,15 +86,33 @@ class LogView(ScrollView, can_focus=True):
 
     # -- input -----------------------------------------------------------------------------------------
 
-    def feed(self, lines: Iterable[str]) -> None:
+    def feed(self, lines: Iterable[str], skipped: int = 0) -> None:
         """Queue lines from any thread; they appear at the next flush. The queue holds at most what the
         buffer keeps: lines that would be trimmed at once are dropped here (and counted as trimmed), so a
-        reader faster than the flush never piles a whole log up in memory."""
+        reader faster than the flush never piles a whole log up in memory. `skipped`: lines before these
+        that the reader passed over unread, counted as trimmed too."""
         batch = lines if isinstance(lines, list) else list(lines)
+        keep = self._pending.maxlen or len(batch)
         with self._feeding:
+            if skipped:  # older than anything queued: what is queued is older still
+                self._dropped += skipped + len(self._pending)
+                self._pending.clear()
+            if len(batch) > keep:  # a batch longer than the queue: its head would be pushed out line by line
+                self._dropped += len(batch) - keep + len(self._pending)
+                self._pending.clear()
+                batch = batch[-keep:]
             before = len(self._pending)
             self._pending.extend(batch)
             self._dropped += before + len(batch) - len(self._pending)
+
+    def end(self) -> None:
+        """From any thread: nothing more will be fed, so what is queued shows at once. A finished log's
+        end then appears as soon as it is read instead of up to a tick later."""
+        self.post_message(self.Ended())
+
+    def on_log_view_ended(self, message: Ended) -> None:
+        message.stop()
+        self.flush()
 
     def flush(self) -> int:
         """Move every queued line into the buffer as one batch; returns how many arrived (dropped included)."""

@@ -1,6 +1,6 @@
 """Operator keys of the jobs view and the job screen: vim moves, marks and one bulk cancel, the next
 failure, the detail line, a map's inputs under their batch, cancel from the job screen, and the log
-search's match count."""
+search's match count, and a huge finished log opened at its end."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.widgets import Input, Label, Static
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local import launcher
+from kinetic_tui.core.backends.local.workspace import local_backend
 from kinetic_tui.core.console import Console
 from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.screens.job_detail import JobScreen
@@ -179,3 +181,23 @@ async def test_the_submit_form_completes_known_functions_and_takes_kwargs(
         await settle(app, pilot)
         newest = (await console.jobs.list())[0]
         assert (await console.jobs.wait(newest.job_id, timeout=30)).result == 42
+
+
+async def test_the_job_screen_opens_a_huge_finished_log_at_its_end_counting_what_it_skipped(
+    make_app: AppFactory, console: Console
+) -> None:
+    job = await console.jobs.submit("tui_user:chatty", args=[2], wait=True)
+    backend = local_backend()
+    with open(launcher.log_path(backend.job(job.job_id).job_dir, 0), "a") as fh:
+        fh.writelines(f"step {i}\n" for i in range(300_000))  # ~3.5 MB: read from its end, the rest counted
+    every = sum(len(batch) for batch in backend.read_logs(job.job_id))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_job(job.job_id)
+        await wait_for(lambda: isinstance(app.screen, JobScreen) and bool(app.screen.query(LogView)), pilot)
+        log = app.screen.query_one(LogView)
+        await wait_for(lambda: len(log.buffer) + log.buffer.trimmed == every, pilot)
+        assert log.buffer.lines == [f"step {i}" for i in range(290_000, 300_000)]
+        assert log.status.startswith(f"10000 lines · {every - 10_000} trimmed · following")
+        await pilot.press("end")
+        assert log.render_line(log.scrollable_content_region.height - 1).text.rstrip() == "step 299999"

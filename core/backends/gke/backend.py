@@ -357,10 +357,16 @@ class GkeBackend:
     # -- logs -------------------------------------------------------------------------------------------
 
     def read_logs(
-        self, job_id: str, follow: bool = False, poll: float = 0.1, stop: threading.Event | None = None
+        self,
+        job_id: str,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        keep: int | None = None,
+        poll: float = 0.1,
     ) -> Iterator[list[str]]:
         """Batches of log lines from the pods' log streams; with `follow`, waits for the pods to start and
-        streams until they end (or `stop` is set). Multi-host lines are prefixed with their host."""
+        streams until they end (or `stop` is set). Multi-host lines are prefixed with their host. `keep` is
+        not used: a pod's log is a stream read from its start, so every line arrives."""
         stop = stop or threading.Event()
         while follow and not stop.is_set() and self.refresh(job_id).status is JobStatus.PENDING:
             stop.wait(poll)

@@ -170,8 +170,10 @@ class GkeCluster:
         state = self._remember(self._backend(job_id).wait(job_id, timeout, on_poll))
         return self._record(job_id, state, self.desired.list())
 
-    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
-        return self._backend(job_id).read_logs(job_id, follow=follow, stop=stop)
+    def read_logs(
+        self, job_id: str, follow: bool = False, stop: threading.Event | None = None, keep: int | None = None
+    ) -> Iterator[list[str]]:
+        return self._backend(job_id).read_logs(job_id, follow=follow, stop=stop, keep=keep)
 
     def log_reader(self, job_id: str) -> LogReader:
         return self._backend(job_id).log_reader(job_id)

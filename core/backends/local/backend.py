@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.accelerators import format_accelerator
-from kinetic_tui.core.backends.base import JobChanges
+from kinetic_tui.core.backends.base import JobChanges, LogBatch
 from kinetic_tui.core.backends.local import forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.claims import claim
 from kinetic_tui.core.backends.local.job_rows import ChangesCursor, JobRow, Pool, SubmitError, job_dir_for
@@ -380,14 +380,23 @@ class LocalBackend:
         return [launcher.log_path(row.job_dir, host) for host in range(row.nodes)]
 
     def read_logs(
-        self, job_id: str, follow: bool = False, poll: float = 0.05, stop: threading.Event | None = None
+        self,
+        job_id: str,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        keep: int | None = None,
+        poll: float = 0.05,
     ) -> Iterator[list[str]]:
         """Batches of complete lines; with `follow`, keeps reading until the job settles (or `stop` is set)
-        and the files end. Multi-host jobs prefix each line with its host."""
+        and the files end. Multi-host jobs prefix each line with its host. With `keep`, whenever more than
+        `keep` lines wait unread the older ones are counted, not decoded (`LogBatch.skipped`)."""
         reader = self.log_reader(job_id)
         while True:
+            skipped = reader.skip(keep) if keep else 0
             batch = reader.read_some(LOG_CHUNK)
-            if batch:
+            if skipped:
+                yield LogBatch(batch, skipped)
+            elif batch:
                 yield batch
             if reader.behind and not (stop is not None and stop.is_set()):
                 continue  # the rest of what is written already, before waiting for more

@@ -84,8 +84,10 @@ class LocalInterface:
     def wait(self, job_id: str, timeout: float | None = None, on_poll: Callable[[], None] | None = None) -> JobRow:
         return self.backend.wait(job_id, timeout, on_poll)
 
-    def read_logs(self, job_id: str, follow: bool = False, stop: threading.Event | None = None) -> Iterator[list[str]]:
-        return self.backend.read_logs(job_id, follow=follow, stop=stop)
+    def read_logs(
+        self, job_id: str, follow: bool = False, stop: threading.Event | None = None, keep: int | None = None
+    ) -> Iterator[list[str]]:
+        return self.backend.read_logs(job_id, follow=follow, stop=stop, keep=keep)
 
     def log_reader(self, job_id: str) -> LogReader:
         return self.backend.log_reader(job_id)
