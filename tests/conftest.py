@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, core, settings
 
+from kinetic_tui.core.supervisor.loop import LINGER_ENV
 from tests.helpers import processes
 
 pytest_plugins = ["tests.gcs_emulator"]
@@ -80,6 +81,8 @@ def kinetic_home(tmp_path_factory, monkeypatch):
         if name.startswith("KINETIC_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KINETIC_HOME", str(home))
+    # a supervisor exits as soon as nothing is due, as the tests of its exit expect; the linger has its own
+    monkeypatch.setenv(LINGER_ENV, "0")
     # the console's own config file (keymap, theme) is the test's to write, never the user's
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     yield home

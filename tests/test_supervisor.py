@@ -1,6 +1,6 @@
 """The workspace supervisor: one leased process per home that moves the queue and the studies while no
 client looks, comes back when any process of ours touches a workspace with due work, stops on `down`, and
-exits by itself when nothing is due.
+exits by itself when nothing has been due for its linger (0 in this suite, unless a test sets it).
 
 These tests start the real `kinetic-tui` in subprocesses and then only *read* the store through a raw
 SQLite connection: opening the workspace through the product would itself revive the supervisor.
@@ -271,3 +271,75 @@ def test_a_duty_that_keeps_failing_backs_off_and_logs_one_traceback(
     assert broken.tries == 9 and countdown.left == 40  # tries at 0, 1, 2, 3, 5, 9, 16, 29 and 55 s; 60 rounds
     tracebacks = [r for r in caplog.records if r.exc_info]
     assert len(tracebacks) == 1 and "this duty always fails" in caplog.records[-1].getMessage()
+
+
+class Switch:
+    """A duty due while `on` is set."""
+
+    name = "switch"
+    pause = None
+
+    def __init__(self) -> None:
+        self.on, self.rounds = threading.Event(), 0
+
+    def due(self, home: duties.Supervised) -> bool:
+        return self.on.is_set()
+
+    def tick(self, home: duties.Supervised) -> None:
+        self.rounds += 1
+        self.on.clear()
+
+
+def test_the_loop_lingers_after_its_last_duty_and_serves_one_due_again(
+    kinetic_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    switch = Switch()
+    monkeypatch.setattr(duties, "DUTIES", (switch,))
+    home = duties.Supervised(kinetic_home, None, lambda: None)  # type: ignore[arg-type]
+    switch.on.set()
+    seen: dict[str, object] = {}
+
+    def poke() -> None:  # the loop runs in the main thread (it sets a signal handler), so this one pokes it
+        wait_for(lambda: switch.rounds == 1, 10, "the first round")
+        time.sleep(0.3)  # nothing due for 0.3 s: still serving
+        seen["serving"] = supervisor.running(kinetic_home)
+        switch.on.set()  # due again within the linger: the same loop serves it
+        wait_for(lambda: switch.rounds == 2, 10, "the second round")
+        seen["second"] = time.monotonic()
+
+    poker = threading.Thread(target=poke, daemon=True)
+    poker.start()
+    loop.serve(home, poll=0.01, linger=0.8)
+    returned = time.monotonic()
+    poker.join(10)
+    assert seen["serving"] == os.getpid() and switch.rounds == 2
+    assert isinstance(seen["second"], float) and returned - seen["second"] >= 0.6  # the linger, less polls
+    assert supervisor.running(kinetic_home) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "linger"),
+    [(None, loop.LINGER), ("", loop.LINGER), ("2.5", 2.5), ("0", 0.0), ("-3", 0.0), ("soon", loop.LINGER)],
+)
+def test_the_linger_comes_from_the_environment(
+    value: str | None, linger: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if value is None:
+        monkeypatch.delenv(loop.LINGER_ENV, raising=False)
+    else:
+        monkeypatch.setenv(loop.LINGER_ENV, value)
+    assert loop.linger_from_env() == linger
+
+
+def test_a_lingering_supervisor_starts_the_next_queued_job_itself_then_exits(
+    kinetic_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(loop.LINGER_ENV, "3")
+    queue_two(kinetic_home)
+    pid = wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
+    wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queued job to start")
+    script(kinetic_home, "submit time:sleep --args '[1]' --accelerator cpu --detach\n")  # queued by a new client
+    assert supervisor.running(kinetic_home) == pid  # it was still serving: nobody started another
+    wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the third job to start")
+    wait_for(lambda: supervisor.running(kinetic_home) is None and not supervisors(kinetic_home), 20, "it to exit")
+    assert supervisors(kinetic_home) == []

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from kinetic_tui.core.accelerators import parse_accelerator
 from kinetic_tui.core.artifacts import PREFIX, ArtifactStore
-from kinetic_tui.core.backends.base import Backend, Call, JobRecord
+from kinetic_tui.core.backends.base import Backend, BatchDriver, Call, JobRecord
 from kinetic_tui.core.batches import batch_manifest, new_group_id
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
@@ -72,6 +72,13 @@ class LoadedRun:
     # The step jobs whose end is the only news the next round could act on: no step is ready to start and
     # only this driver writes a Running run's steps, so until one of them ends a round would change nothing.
     watching: list[str] = field(default_factory=list)
+    batches: dict[str, BatchDriver] = field(default_factory=dict)  # the fan-outs this driver submitted
+    spent: list[JobRecord] = field(default_factory=list)  # step jobs settled this round, to clean up after it
+    spent_in_batches: dict[str, list[str]] = field(default_factory=dict)  # fan-out step jobs, cleaned at the end
+    spent_in_batches: dict[str, list[str]] = field(default_factory=dict)  # fan-out step jobs, cleaned at the end
+    # lanes' results files read this round (one read per lane, not per step): only jobs seen finished before
+    # the read are settled from it, so it is dropped at the start of each round
+    files: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def holder(self) -> str:
@@ -129,7 +136,7 @@ class RunDriver:
             return False
         if run.watching and not self.backend.finished_among(run.watching):
             return True  # a quiet round: one look at the jobs, no read of the steps
-        run.watching = []
+        run.watching, run.files = [], {}
         rows = pipeline_steps_repo.steps(self.store, name, number)
         statuses: dict[int, StepStatus] = {}
         outputs: dict[str, dict[str, Any]] = {}
@@ -151,7 +158,9 @@ class RunDriver:
                 if node.is_condition:
                     branch[i] = row.result.outputs["branch"]
         rows.update(self._submit_ready(run, ready))
+        self._clean(run)
         if len(statuses) == len(run.nodes):
+            self._clean_batches(run)
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
             return False
@@ -261,7 +270,8 @@ class RunDriver:
             if len(steps) == 1:
                 self.backend.submit_call(first, *calls[0])
             else:
-                self.backend.submit_map(contexts, calls, batch_manifest(contexts, name=run.holder))
+                submitted = self.backend.submit_map(contexts, calls, batch_manifest(contexts, name=run.holder))
+                run.batches[submitted.manifest["group_id"]] = submitted.driver
         except Exception as exc:
             return {
                 name: self._failed(run, i, p, a, exc, ctx.job_id)
@@ -287,8 +297,11 @@ class RunDriver:
         if record is None:  # reserved by a driver that died before submitting it
             return self._set(run, i, StepResult(StepStatus.PENDING, {}, None, 0.0), None, row.attempts - 1)
         duration = _duration(record)
+        run.spent.append(record)
+        batch = run.batches.get(record.handle.get("group_id") or "")
         try:
-            produced = JobHandle.from_record(record.handle).value_from(record, cleanup=True)
+            data = self.backend.result_bytes(record) if batch is None else batch.result_bytes(record, run.files)
+            produced = JobHandle.from_record(record.handle).value_from(record, data)
             if not isinstance(produced, dict):
                 raise StepError(f"step {run.nodes[i].name!r} job returned {type(produced).__name__}, not a dict")
         except Exception as exc:
@@ -305,6 +318,38 @@ class RunDriver:
         return self._set(run, i, StepResult(StepStatus.EXECUTED, produced, key, duration), row.job_id, row.attempts)
 
 
+    def _clean(self, run: LoadedRun) -> None:
+        """Remove the inputs and working directories of the step jobs settled this round (results and logs
+        stay), after their steps were committed. A fan-out's are left for `_clean_batches`. A failure here is
+        logged, never the round's: the steps are settled, and `jobs prune` removes what is left."""
+        spent, run.spent = run.spent, []
+        for record in spent:
+            group = record.handle.get("group_id")
+            if group:
+                run.spent_in_batches.setdefault(group, []).append(record.job_id)
+                continue
+            try:
+                JobHandle.from_record(record.handle).cleanup()
+            except Exception as exc:
+                log.warning("pipeline %s: cleaning up step job %s: %s", run.holder, record.job_id, exc)
+
+    def _clean_batches(self, run: LoadedRun) -> None:
+        """Once the run has settled, each fan-out's step jobs in one call to its batch, as `map` cleans up
+        after its last result (a batch's cleanup lists the whole group, too dear for every round)."""
+        spent, run.spent_in_batches = run.spent_in_batches, {}
+        for group, job_ids in spent.items():
+            try:
+                driver = run.batches.get(group)
+                if driver is None:  # submitted by a driver that died since
+                    attached = self.backend.attach_batch(group)
+                    if attached is None:
+                        continue
+                    driver = attached.driver
+                driver.cleanup(job_ids, True, True)
+            except Exception as exc:
+                log.warning("pipeline %s: cleaning up step jobs of batch %s: %s", run.holder, group, exc)
+
+
 def _duration(record: JobRecord) -> float:
     if record.started_at is None or record.finished_at is None:
         return 0.0
@@ -314,6 +359,9 @@ def _duration(record: JobRecord) -> float:
 # Seconds between rounds while a step job runs: a step's end is looked for about as often as a client
 # waiting on a job looks (a round with nothing new costs a few indexed reads per running step).
 BUSY_PAUSE = 0.01
+# Seconds between rounds while no step job runs (none is running, or a run is about to settle): a new
+# `pipeline run` is picked up within this. With no run, a round is one indexed read.
+PICK_UP = 0.02
 
 
 class PipelineRuns:
@@ -323,7 +371,7 @@ class PipelineRuns:
 
     def __init__(self) -> None:
         self._drivers: dict[Path, RunDriver] = {}
-        self.pause: float | None = None
+        self.pause: float | None = PICK_UP
 
     def due(self, home: Home) -> bool:
         return pipeline_steps_repo.any_running(home.store)
@@ -332,4 +380,4 @@ class PipelineRuns:
         driver = self._drivers.get(home.home)
         if driver is None:
             driver = self._drivers[home.home] = RunDriver(home.store, home.backend)
-        self.pause = BUSY_PAUSE if driver.tick() else None
+        self.pause = BUSY_PAUSE if driver.tick() else PICK_UP

@@ -27,7 +27,8 @@ from kinetic_tui.core.submission.packaging.by_value import dumps_keeping_filenam
 from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.training.pools import accelerator as pool_accelerator
 
-POLL = 0.05  # seconds between looks at a run a client follows
+POLL = 0.02  # seconds between looks at a run a client follows (a look is one indexed read)
+REVIVE_EVERY = 50  # looks between checks that a driver is alive: about once a second
 
 
 def step_accelerator(backend: Backend, pipeline: Pipeline, step: Step | ConditionStep) -> str:
@@ -141,7 +142,7 @@ def is_running(store: Store, name: str, number: int, looks: int = 0) -> bool:
     driver that was killed is brought back: whoever follows a run keeps it driven."""
     found = pipeline_steps_repo.header(store, name, number)
     running = found is not None and found[0] is RunStatus.RUNNING
-    if running and looks and looks % 20 == 0:
+    if running and looks and looks % REVIVE_EVERY == 0:
         supervisor.ensure_running(store.path.parent, at_once=True)
     return running
 

@@ -29,7 +29,7 @@ def main() -> None:
     process.SERVING = True
 
     home = duties.Supervised(kinetic_home(), local_backend(), lambda: backend_for(resolve_infra()))
-    loop.serve(home, lease=lease)
+    loop.serve(home, lease=lease, linger=loop.linger_from_env())
     # Done once the loop returns: a client library's worker threads (the Kubernetes client's pool) must not
     # keep alive a process that no longer holds the lease, where `down` and `doctor` could no longer see it.
     logging.shutdown()

@@ -1,13 +1,18 @@
-"""The supervisor's loop: hold the lease and drive every duty, each in a thread of its own, until no duty is
-due or the supervisor is told to stop (SIGTERM, from `down`). A duty's thread does a round while the duty is
-due, then sleeps the loop's poll, or less when the duty asks for its next round sooner (a pipeline step job
-is running: its end starts the next step).
+"""The supervisor's loop: hold the lease and drive every duty, each in a thread of its own, until no duty has
+been due for `linger` seconds or the supervisor is told to stop (SIGTERM, from `down`). A duty's thread does
+a round while the duty is due, then sleeps the loop's poll, or less when the duty asks for its next round
+sooner (a pipeline step job is running: its end starts the next step).
 
 Duties have threads of their own because one duty's round can be slow: under load a pipeline driver's round
 of sixty runs spends seconds waiting for the store's write lock. Done one after another, an endpoint whose
 router died waited behind it, and while supervisors were being killed faster than such a round took, its
 router was not restarted for minutes. The threads share nothing but the store, which gives each thread its
 own connection, so they are as safe together as the separate processes that already drive the same work.
+
+It lingers because starting a supervisor costs ~0.1 s of imports and of opening the store and backend, which
+the next pipeline run, queued job or study would pay again if it had just exited: an operator's commands
+come in bursts. Lingering costs a few indexed reads per poll; `KINETIC_SUPERVISOR_LINGER` (seconds, 0 for
+none) sets it.
 
 A duty that raises is logged and tried again later, while the others go on: one broken study must not stall
 the job queue. A duty that keeps failing (its cluster unreachable) backs off and is logged with its
@@ -19,6 +24,7 @@ while it was exiting is never stranded.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -31,6 +37,8 @@ from kinetic_tui.core.supervisor.lease import Lease
 log = logging.getLogger(__name__)
 
 POLL = 0.1
+LINGER = 30.0  # seconds the supervisor stays after its last duty, ready for the next one
+LINGER_ENV = "KINETIC_SUPERVISOR_LINGER"
 SLOW_TICK = 2.0  # seconds: a duty's round that took longer is logged with its time
 MAX_BACKOFF = 30.0  # seconds between tries of a duty that keeps failing
 
@@ -61,8 +69,19 @@ class Failing:
         self._duties.pop(name, None)
 
 
-def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = None) -> None:
-    """Serve while duties are due; `lease` is one the starter handed over, else the loop takes its own."""
+def linger_from_env() -> float:
+    """The linger `KINETIC_SUPERVISOR_LINGER` asks for (seconds), else LINGER; a bad value is logged, not fatal."""
+    text = os.environ.get(LINGER_ENV, "")
+    try:
+        return max(float(text), 0.0) if text else LINGER
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; lingering %g s", LINGER_ENV, text, LINGER)
+        return LINGER
+
+
+def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = None, linger: float = 0.0) -> None:
+    """Serve while duties are due, and `linger` seconds after the last was; `lease` is one the starter
+    handed over, else the loop takes its own."""
     stopping = threading.Event()
 
     def on_term(signum: int, frame: FrameType | None) -> None:
@@ -74,7 +93,7 @@ def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = Non
         if lease is None:
             return  # another supervisor serves this home
         try:
-            _drive(home, poll, stopping)
+            _drive(home, poll, stopping, linger)
         finally:
             lease.release()
             lease = None
@@ -82,9 +101,9 @@ def serve(home: duties.Supervised, poll: float = POLL, lease: Lease | None = Non
             return
 
 
-def _drive(home: duties.Supervised, poll: float, stopping: threading.Event) -> None:
-    """Every duty in its own thread until none is due or `stopping` is set; returns once each has finished
-    the round it was in."""
+def _drive(home: duties.Supervised, poll: float, stopping: threading.Event, linger: float = 0.0) -> None:
+    """Every duty in its own thread until none has been due for `linger` seconds or `stopping` is set;
+    returns once each has finished the round it was in."""
     done = threading.Event()
     threads = [
         threading.Thread(target=_keep, args=(home, duty, poll, done), name=duty.name, daemon=True)
@@ -93,7 +112,12 @@ def _drive(home: duties.Supervised, poll: float, stopping: threading.Event) -> N
     for thread in threads:
         thread.start()
     try:
-        while not stopping.is_set() and _due(home):
+        last_due = time.monotonic()
+        while not stopping.is_set():
+            if _due(home):
+                last_due = time.monotonic()
+            elif time.monotonic() - last_due >= linger:
+                break
             stopping.wait(poll)
     finally:
         done.set()
