@@ -75,7 +75,6 @@ class LoadedRun:
     batches: dict[str, BatchDriver] = field(default_factory=dict)  # the fan-outs this driver submitted
     spent: list[JobRecord] = field(default_factory=list)  # step jobs settled this round, to clean up after it
     spent_in_batches: dict[str, list[str]] = field(default_factory=dict)  # fan-out step jobs, cleaned at the end
-    spent_in_batches: dict[str, list[str]] = field(default_factory=dict)  # fan-out step jobs, cleaned at the end
     # lanes' results files read this round (one read per lane, not per step): only jobs seen finished before
     # the read are settled from it, so it is dropped at the start of each round
     files: dict[str, bytes] = field(default_factory=dict)
