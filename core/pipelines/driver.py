@@ -19,9 +19,10 @@ do). Fewer ready steps than nodes each get their own process at once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +33,7 @@ from kinetic_tui.core.backends.base import Backend, BatchDriver, Call, JobRecord
 from kinetic_tui.core.batches import batch_manifest, new_group_id
 from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
-from kinetic_tui.core.pipelines.step_job import digests_in, run_step
+from kinetic_tui.core.pipelines.step_job import digests_in, run_step, run_step_in
 from kinetic_tui.core.platform.pipelines import Pipeline, RunStatus, StepResult, StepStatus
 from kinetic_tui.core.platform.pipelines.execution import Ready, StepError, blocked_status, prepare, settled_status
 from kinetic_tui.core.platform.pipelines.planner import Node
@@ -159,9 +160,9 @@ class RunDriver:
         rows.update(self._submit_ready(run, ready))
         self._clean(run)
         if len(statuses) == len(run.nodes):
-            self._clean_batches(run)
             final = pipeline_steps_repo.compose(run.record, rows, settled_status(r.result for r in rows.values()))
             pipeline_steps_repo.finish(self.store, name, number, final, run.record)
+            self._clean_batches(run)  # after the run is settled: its follower need not wait for it
             return False
         running = [row.job_id for row in rows.values() if row.status is StepStatus.RUNNING and row.job_id]
         if not self._any_ready(run, rows):
@@ -239,9 +240,13 @@ class RunDriver:
         root = run.record.get("root")
         names = [run.nodes[i].name for i, _, _ in steps]
         rows: dict[str, StepRow] = {}
+        table: dict[int, tuple[int, Callable[[dict[str, Any]], Any]]] = {}  # by id: a step's fn may not hash
+        for i, _, _ in steps:
+            table.setdefault(id(run.nodes[i].fn), (len(table), run.nodes[i].fn))
+        fns = tuple(fn for _, fn in table.values())
         try:
             first = JobContext.from_params(
-                run_step,
+                run_step if len(steps) == 1 else functools.partial(run_step_in, fns),
                 where,
                 display_name=f"{run.name}#{run.number} {names[0]}",
                 container_image=run.record.get("container_image"),
@@ -261,8 +266,9 @@ class RunDriver:
                 return {}  # cancelled meanwhile: nothing of this round is submitted
             rows[name] = StepRow(StepStatus.RUNNING, ctx.job_id, attempts, reserved)
         uri = self.backend.bucket_uri(first.bucket, PREFIX)
+        fn_at = {i: run.nodes[i].fn if len(steps) == 1 else table[id(run.nodes[i].fn)][0] for i, _, _ in steps}
         calls: list[Call] = [
-            ((run.nodes[i].name, run.nodes[i].fn, run.nodes[i].is_condition, prepared.resolved, first.bucket, uri), {})
+            ((run.nodes[i].name, fn_at[i], run.nodes[i].is_condition, prepared.resolved, first.bucket, uri), {})
             for i, prepared, _ in steps
         ]
         try:
@@ -310,12 +316,13 @@ class RunDriver:
                 return self._set(run, i, StepResult(StepStatus.PENDING, {}, None, 0.0, error), None, row.attempts)
             return self._set(run, i, StepResult(StepStatus.FAILED, {}, key, duration, error), row.job_id, row.attempts)
         digests = digests_in(produced)
-        if key is not None:
-            artifacts_repo.hold(self.store, "cache", key, digests)
-            self.store.pipelines.cache[key] = produced
-        artifacts_repo.hold(self.store, "run", run.holder, digests)
-        return self._set(run, i, StepResult(StepStatus.EXECUTED, produced, key, duration), row.job_id, row.attempts)
-
+        with self.store.transaction():  # the step's state, its cache entry and what they hold: one commit
+            if key is not None:
+                artifacts_repo.hold(self.store, "cache", key, digests)
+                self.store.pipelines.cache[key] = produced
+            artifacts_repo.hold(self.store, "run", run.holder, digests)
+            executed = StepResult(StepStatus.EXECUTED, produced, key, duration)
+            return self._set(run, i, executed, row.job_id, row.attempts)
 
     def _clean(self, run: LoadedRun) -> None:
         """Remove the inputs and working directories of the step jobs settled this round (results and logs
@@ -358,9 +365,11 @@ def _duration(record: JobRecord) -> float:
 # Seconds between rounds while a step job runs: a step's end is looked for about as often as a client
 # waiting on a job looks (a round with nothing new costs a few indexed reads per running step).
 BUSY_PAUSE = 0.01
-# Seconds between rounds while no step job runs (none is running, or a run is about to settle): a new
-# `pipeline run` is picked up within this. With no run, a round is one indexed read.
-PICK_UP = 0.02
+# Seconds between looks while no step job runs, for QUICK_FOR seconds after the last run was seen: the next
+# `pipeline run` of a burst is picked up within this (a look with no run is one indexed read, ~2% of a core
+# at this pace). After that the duty looks at the loop's own pace, as the other duties do.
+PICK_UP = 0.01
+QUICK_FOR = 30.0
 
 
 class PipelineRuns:
@@ -368,15 +377,21 @@ class PipelineRuns:
 
     name = "pipeline runs"
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._drivers: dict[Path, RunDriver] = {}
+        self._clock = clock
+        self._last_run = clock()  # a supervisor is usually started for a run
         self.pause: float | None = PICK_UP
 
     def due(self, home: Home) -> bool:
-        return pipeline_steps_repo.any_running(home.store)
+        running = pipeline_steps_repo.any_running(home.store)
+        if not running and self._clock() - self._last_run > QUICK_FOR:
+            self.pause = None
+        return running
 
     def tick(self, home: Home) -> None:
         driver = self._drivers.get(home.home)
         if driver is None:
             driver = self._drivers[home.home] = RunDriver(home.store, home.backend)
+        self._last_run = self._clock()
         self.pause = BUSY_PAUSE if driver.tick() else PICK_UP

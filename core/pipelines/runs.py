@@ -27,8 +27,8 @@ from kinetic_tui.core.submission.packaging.by_value import dumps_keeping_filenam
 from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.training.pools import accelerator as pool_accelerator
 
-POLL = 0.02  # seconds between looks at a run a client follows (a look is one indexed read)
-REVIVE_EVERY = 50  # looks between checks that a driver is alive: about once a second
+POLL = 0.01  # seconds between looks at a run a client follows (a look is one indexed read)
+REVIVE_EVERY = 100  # looks between checks that a driver is alive: about once a second
 
 
 def step_accelerator(backend: Backend, pipeline: Pipeline, step: Step | ConditionStep) -> str:

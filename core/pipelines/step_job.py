@@ -37,6 +37,20 @@ def run_step(
     return {key: stored(artifacts, value) for key, value in outputs.items()}
 
 
+def run_step_in(
+    table: tuple[Callable[[dict[str, Any]], Any], ...],
+    name: str,
+    at: int,
+    is_condition: bool,
+    resolved: dict[str, Any],
+    bucket: str,
+    artifacts_uri: str,
+) -> dict[str, Any]:
+    """`run_step` of `table[at]`: a fan-out's batch carries its steps' functions once, in its function's
+    table, instead of once per input (200 steps of one function pickled it 200 times)."""
+    return run_step(name, table[at], is_condition, resolved, bucket, artifacts_uri)
+
+
 def stored(artifacts: ArtifactStore, value: Any) -> Any:
     """`value` inline as JSON when it is JSON and small, else a reference to it in the artifact store."""
     if referenced_digest(value) is not None:
