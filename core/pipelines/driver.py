@@ -35,7 +35,8 @@ from kinetic_tui.core.jobs import JobHandle
 from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack_code
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step, run_step_in
 from kinetic_tui.core.platform.pipelines import Pipeline, RunStatus, StepResult, StepStatus
-from kinetic_tui.core.platform.pipelines.execution import Ready, StepError, blocked_status, prepare, settled_status
+from kinetic_tui.core.platform.pipelines.execution import Ready, blocked_status, prepare, settled_status
+from kinetic_tui.core.platform.pipelines.step_call import StepError
 from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 from kinetic_tui.core.store.pipeline_steps_repo import StepRow
@@ -91,6 +92,7 @@ class RunDriver:
         self.backend = backend
         self._loaded: dict[tuple[str, int], LoadedRun] = {}
         self._artifacts: ArtifactStore | None = None
+        self.submitted = 0  # step jobs submitted in the last round
 
     @property
     def artifacts(self) -> ArtifactStore:
@@ -105,6 +107,7 @@ class RunDriver:
         running = pipeline_steps_repo.running(self.store)
         for key in set(self._loaded) - set(running):
             del self._loaded[key]
+        self.submitted = 0
         busy = False
         for name, number in running:
             try:
@@ -272,6 +275,7 @@ class RunDriver:
             for i, prepared, _ in steps
         ]
         try:
+            self.submitted += len(steps)
             if len(steps) == 1:
                 self.backend.submit_call(first, *calls[0])
             else:
@@ -363,8 +367,11 @@ def _duration(record: JobRecord) -> float:
 
 
 # Seconds between rounds while a step job runs: a step's end is looked for about as often as a client
-# waiting on a job looks (a round with nothing new costs a few indexed reads per running step).
+# waiting on a job looks (a round with nothing new costs a few indexed reads per running step). After a
+# round that submitted jobs the pause starts at FIRST_LOOK and doubles up to BUSY_PAUSE, as a client's
+# wait backs off: a short step is seen ending within a millisecond or two, a long one costs few rounds.
 BUSY_PAUSE = 0.01
+FIRST_LOOK = 0.001
 # Seconds between looks while no step job runs, for QUICK_FOR seconds after the last run was seen: the next
 # `pipeline run` of a burst is picked up within this (a look with no run is one indexed read, ~2% of a core
 # at this pace). After that the duty looks at the loop's own pace, as the other duties do.
@@ -394,4 +401,9 @@ class PipelineRuns:
         if driver is None:
             driver = self._drivers[home.home] = RunDriver(home.store, home.backend)
         self._last_run = self._clock()
-        self.pause = BUSY_PAUSE if driver.tick() else PICK_UP
+        if not driver.tick():
+            self.pause = PICK_UP
+        elif driver.submitted:
+            self.pause = FIRST_LOOK
+        else:
+            self.pause = min(2 * (self.pause or BUSY_PAUSE), BUSY_PAUSE)

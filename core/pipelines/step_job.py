@@ -13,7 +13,7 @@ from typing import Any
 
 from kinetic_tui.core.artifacts import ArtifactStore, reference, referenced_digest
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, canonical
-from kinetic_tui.core.platform.pipelines.execution import call_step
+from kinetic_tui.core.platform.pipelines.step_call import call_step
 
 INLINE_LIMIT = 64 * 1024  # bytes of canonical JSON an output may take inline
 

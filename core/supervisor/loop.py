@@ -105,18 +105,18 @@ def _drive(home: duties.Supervised, poll: float, stopping: threading.Event, ling
     """Every duty in its own thread until none has been due for `linger` seconds or `stopping` is set;
     returns once each has finished the round it was in."""
     done = threading.Event()
+    last_due = [time.monotonic()]  # when a duty was last found due, here or by its own thread
     threads = [
-        threading.Thread(target=_keep, args=(home, duty, poll, done), name=duty.name, daemon=True)
+        threading.Thread(target=_keep, args=(home, duty, poll, done, last_due), name=duty.name, daemon=True)
         for duty in duties.DUTIES
     ]
     for thread in threads:
         thread.start()
     try:
-        last_due = time.monotonic()
         while not stopping.is_set():
             if _due(home):
-                last_due = time.monotonic()
-            elif time.monotonic() - last_due >= linger:
+                last_due[0] = time.monotonic()
+            elif time.monotonic() - last_due[0] >= linger:
                 break
             stopping.wait(poll)
     finally:
@@ -125,10 +125,15 @@ def _drive(home: duties.Supervised, poll: float, stopping: threading.Event, ling
             thread.join()
 
 
-def _keep(home: duties.Supervised, duty: duties.Duty, poll: float, done: threading.Event) -> None:
+def _keep(
+    home: duties.Supervised, duty: duties.Duty, poll: float, done: threading.Event, last_due: list[float]
+) -> None:
+    """Rounds of `duty` until `done`; a round that found it due restarts the linger (a short duty can come
+    and go between two of the loop's own looks)."""
     failing = Failing()
     while not done.is_set():
-        _turn(home, duty, failing)
+        if _turn(home, duty, failing):
+            last_due[0] = time.monotonic()
         done.wait(poll if duty.pause is None else min(poll, duty.pause))
 
 

@@ -10,7 +10,6 @@ step as a job, so both apply them identically; `run_layers` is the in-process ru
 
 from __future__ import annotations
 
-import copy
 import types
 from collections.abc import Callable, Mapping, MutableMapping
 from time import perf_counter
@@ -19,6 +18,7 @@ from typing import Any, NamedTuple
 from kinetic_tui.core.platform.pipelines.cache_key import NOT_JSON, framed_key
 from kinetic_tui.core.platform.pipelines.planner import Node
 from kinetic_tui.core.platform.pipelines.results import PipelineRun, RunStatus, StepResult, StepStatus
+from kinetic_tui.core.platform.pipelines.step_call import StepError, call_step
 
 # a producer in one of these leaves its consumers NotRun rather than Skipped
 _FAILURE = frozenset((StepStatus.FAILED, StepStatus.NOT_RUN, StepStatus.CANCELLED))
@@ -97,10 +97,6 @@ def settled_status(results: Any) -> RunStatus:
 _NO_PARAMS: Mapping[str, Any] = types.MappingProxyType({})
 
 
-class StepError(Exception):
-    """Why a step failed, turned into its StepResult.error."""
-
-
 def _resolve_inputs(
     node: Node, outputs: Mapping[str, dict[str, Any]], params: dict[str, Any]
 ) -> tuple[dict[str, Any], Mapping[str, Any]]:
@@ -119,24 +115,6 @@ def _resolve_inputs(
     resolved = {key: params[name] for key, name in node.param_refs}  # params first, as the step always saw them
     resolved.update(produced_inputs)
     return resolved, {name: params[name] for _, name in node.param_refs}
-
-
-def call_step(
-    name: str, fn: Callable[[dict[str, Any]], Any], is_condition: bool, resolved: dict[str, Any]
-) -> dict[str, Any]:
-    """The step's outputs (a condition's as {"branch": bool}); StepError when it raises or returns a non-dict."""
-    # The step gets its own copy, so mutating an input cannot reach a producer's (cached) outputs.
-    try:
-        value = fn(copy.deepcopy(resolved))
-        if is_condition:
-            return {"branch": bool(value)}
-    except Exception as exc:
-        raise StepError(f"step {name!r} raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise StepError(
-            f"step {name!r} must return a dict of output name -> value, got {value!r:.80} ({type(value).__name__})"
-        )
-    return value
 
 
 def prepare(
