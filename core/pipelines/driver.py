@@ -36,8 +36,8 @@ from kinetic_tui.core.pipelines.runs import cancel_job, step_accelerator, unpack
 from kinetic_tui.core.pipelines.step_job import digests_in, run_step, run_step_in
 from kinetic_tui.core.platform.pipelines import Pipeline, RunStatus, StepResult, StepStatus
 from kinetic_tui.core.platform.pipelines.execution import Ready, blocked_status, prepare, settled_status
-from kinetic_tui.core.platform.pipelines.step_call import StepError
 from kinetic_tui.core.platform.pipelines.planner import Node
+from kinetic_tui.core.platform.pipelines.step_call import StepError
 from kinetic_tui.core.store import Store, artifacts_repo, pipeline_steps_repo
 from kinetic_tui.core.store.pipeline_steps_repo import StepRow
 from kinetic_tui.core.submission import context
