@@ -93,6 +93,7 @@ class RunDriver:
         self._loaded: dict[tuple[str, int], LoadedRun] = {}
         self._artifacts: ArtifactStore | None = None
         self.submitted = 0  # step jobs submitted in the last round
+        self.running = 0  # step jobs running after the last round
 
     @property
     def artifacts(self) -> ArtifactStore:
@@ -107,7 +108,7 @@ class RunDriver:
         running = pipeline_steps_repo.running(self.store)
         for key in set(self._loaded) - set(running):
             del self._loaded[key]
-        self.submitted = 0
+        self.submitted = self.running = 0
         busy = False
         for name, number in running:
             try:
@@ -138,6 +139,7 @@ class RunDriver:
                 cancel_job(self.backend, job_id)
             return False
         if run.watching and not self.backend.finished_among(run.watching):
+            self.running += len(run.watching)
             return True  # a quiet round: one look at the jobs, no read of the steps
         run.watching, run.files = [], {}
         rows = pipeline_steps_repo.steps(self.store, name, number)
@@ -168,6 +170,7 @@ class RunDriver:
             self._clean_batches(run)  # after the run is settled: its follower need not wait for it
             return False
         running = [row.job_id for row in rows.values() if row.status is StepStatus.RUNNING and row.job_id]
+        self.running += len(running)
         if not self._any_ready(run, rows):
             run.watching = running
         return bool(running)
@@ -372,6 +375,9 @@ def _duration(record: JobRecord) -> float:
 # wait backs off: a short step is seen ending within a millisecond or two, a long one costs few rounds.
 BUSY_PAUSE = 0.01
 FIRST_LOOK = 0.001
+# With at most FEW step jobs running a round costs well under a millisecond, so the back-off stops at
+# FEW_PAUSE: a short step (a chain of them) is seen ending a few milliseconds after it did.
+FEW, FEW_PAUSE = 4, 0.004
 # Seconds between looks while no step job runs, for QUICK_FOR seconds after the last run was seen: the next
 # `pipeline run` of a burst is picked up within this (a look with no run is one indexed read, ~2% of a core
 # at this pace). After that the duty looks at the loop's own pace, as the other duties do.
@@ -406,4 +412,5 @@ class PipelineRuns:
         elif driver.submitted:
             self.pause = FIRST_LOOK
         else:
-            self.pause = min(2 * (self.pause or BUSY_PAUSE), BUSY_PAUSE)
+            cap = FEW_PAUSE if driver.running <= FEW else BUSY_PAUSE
+            self.pause = min(2 * (self.pause or BUSY_PAUSE), cap)
