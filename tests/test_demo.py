@@ -28,6 +28,8 @@ from kinetic_tui.core.demo.fill import (
 )
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.paths import using_home
+from kinetic_tui.core.supervisor import process as supervisor
+from kinetic_tui.core.supervisor.loop import LINGER_ENV
 
 PACE = 0.05
 
@@ -170,6 +172,20 @@ def test_demo_home_starts_over_in_a_private_marked_directory(demo_dir: Path) -> 
     (first / "state.db").write_text("left over")
     assert demo_home(fresh=False) == first and (first / "state.db").exists()
     assert demo_home() == first and sorted(os.listdir(first)) == [MARKER]
+
+
+def test_starting_over_stops_the_previous_demos_lingering_supervisor(
+    demo_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LINGER_ENV, "60")  # with nothing due it would serve the old files for a minute
+    first = demo_home()
+    assert supervisor.ensure_running(first)
+    pid = supervisor.running(first)
+    assert pid is not None
+    assert demo_home() == first and sorted(os.listdir(first)) == [MARKER]
+    assert supervisor.running(first) is None
+    stat_file = Path(f"/proc/{pid}/stat")  # gone, or a zombie this test (its parent) has not reaped
+    assert not stat_file.exists() or stat_file.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_demo_home_refuses_to_wipe_what_is_not_a_demo(

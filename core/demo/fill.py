@@ -24,6 +24,7 @@ from kinetic_tui.core.console import Console
 from kinetic_tui.core.console.endpoint_processes import stop_all
 from kinetic_tui.core.errors import KineticError, ValidationError, one_line
 from kinetic_tui.core.events import Event
+from kinetic_tui.core.supervisor import process as supervisor
 
 MARKER = ".kinetic-demo"
 WORKLOAD = "kinetic_tui.core.demo.workload"
@@ -68,7 +69,8 @@ ProgressCallback = Callable[[DemoProgress], None]
 def demo_home(fresh: bool = True) -> Path:
     """The demo workspace (`$KINETIC_DEMO_HOME`, default `~/.kinetic-demo`); `fresh` wipes and re-creates it.
 
-    Wiping first stops the previous demo's endpoints. Refuses (ValidationError) a directory that is, or
+    Wiping first stops the previous demo's endpoints and its supervisor (which lingers after its last duty and
+    would otherwise go on serving the deleted workspace's files). Refuses (ValidationError) a directory that is, or
     contains, the real KINETIC_HOME, and a non-empty one
     without the demo marker: a mistyped KINETIC_DEMO_HOME must never cost anyone their files.
     """
@@ -88,6 +90,7 @@ def demo_home(fresh: bool = True) -> Path:
     if fresh and root.exists():
         with contextlib.suppress(KineticError):  # a store that cannot be opened has no endpoint to stop
             stop_all(root)  # the previous demo's endpoints: their routers and instances serve from this home
+        supervisor.stop(root)
         shutil.rmtree(root)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     root.chmod(0o700)  # mkdir's mode is filtered by the umask
