@@ -1,8 +1,8 @@
 """`map` over 500 trivial inputs on a 2-node cpu pool vs `ProcessPoolExecutor(2).map` of the same function.
 
 Every map input is a durable job (a store record, its range of a log, its output directory, its result),
-run in lanes (core/backends/local/lanes.py: one runner process per node works through a chunk of the batch), so
-the goal is <= 5x the executor, which keeps nothing. Both sides include their start-up; the kinetic side
+run in lanes (core/backends/local/lanes.py: one runner process per node works through a chunk of the batch).
+Goal: <= 2x the executor, which keeps nothing (it was 5x, met). Both sides include their start-up; the kinetic side
 also reads every result back.
 """
 
@@ -16,6 +16,7 @@ from _workspace import fresh_workspace, timed, user_module
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 500
 ROUNDS = 5
+GOAL = 2.0
 
 
 def main() -> None:
@@ -48,7 +49,7 @@ def main() -> None:
     print(f"medians of {ROUNDS} interleaved rounds")
     print(f"ProcessPoolExecutor(2).map, {N} inputs: {base:.3f} s")
     print(f"kinetic map on a 2-node pool, {N} durable jobs: {cand:.3f} s ({cand / N * 1000:.2f} ms per job)")
-    print(f"ratio {cand / base:.1f}x  goal <= 5x")
+    print(f"ratio {cand / base:.1f}x  goal <= {GOAL:g}x -> {'met' if cand / base <= GOAL else 'NOT met'}")
 
 
 if __name__ == "__main__":
