@@ -217,6 +217,8 @@ def replace_data_refs(obj: Any, storage: Uploads, *, label: str = "arguments") -
     """
     found: dict[int, Data] = {}
     _transform(obj, lambda data: found.setdefault(id(data), data), label, set())
+    if not found:  # the common case: nothing to replace, so no second walk
+        return obj, []
     refs = {key: data.to_ref(storage) for key, data in found.items()}
     return _transform(obj, lambda data: refs[id(data)], label, set()), list(found.values())
 
