@@ -81,7 +81,7 @@ def fail_launch(db: Database, lane_id: str, detail: str, now: float) -> None:
     with db.transaction() as conn:
         conn.execute(
             "UPDATE jobs SET status = 'FAILED', phase = 'launch', detail = ?, finished_at = ? "
-            "WHERE lane = ? AND status = 'PENDING'",
+            "WHERE lane = ? AND +status = 'PENDING'",
             (detail, now, lane_id),
         )
         conn.execute("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (now, lane_id))
@@ -156,14 +156,14 @@ def settle_in_flight(conn: sqlite3.Connection, lane_id: str, detail: str, now: f
     their ids."""
     inflight = conn.execute(
         "SELECT job_id FROM jobs WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL "
-        "AND status IN ('PENDING', 'RUNNING')",
+        "AND +status IN ('PENDING', 'RUNNING')",
         (lane_id,),
     ).fetchall()
     conn.execute(
         "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'FAILED' END, "
         "phase = CASE WHEN cancel_requested THEN NULL ELSE 'lost' END, "
         "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ? "
-        "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND status IN ('PENDING', 'RUNNING')",
+        "WHERE lane = ? AND log_start IS NOT NULL AND log_end IS NULL AND +status IN ('PENDING', 'RUNNING')",
         (detail, now, lane_id),
     )
     return [job_id for (job_id,) in inflight]
@@ -171,15 +171,15 @@ def settle_in_flight(conn: sqlite3.Connection, lane_id: str, detail: str, now: f
 
 def requeue_unstarted(conn: sqlite3.Connection, lane_id: str) -> None:
     """Give the inputs the lane never reached back to the queue, for another lane."""
-    conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND status = 'PENDING'", (lane_id,))
+    conn.execute("UPDATE jobs SET lane = NULL WHERE lane = ? AND log_start IS NULL AND +status = 'PENDING'", (lane_id,))
 
 
 def fail_unstarted(conn: sqlite3.Connection, lane_id: str, detail: str, now: float) -> list[str]:
     """FAIL (phase lost) the lane's inputs still PENDING; returns their ids."""
-    unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND status = 'PENDING'", (lane_id,)).fetchall()
+    unstarted = conn.execute("SELECT job_id FROM jobs WHERE lane = ? AND +status = 'PENDING'", (lane_id,)).fetchall()
     conn.execute(
         "UPDATE jobs SET status = 'FAILED', phase = 'lost', detail = ?, finished_at = ? "
-        "WHERE lane = ? AND status = 'PENDING'",
+        "WHERE lane = ? AND +status = 'PENDING'",
         (detail, now, lane_id),
     )
     return [job_id for (job_id,) in unstarted]
