@@ -38,6 +38,16 @@ def _rows() -> set[str]:
     return {job_id for (job_id,) in local_backend().store.query("SELECT job_id FROM jobs")}
 
 
+def _lanes_ended(timeout: float = 30.0) -> None:
+    """Settle until every lane has recorded its end (a lane closes after its last input settled)."""
+    backend = local_backend()
+    deadline = time.monotonic() + timeout
+    while backend.store.query("SELECT COUNT(*) FROM lanes WHERE ended_at IS NULL")[0][0]:
+        assert time.monotonic() < deadline, "a lane never recorded its end"
+        backend.reconcile()
+        time.sleep(0.02)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["kinetic-tui", *args], capture_output=True, text=True, timeout=60)
 
@@ -51,6 +61,7 @@ def test_prune_removes_old_finished_jobs_with_their_files_and_keeps_the_rest(job
     old_files = [path for h in old for path in _files(h.job_id)]
     assert all(path.exists() for path in old_files)
     _age([h.job_id for h in old] + [h.job_id for h in batch.jobs], days=40)
+    _lanes_ended()  # its inputs settle before its lane has closed; a lane still open is kept (next test)
 
     done = _cli("jobs", "prune", "--older-than", "30d", "--json")
 
@@ -63,6 +74,27 @@ def test_prune_removes_old_finished_jobs_with_their_files_and_keeps_the_rest(job
     assert store.query("SELECT COUNT(*) FROM lanes")[0][0] == 0
     assert kinetic.attach(recent.job_id).result() == 10  # what stays is whole
     assert _cli("jobs", "prune", "--older-than", "30d", "--json").stdout.strip() == '{"removed": 0, "kept": 0}'
+
+
+def test_a_lane_still_closing_when_its_batch_is_pruned_goes_at_a_later_prune(jobs) -> None:
+    batch = kinetic.run()(jobs.add).map([(1, 2), (3, 4)])
+    assert batch.results() == [3, 7]
+    _lanes_ended()
+    store = local_backend().store
+    lanes = store.query("SELECT lane_id, dir, ended_at FROM lanes")
+    assert lanes and all(Path(directory).exists() for _, directory, _ in lanes)
+    store.write("UPDATE lanes SET ended_at = NULL")  # as if the lane had not recorded its end yet
+    _age([h.job_id for h in batch.jobs], days=40)
+
+    assert prune(store, time.time() - 30 * DAY) == Pruned(2, 0)
+    assert _rows() == set() and store.query("SELECT COUNT(*) FROM job_groups")[0][0] == 0
+    assert len(store.query("SELECT lane_id FROM lanes")) == len(lanes)  # an open lane's files are its own
+
+    for lane_id, _, ended_at in lanes:  # it ends
+        store.write("UPDATE lanes SET ended_at = ? WHERE lane_id = ?", (ended_at, lane_id))
+    assert prune(store, time.time() - 30 * DAY) == Pruned(0, 0)
+    assert store.query("SELECT COUNT(*) FROM lanes")[0][0] == 0
+    assert not any(Path(directory).exists() for _, directory, _ in lanes)
 
 
 def test_prune_keeps_what_a_running_pipeline_reads_and_every_artifact(jobs) -> None:

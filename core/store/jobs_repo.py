@@ -289,6 +289,16 @@ def oldest_finished(db: Database, before: float, limit: int) -> list[str]:
     return [job_id for (job_id,) in rows]
 
 
+def delete_orphan_lanes(conn: sqlite3.Connection) -> list[str]:
+    """Delete the ended lanes whose batch is gone; returns their directories. A lane still closing when its
+    batch's last jobs were pruned kept its row (an open lane's process may still write its directory); this
+    removes it at a later prune. Walks the ended lanes only (`lanes_by_end`), a few per map."""
+    orphan = "ended_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM job_groups g WHERE g.group_id = lanes.group_id)"
+    dirs = [d for (d,) in conn.execute(f"SELECT dir FROM lanes WHERE {orphan}")]
+    conn.execute(f"DELETE FROM lanes WHERE {orphan}")
+    return dirs
+
+
 def delete_finished(conn: sqlite3.Connection, job_ids: list[str]) -> tuple[list[str], list[str]]:
     """Delete these jobs' rows (still finished: none came back to life meanwhile) and count the prune; a
     batch left without any job loses its row and its ended lanes' rows. Returns (those batches, the

@@ -5,7 +5,8 @@ and never reads the rest of the history. Per batch: the jobs' directories (the j
 each local bucket, and the directories of a batch none of whose jobs is left) are renamed into the
 workspace trash, then their rows are deleted in one transaction, then the trash is emptied. A crash between
 the steps leaves rows whose files are gone (the next prune removes them) or a full trash (the next process
-empties it), never files without a row, which `doctor --repair` would bring back as jobs.
+empties it), never files without a row, which `doctor --repair` would bring back as jobs. A lane still
+closing when its batch's last jobs go keeps its row and directory until a prune after it has ended.
 
 What is kept: every job still PENDING or RUNNING, and the jobs of the steps of Running pipeline runs (their
 drivers still read them). Artifacts live in the bucket's `_artifacts/` prefix and are never under a job, so
@@ -50,6 +51,13 @@ def prune(store: Store, before: float, batch: int = BATCH) -> Pruned:
         if len(rows) < limit:
             break
         limit = batch + kept
+    with store.transaction() as conn:
+        orphans = jobs_repo.delete_orphan_lanes(conn)
+    if orphans:
+        trash.mkdir(parents=True, exist_ok=True)
+        for directory in orphans:
+            _to_trash(Path(directory), trash)
+        _empty(trash)
     return Pruned(removed, kept)
 
 
