@@ -408,9 +408,9 @@ class BatchHandle:
                 if row is None:
                     self._results[index] = self._handle(job_id).result(cleanup=False)
                 else:
-                    handle = self._handles.get(job_id) or self._handles.setdefault(
-                        job_id, JobHandle.from_record(row.handle)
-                    )
+                    handle = self._handles.get(job_id)
+                    if handle is None:
+                        handle = self._handles[job_id] = JobHandle.from_record(row.handle)
                     self._results[index] = handle.value_from(row, self._driver.result_bytes(row, files))
             except Exception as exc:
                 self._failures[index] = exc

@@ -389,11 +389,14 @@ class LocalBackend:
     ) -> Iterator[list[str]]:
         """Batches of complete lines; with `follow`, keeps reading until the job settles (or `stop` is set)
         and the files end. Multi-host jobs prefix each line with its host. With `keep`, whenever more than
-        `keep` lines wait unread the older ones are counted, not decoded (`LogBatch.skipped`)."""
+        `keep` lines wait unread the older ones are counted, not decoded (`LogBatch.skipped`): looked for
+        first, and again only while reads stop at their limit, so a reader keeping up pays nothing for it."""
         reader = self.log_reader(job_id)
+        lagging = True  # nothing read yet, or the last read stopped at its limit
         while True:
-            skipped = reader.skip(keep) if keep else 0
+            skipped = reader.skip(keep) if keep and lagging else 0
             batch = reader.read_some(LOG_CHUNK)
+            lagging = reader.behind
             if skipped:
                 yield LogBatch(batch, skipped)
             elif batch:
