@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinetic_tui.core.errors import ValidationError
-from kinetic_tui.core.serving.instance import POD_MODULE
+from kinetic_tui.core.serving.pod import POD_MODULE
 from kinetic_tui.infra import repository_url
 from kinetic_tui.infra.container_builder import BuildInputs, ImageBuild, ImageBuildError, ensure_image
 from kinetic_tui.infra.requirements import filter_requirements

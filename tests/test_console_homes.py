@@ -28,6 +28,10 @@ import time
 def where(pause=0.0):
     time.sleep(pause)
     return os.environ["KINETIC_HOME"]
+
+
+def predict(state, record):
+    return record
 """
 TIMEOUT = 30.0
 
@@ -66,6 +70,27 @@ def test_a_console_leaves_the_environment_alone_and_its_job_lands_in_its_home(
         assert await Console().jobs.list() == ()
 
     asyncio.run(own_home())
+
+
+def test_a_predict_registered_through_a_console_of_another_home_is_kept_in_that_home(
+    homes: tuple[Path, Path], kinetic_home: Path
+) -> None:
+    other, _ = homes
+
+    async def scenario() -> None:
+        console = Console(home=other)
+        try:
+            await console.training.start("base", {"learning_rate": 0.5}, epochs=1, wait=True)
+            await console.registry.register_from_training("g", "base", predict="homes_user:predict")
+            # the product's own modules travel by name: nothing of this checkout is archived for them
+            await console.registry.register_from_training("g", "base", predict="kinetic_tui.core.demo.workload:score")
+        finally:
+            await console.aclose()
+
+    asyncio.run(scenario())
+    kept = list(other.glob("local/buckets/*/_artifacts/sha256/*"))
+    assert len(kept) == 2  # the trained state and the user's project archive, in the console's home
+    assert not (kinetic_home / "local").exists()  # the process's own home was never written
 
 
 def test_two_consoles_on_two_homes_in_one_process_do_not_mix_their_state(homes: tuple[Path, Path]) -> None:

@@ -91,8 +91,8 @@ class Registry:
         service = self.training.service
         code = None
         if predict is not None:
-            artifacts = workspace_artifacts(service.backend)
-            code = await self.workspace.blocking(package_predict, predict, artifacts)
+            ref = predict  # the store is opened on this workspace's home, which `blocking` sets
+            code = await self.workspace.blocking(lambda: package_predict(ref, workspace_artifacts(service.backend)))
         await self.workspace.blocking(service.refresh, training)  # fold an attempt that finished since the last look
         return await self.workspace.act(act, code)
 

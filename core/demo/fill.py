@@ -206,7 +206,7 @@ class _Scenario:
         worst = max(study.trials, key=lambda trial: trial.metric)
         sources = [BASELINE, RESUMED, best.training, worst.training]
         for source in sources:
-            await self.console.registry.register_from_training(GROUP, source)
+            await self.console.registry.register_from_training(GROUP, source, predict=f"{WORKLOAD}:score")
         for version, stage in ((1, "Staging"), (1, "Production"), (2, "Staging"), (2, "Production"), (3, "Staging")):
             await self.console.registry.promote(GROUP, version, stage)
 

@@ -13,6 +13,10 @@ import os
 import time
 from typing import Any
 
+from kinetic_tui.core.serving.model import builtin_predict
+
+INFERENCE_SECONDS = 0.005
+
 
 def _log(message: str) -> None:
     """Flushed at once: the console streams the job's log file while the job runs."""
@@ -80,3 +84,11 @@ def stream_metrics(duration: float = 120.0, interval: float = 0.5) -> int:
         _log(f"tick {tick}/{lines}: requests/s={100 + 40 * math.sin(tick / 5):.1f} p99_ms={20 + tick % 7}")
         time.sleep(interval)
     return lines
+
+
+def score(state: Any, record: Any) -> dict[str, Any]:
+    """The demo endpoint's predict: the built-in model's score after a small model's inference time. The
+    built-in predict alone answers in microseconds, so the demo's load pattern would keep only a few
+    requests at the router at once and its autoscaler would have little to react to."""
+    time.sleep(INFERENCE_SECONDS)
+    return builtin_predict(state, record)

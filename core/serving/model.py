@@ -119,9 +119,11 @@ def resolve(ref: str) -> Predict:
 
 def package_predict(ref: str, store: ArtifactStore) -> str | None:
     """Check that MODULE:FUNC imports here and is callable, then keep its project's archive in the artifact
-    store; its digest (None for a predict installed in the environment, which travels by name)."""
+    store; its digest (None for a predict installed in the environment, or one of this product's own
+    modules, which every instance and serving pod imports: both travel by name)."""
     resolve(ref)
-    root = module_root(ref.partition(":")[0])
+    module = ref.partition(":")[0]
+    root = None if module.partition(".")[0] == "kinetic_tui" else module_root(module)
     if root is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:

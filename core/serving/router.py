@@ -10,7 +10,7 @@ API:
 
 Each instance takes `slots_per_instance` requests at once; beyond that requests wait in a bounded queue, and
 when it is full the router answers 503 at once. An instance that dies under a request answers it 503 at
-once; a request whose instance refuses the connection is sent to another. The instance set and the
+once; a request whose instance refuses the link (`link.py`) is sent to another. The instance set and the
 registry are read from the store (the controller writes the first).
 """
 
@@ -22,13 +22,13 @@ import json
 import time
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from kinetic_tui.core.artifacts import ArtifactStore
 from kinetic_tui.core.errors import NotFoundError, one_line
 from kinetic_tui.core.serving import config as cfg
-from kinetic_tui.core.serving.instance import CACHE_HEADER, EVENTS_HEADER, BadRequest, error_body, read_invocation
+from kinetic_tui.core.serving import link
+from kinetic_tui.core.serving.invocation import BadRequest, error_body, read_invocation
 from kinetic_tui.core.serving.model import unservable
 from kinetic_tui.core.serving.routes import route
 from kinetic_tui.core.serving.stats import Stats
@@ -57,7 +57,7 @@ class Router:
         self.waiting = 0
         self.freed = asyncio.Condition()
         self.routes: dict[str, tuple[float, Any]] = {}
-        self.session: aiohttp.ClientSession | None = None
+        self.links: dict[str, asyncio.Future[link.Link]] = {}
 
     # -- the instance set ---------------------------------------------------------------------------------
 
@@ -72,6 +72,7 @@ class Router:
                 await asyncio.to_thread(self.read_instances)
             except Exception as exc:  # a locked store this round: the next one reads it
                 print(f"reading instances failed: {one_line(exc)}", flush=True)
+            self.close_idle_links()
             async with self.freed:
                 self.freed.notify_all()
             await asyncio.sleep(REFRESH)
@@ -99,9 +100,10 @@ class Router:
             return cached[1]
         registry = self.store.registry.load_registry()
         try:
-            found: Any = route(
+            served, source = route(
                 self.store, registry, self.artifacts, self.config.name, self.config.model_group, requested
             )
+            found: Any = (served, source, json.dumps(served.to_spec()).encode())  # encoded once per route
         except NotFoundError as exc:
             found = exc
         self.routes[requested] = (now, found)
@@ -117,7 +119,8 @@ class Router:
                 404, "NotFound", f"endpoint {request.match_info['name']!r}: this router serves {self.config.name!r}"
             )
         try:
-            record, requested = read_invocation(await request.read(), self.config.model_group)
+            body = await request.read()
+            _, requested = read_invocation(body, self.config.model_group)
         except web.HTTPRequestEntityTooLarge:
             return fail(413, "TooLarge", f"the request body is over {cfg.MAX_BODY_BYTES} bytes")
         except BadRequest as exc:
@@ -129,14 +132,15 @@ class Router:
         )
         if isinstance(found, NotFoundError):
             return fail(404, "NotFound", str(found))
-        served, source = found
+        served, source, spec = found
         if served.artifact is None:
             return fail(409, "NotServable", unservable(served.group, served.version, source))
         started = time.monotonic()
         self.stats.enter()
         status = 500
         try:
-            response = await asyncio.wait_for(self.forward(served.to_spec(), record), cfg.REQUEST_TIMEOUT)
+            async with asyncio.timeout(cfg.REQUEST_TIMEOUT):
+                response = await self.forward(spec, body)
             status = response.status
             return response
         except TimeoutError:
@@ -145,10 +149,11 @@ class Router:
         finally:
             self.stats.leave(started, status)
 
-    async def forward(self, spec: dict[str, Any], record: Any) -> web.Response:
-        """Send the request to a free instance. One that refuses the connection never saw the request (a
-        scale-in stopped it, or it died, before this router's instance set caught up), so the request goes
-        to another instance, waiting for one if need be; one that fails once connected answers 503."""
+    async def forward(self, spec: bytes, body: bytes) -> web.Response:
+        """Send the request (the version's spec and the client's body) to a free instance. One that never
+        got it (it refused the link, or had closed it: a scale-in stopped it, or it died, before this
+        router's instance set caught up) is passed over and the request goes to another, waiting for one if
+        need be; one that goes away with the request sent answers 503."""
         while True:
             inst = self.free_instance()
             if inst is None:
@@ -162,39 +167,59 @@ class Router:
                         inst = self.free_instance()
                 finally:
                     self.waiting -= 1
-            assert inst is not None and self.session is not None
+            assert inst is not None
             counts = self.stats.per_instance
             counts[inst] = counts.get(inst, 0) + 1
             try:
-                async with self.session.post(
-                    self.instances[inst] + "/invoke", json={"model": spec, "record": record}
-                ) as answer:
-                    body = await answer.read()
-                    self.note_cache(inst, answer.headers)
-                    return web.Response(body=body, status=answer.status, content_type="application/json")
-            except (aiohttp.ClientConnectorError, KeyError):
+                answer = await (await self.link_to(inst)).ask(spec, body)
+                self.note_cache(inst, answer)
+                return web.Response(body=answer.body, status=answer.status, content_type="application/json")
+            except link.NotSent:
                 self.dead.add(inst)  # not reached: try the next instance
-            except aiohttp.ClientError as exc:
+            except link.LinkLost as exc:
                 self.dead.add(inst)
-                return fail(
-                    503, "InstanceLost", f"instance {inst} stopped while serving the request ({type(exc).__name__})"
-                )
+                return fail(503, "InstanceLost", f"instance {inst} stopped while serving the request ({exc})")
             finally:
                 counts[inst] -= 1
                 if self.waiting:
                     async with self.freed:
                         self.freed.notify(1)
 
-    def note_cache(self, inst: str, headers: Any) -> None:
-        hits_text, _, misses_text = headers.get(CACHE_HEADER, "0 0").partition(" ")
-        hits, misses = int(hits_text), int(misses_text)
+    async def link_to(self, inst: str) -> link.Link:
+        """The kept-alive link to `inst`, opened by its first request (those arriving meanwhile share it)."""
+        opening = self.links.get(inst)
+        if opening is None or (opening.done() and not _open(opening)):
+            url = self.instances.get(inst)
+            if url is None:
+                raise link.NotSent(f"instance {inst} left the router's instance set")
+            opening = self.links[inst] = asyncio.ensure_future(link.Link.open(url, self.token))
+        return await asyncio.shield(opening)  # a request timing out does not cancel its neighbours' link
+
+    def close_idle_links(self) -> None:
+        """Close the links to instances that left the set once nothing is in flight on them (a draining
+        instance finishes what it was sent)."""
+        for inst in set(self.links) - set(self.instances):
+            if self.links[inst].done() and self.stats.per_instance.get(inst, 0) == 0:
+                self.close_link(inst)
+
+    def close_links(self) -> None:
+        for inst in list(self.links):
+            self.close_link(inst)
+
+    def close_link(self, inst: str) -> None:
+        opening = self.links.pop(inst)
+        if opening.done() and _open(opening):
+            opening.result().close()
+        else:
+            opening.cancel()
+
+    def note_cache(self, inst: str, answer: link.Answer) -> None:
         old_hits, old_misses = self.cache.get(inst, (0, 0))
-        self.new_hits += hits - old_hits
-        self.new_misses += misses - old_misses
-        self.cache[inst] = (hits, misses)
-        events = headers.get(EVENTS_HEADER)
-        if events:
-            self.cache_events.extend({**event, "instance": inst} for event in json.loads(events))
+        self.new_hits += answer.hits - old_hits
+        self.new_misses += answer.misses - old_misses
+        self.cache[inst] = (answer.hits, answer.misses)
+        if answer.events:
+            self.cache_events.extend({**event, "instance": inst} for event in json.loads(answer.events))
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -236,3 +261,7 @@ class Router:
         application.router.add_post("/v1/endpoints/{name}/cache", self.cache_news)
         application.router.add_get("/healthz", self.health)
         return application
+
+
+def _open(opening: asyncio.Future[link.Link]) -> bool:
+    return not opening.cancelled() and opening.exception() is None and not opening.result().closed

@@ -11,7 +11,6 @@ import signal
 import sys
 from pathlib import Path
 
-import aiohttp
 from aiohttp import web
 
 from kinetic_tui.core.errors import one_line
@@ -61,8 +60,6 @@ async def serve(name: str) -> int:
         print(f"port {config.port} on 127.0.0.1 cannot be used: {exc.strerror}", flush=True)
         await runner.cleanup()
         return 1
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60)
-    router.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
     router.read_instances()
     watcher = asyncio.create_task(router.watch())
     keeper = asyncio.create_task(keep_supervisor(store, kinetic_home()))
@@ -76,7 +73,7 @@ async def serve(name: str) -> int:
     watcher.cancel()
     keeper.cancel()
     await runner.cleanup()
-    await router.session.close()
+    router.close_links()
     print(f"router of {name!r} stopped", flush=True)
     return 0
 

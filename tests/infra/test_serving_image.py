@@ -31,7 +31,7 @@ from kinetic_tui.core.backends.registry import backend_for
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.serving.config import EndpointConfig
-from kinetic_tui.core.serving.instance import POD_MODULE
+from kinetic_tui.core.serving.pod import POD_MODULE
 from kinetic_tui.infra import serving_image
 from kinetic_tui.infra.container_builder import (
     ImageBuildError,
@@ -146,7 +146,7 @@ def test_the_wheel_of_an_editable_install_is_built_from_its_source(source_wheel:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         files = archive.namelist()
         metadata = archive.read(f"kinetic_tui-{VERSION}.dist-info/METADATA").decode()
-    assert "kinetic_tui/core/serving/instance.py" in files and "kinetic_tui/infra/Dockerfile.serving.template" in files
+    assert "kinetic_tui/core/serving/pod.py" in files and "kinetic_tui/infra/Dockerfile.serving.template" in files
     assert f"\nVersion: {VERSION}\n" in metadata
     assert not any(path.startswith(("tests/", "core/")) for path in files)
 
@@ -183,7 +183,7 @@ def test_a_regular_install_is_repacked_from_its_record(source_wheel: tuple[str, 
             if not path.endswith("/RECORD"):
                 assert again.read(path) == original.read(path), path
         record = again.read(f"kinetic_tui-{VERSION}.dist-info/RECORD").decode()
-    assert "kinetic_tui/core/serving/instance.py,sha256=" in record
+    assert "kinetic_tui/core/serving/pod.py,sha256=" in record
 
 
 # -- deploying an endpoint on kmock through the Cloud Build double -------------------------------------------

@@ -52,16 +52,23 @@ def test_a_scale_out_without_a_free_node_is_a_hold_with_the_reason(served: Home)
 
 
 def test_load_drives_real_requests_and_the_controller_scales_out_from_what_it_measured(served: Home) -> None:
-    result = served.run("load main --concurrency 40 --ticks 3")
-    assert result["requests"] > 40
-    measured = [event["concurrency"] for event in served.run("show endpoint main")["history"]]
-    assert max(measured) > 10  # the router's average in flight over a tick, more than one instance's target
-    wait_for(
-        lambda: any(e["action"] == "scale_out" for e in served.run("show endpoint main")["history"]),
-        30,
-        "a scale-out decided from the measured concurrency",
-    )
-    wait_for(lambda: len(served.events("main", "start")) >= 2, 30, "a second instance started")
+    # a target of 2 in flight per instance: the built-in predict answers in microseconds, so 40 clients
+    # keep only a few requests at the router at once (most of each round trip is the client's own work)
+    served.run("endpoint create busy --model g --pool srv --max 2 --target 2")
+    try:
+        wait_for(lambda: live(served, "busy") == 1, 60, "the first instance")
+        result = served.run("load busy --concurrency 40 --ticks 3")
+        assert result["requests"] > 40
+        measured = [event["concurrency"] for event in served.run("show endpoint busy")["history"]]
+        assert max(measured) > 2  # the router's average in flight over a tick, more than one instance's target
+        wait_for(
+            lambda: any(e["action"] == "scale_out" for e in served.run("show endpoint busy")["history"]),
+            30,
+            "a scale-out decided from the measured concurrency",
+        )
+        wait_for(lambda: len(served.events("busy", "start")) >= 2, 30, "a second instance started")
+    finally:
+        served.run("endpoint stop busy")
 
 
 def test_a_miss_loads_the_version_and_the_lru_evicts_with_load_times_recorded(served: Home) -> None:

@@ -14,7 +14,7 @@ record and field names); the HPA carries it:
   autoscaler does instead of the HPA's default doubling steps.
 
 The serving pods run the serving image (infra/serving_image.py: this kinetic-tui version's wheel on a slim
-Python) with its instance server as their command (`python -m kinetic_tui.core.serving.instance`) and
+Python) with its serving pod server as their command (`python -m kinetic_tui.core.serving.pod`) and
 their endpoint, group, cache size, artifact store (in the jobs bucket) and the versions they answer for
 (`KINETIC_ROUTES`) in the environment, listen on `CONTAINER_PORT`, answer `GET /healthz` (their readiness
 probe) and export the metric on `GET /metrics`; the Service exposes them on the endpoint's port.
@@ -36,7 +36,7 @@ from kinetic_tui.core.backends.gke.manifests import APP, APP_LABEL, CPU_REQUESTS
 from kinetic_tui.core.errors import KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.platform.autoscaling import ScalingConfig
 from kinetic_tui.core.serving.config import EndpointConfig, require_port
-from kinetic_tui.core.serving.instance import IN_FLIGHT_METRIC, POD_MODULE
+from kinetic_tui.core.serving.pod import IN_FLIGHT_METRIC, POD_MODULE
 from kinetic_tui.core.validation import require_int, require_name
 
 ENDPOINT_LABEL = "kinetic/endpoint"
