@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 from typing import Any
 
 from kinetic_tui.core.errors import ValidationError, one_line
@@ -23,6 +22,7 @@ from kinetic_tui.core.serving import config as cfg
 from kinetic_tui.core.serving import link
 from kinetic_tui.core.serving.invocation import error_json
 from kinetic_tui.core.serving.model import NotServable
+from kinetic_tui.core.serving.signals import until_stopped
 from kinetic_tui.core.serving.version import VersionModel, load, unload
 from kinetic_tui.core.training.entry import emit
 
@@ -84,11 +84,7 @@ async def _serve(instance: Instance, endpoint: str) -> None:
     listener = link.Listener(instance.answer, lambda: _token(endpoint))
     port = await listener.start()
     emit({"type": "listening", "url": link.address(port), "pid": os.getpid()})
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await until_stopped()
     await listener.stop()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from kinetic_tui.core.serving import published
 from kinetic_tui.core.serving.instance import Instance
 from kinetic_tui.core.serving.invocation import BadRequest, error_json, read_invocation
 from kinetic_tui.core.serving.model import NotServable
+from kinetic_tui.core.serving.signals import until_stopped
 from kinetic_tui.core.serving.version import VersionModel
 
 IN_FLIGHT_METRIC = "kinetic_in_flight_requests"  # a pod's gauge on /metrics: received and not yet answered
@@ -111,11 +111,7 @@ async def _serve(application: web.Application, port: int) -> None:
     runner = web.AppRunner(application, access_log=None, handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, "0.0.0.0", port).start()  # a pod is reached through its Service
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await until_stopped()
     await runner.cleanup()  # finishes the requests in flight, then closes
 
 

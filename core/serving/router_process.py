@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from kinetic_tui.core.paths import kinetic_home, private_umask
 from kinetic_tui.core.serving import config as cfg
 from kinetic_tui.core.serving.router import Router
 from kinetic_tui.core.serving.router_pid import router_record
+from kinetic_tui.core.serving.signals import until_stopped
 from kinetic_tui.core.store import Store, serving_repo
 from kinetic_tui.core.supervisor import process as supervisor
 
@@ -65,11 +65,7 @@ async def serve(name: str) -> int:
     keeper = asyncio.create_task(keep_supervisor(store, kinetic_home()))
     serving_repo.set_router(store, name, router_record(os.getpid(), config.port))
     print(f"router of {name!r} listening on http://127.0.0.1:{config.port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await until_stopped()
     watcher.cancel()
     keeper.cancel()
     await runner.cleanup()
