@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,12 +28,22 @@ def _fresh_process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
+def _until_trash_emptied(trash: Path) -> None:
+    """Settling the job put its working directory in the trash, which this process empties in a background
+    thread; the test's snapshot of the home is taken after the last removal changed the trash."""
+    deadline = time.monotonic() + 30
+    while trash.exists() and any(trash.iterdir()):
+        assert time.monotonic() < deadline, f"{trash} still holds {list(trash.iterdir())}"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def lost_store(jobs, kinetic_home: Path, tmp_path: Path, request) -> Iterator[tuple[Path, str]]:
     """A home that ran a job, whose state.db was then truncated (or deleted); restored afterwards so the
     teardown can stop what the job started."""
     job_id = kinetic.run()(jobs.add).run_async(2, 3).job_id
     assert kinetic.attach(job_id).result(timeout=30) == 5
+    _until_trash_emptied(kinetic_home / "local" / "trash")
     db = kinetic_home / "state.db"
     backup = tmp_path / "state.db.bak"
     with Store(db) as store:  # fold the WAL into the file so the copy is the whole database
