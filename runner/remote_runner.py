@@ -13,8 +13,8 @@ fails. Every host then writes its JSON summary beside it (result.json, result-wo
 record of how it ended, which a scheduler that lost the host's exit status goes by.
 Exit status: 0 success, 1 the job failed (the result payload says where), 2 bad command line.
 
-Work dir layout: download/ (fetched artifacts), code/ (the extracted context), data/ (data refs),
-output/ (KINETIC_OUTPUT_DIR unless the launcher set one).
+Work dir layout: download/ (artifacts fetched from gs://; local ones are read where they lie), code/ (the
+extracted context), data/ (data refs), output/ (KINETIC_OUTPUT_DIR unless the launcher set one).
 
 `--requirements` (prebuilt-image mode) is installed with `pip install -r` into the running interpreter's
 environment: the pod's image is disposable and pip can then reuse what the image already ships.
@@ -143,13 +143,28 @@ def fetch_tree(uri: str, dest: Path) -> None:
         blob.download_to_filename(str(target))
 
 
-def read_and_delete(path: Path) -> bytes:
-    """The bytes of a downloaded payload, whose file is removed at once: it holds the job's captured
-    secret values in clear, and nothing reads it again (the job directory may outlive the job)."""
+def fetch_payload(uri: str, dest: Path) -> bytes:
+    """The payload's bytes. A local one is read where it lies. A downloaded copy is removed at once: it
+    holds the job's captured secret values in clear, and nothing reads it again (the job directory may
+    outlive the job)."""
+    if not uri.startswith("gs://"):
+        return Path(uri).read_bytes()
+    fetch(uri, dest)
     try:
-        return path.read_bytes()
+        return dest.read_bytes()
     finally:
-        path.unlink(missing_ok=True)
+        dest.unlink(missing_ok=True)
+
+
+def fetched_file(uri: str, dest: Path) -> Path:
+    """A file holding the object: a local one as it lies (this user owns it and nothing writes it once
+    uploaded), anything else downloaded to `dest`."""
+    if uri.startswith("gs://"):
+        fetch(uri, dest)
+        return dest
+    if not os.path.isfile(uri):
+        raise FileNotFoundError(f"no such file: {uri!r}")
+    return Path(uri)
 
 
 def store(uri: str, data: bytes) -> None:
@@ -304,8 +319,9 @@ def load_payload(data: bytes) -> dict[str, Any]:
 
 
 def _inside(root: Path, rel: str, field: str) -> Path:
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
+    """`root / rel` resolved, which must stay under `root` (itself resolved)."""
+    path = (root / rel).resolve() if rel not in ("", ".") else root
+    if not path.is_relative_to(root):
         raise ValueError(f"plan.json {field} entry {rel!r} points outside the package root")
     return path
 
@@ -316,6 +332,7 @@ def apply_environment(code_dir: Path, env_vars: dict[str, str], output_dir: Path
     if not plan_path.is_file():
         raise FileNotFoundError(f"context archive has no {PLAN_MEMBER}")
     plan = json.loads(plan_path.read_text())
+    code_dir = code_dir.resolve()
     entries = [str(_inside(code_dir, rel, "sys_path_rel")) for rel in plan.get("sys_path_rel") or []]
     cwd_rel = plan.get("client_cwd_rel")
     cwd = _inside(code_dir, cwd_rel, "client_cwd_rel") if cwd_rel is not None else code_dir
@@ -536,15 +553,35 @@ def summarize(outcome: dict[str, Any]) -> bytes:
 # --- the run ---------------------------------------------------------------------------------------
 
 
-def _parse_args(argv: list[str]) -> Any:
-    import argparse
+_parser: Any = None
 
-    parser = argparse.ArgumentParser(prog="remote_runner.py", description="Run one kinetic job.")
-    for flag in ("--payload", "--context", "--result", "--payload-sha256", "--context-sha256"):
-        parser.add_argument(flag, required=True)
-    parser.add_argument("--requirements")
-    parser.add_argument("--workdir")
-    args = parser.parse_args(argv)
+
+def warm_up() -> None:
+    """Build once what every run would otherwise build for itself: a warm fork server calls this in its
+    template, so each forked job skips the parser's construction (its regexes and message catalogue
+    lookups) and the codec lookup that reading an archive's member names needs."""
+    import codecs
+
+    sample = [f"--{name}=x" for name in ("payload", "context", "result", "payload-sha256", "context-sha256")]
+    _argument_parser().parse_args(sample)  # parsing compiles and caches regexes of its own
+    codecs.lookup("cp437")  # zipfile decodes names without the UTF-8 flag as cp437
+
+
+def _argument_parser() -> Any:
+    global _parser
+    if _parser is None:
+        import argparse
+
+        _parser = argparse.ArgumentParser(prog="remote_runner.py", description="Run one kinetic job.")
+        for flag in ("--payload", "--context", "--result", "--payload-sha256", "--context-sha256"):
+            _parser.add_argument(flag, required=True)
+        _parser.add_argument("--requirements")
+        _parser.add_argument("--workdir")
+    return _parser
+
+
+def _parse_args(argv: list[str]) -> Any:
+    args = _argument_parser().parse_args(argv)
     # Resolve local paths now: the job will change directory before the result is written.
     for field in ("payload", "context", "result", "requirements"):
         uri = getattr(args, field)
@@ -581,14 +618,12 @@ def _install_packages(what: list[str], label: str) -> None:
 def run_job(args: Any, workdir: Path) -> Any:
     """Run every phase in order and return the function's value; a failure raises PhaseError."""
     downloads = workdir / "download"
-    payload_file, context_file = downloads / "payload.pkl", downloads / "context.zip"
     with _Phase("download"):
-        fetch(args.payload, payload_file)
-        fetch(args.context, context_file)
+        payload_bytes = fetch_payload(args.payload, downloads / "payload.pkl")
+        context_file = fetched_file(args.context, downloads / "context.zip")
         if args.requirements:
             fetch(args.requirements, downloads / "requirements.txt")
     with _Phase("verify"):
-        payload_bytes = read_and_delete(payload_file)
         _check_digest("payload", hashlib.sha256(payload_bytes).hexdigest(), args.payload_sha256)
         _check_digest("context", _sha256_file(context_file), args.context_sha256)
     if args.requirements:
@@ -787,12 +822,10 @@ def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., An
     import pickle
 
     downloads = workdir / "download"
-    batch_file, context_file = downloads / "batch.pkl", downloads / "context.zip"
     with _Phase("download"):
-        fetch(spec["batch"], batch_file)
-        fetch(spec["context"], context_file)
+        batch_bytes = fetch_payload(spec["batch"], downloads / "batch.pkl")
+        context_file = fetched_file(spec["context"], downloads / "context.zip")
     with _Phase("verify"):
-        batch_bytes = read_and_delete(batch_file)
         _check_digest("batch", hashlib.sha256(batch_bytes).hexdigest(), spec["batch_sha256"])
         _check_digest("context", _sha256_file(context_file), spec["context_sha256"])
     code_dir = workdir / "code"

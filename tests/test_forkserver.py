@@ -14,8 +14,14 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from kinetic_tui.core.backends.local import forkserver
-from kinetic_tui.core.backends.local.launcher import server_status, shutdown_server, wait_exit, work_dir
+from kinetic_tui.core.backends.local import exit_watch, forkserver
+from kinetic_tui.core.backends.local.launcher import (
+    exit_code,
+    server_status,
+    shutdown_server,
+    wait_exit,
+    work_dir,
+)
 from tests.test_launcher import REPO, Jobs, jobs, runner_file, server_processes
 
 
@@ -68,6 +74,29 @@ def test_a_leftover_socket_file_with_no_listener_is_replaced(jobs: Jobs) -> None
     job_dir, _ = jobs.launch("hello")
     assert wait_exit(job_dir, 1, timeout=20) == [0]
     assert server_status() is not None
+
+
+def test_a_waiter_wakes_when_its_hosts_are_reaped_not_when_a_later_job_ends(jobs: Jobs) -> None:
+    """The spawn connection closes once every host is reaped and their exit files are written; a job
+    forked later must not inherit it, or the waiter would sleep until that job ended too."""
+    job_dir, _ = jobs.launch("sleep", "0.3", hosts=2)
+    later, _ = jobs.launch("sleep", "30")
+    started = time.monotonic()
+    exit_watch.pause(job_dir, 25.0)
+    assert time.monotonic() - started < 20.0  # woken by the close, not by the pause's end
+    assert wait_exit(job_dir, 2, timeout=0) == [0, 0]
+    assert exit_code(later, 0) is None
+
+
+def test_a_waiter_wakes_when_the_server_dies_and_then_sleeps(jobs: Jobs) -> None:
+    job_dir, _ = jobs.launch("sleep", "30")
+    os.kill(server_status()["pid"], signal.SIGKILL)
+    started = time.monotonic()
+    exit_watch.pause(job_dir, 25.0)
+    assert time.monotonic() - started < 20.0
+    started = time.monotonic()
+    exit_watch.pause(job_dir, 0.2)  # the socket is gone: a plain sleep
+    assert time.monotonic() - started >= 0.2
 
 
 CLIENT = """

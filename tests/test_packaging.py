@@ -257,12 +257,16 @@ def test_files_untouched_for_a_while_are_keyed_by_stat_alone(tmp_path: Path, mon
     assert first == second and reads == []
 
 
-def test_cache_keeps_only_recent_archives(tmp_path: Path, monkeypatch) -> None:
+def test_cache_keeps_only_recent_archives_and_any_used_within_the_minute(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(context_archive, "_CACHE_KEEP", 2)
     root = touch(tmp_path / "proj", "a.py")
     for version in range(4):
         build_context_zip(root, tmp_path / "out.zip", plan={"v": version})
     cache = Path(os.environ["KINETIC_HOME"]) / "cache" / "context"
+    # every entry was just used: a submission may be uploading (sharing) any of them right now
+    assert len(list(cache.glob("*.zip"))) == 4
+    monkeypatch.setattr(context_archive, "_IN_USE_NS", 0)
+    build_context_zip(root, tmp_path / "out.zip", plan={"v": 4})
     assert len(list(cache.glob("*.zip"))) == 2 and len(list(cache.glob("*.sha256"))) == 2
 
 

@@ -619,3 +619,12 @@ def test_gs_round_trip_on_the_emulator(tmp_path: Path, gcs_bucket: str) -> None:
     outcome = cloudpickle.loads(bucket.get_bytes("job-1/result.pkl"))
     assert outcome["result"] == EXPECTED_DATA
     assert not job.result.exists()
+    # downloaded: the archive stays in the work dir, the payload's copy (captured secrets) is gone
+    assert sorted(p.name for p in (job.workdir / "download").iterdir()) == ["context.zip"]
+
+
+def test_a_local_job_reads_its_uploads_where_they_lie_and_copies_nothing(tmp_path: Path) -> None:
+    job = make_job(tmp_path, add, 1, 2)
+    assert remote_runner.main(job.argv) == 0
+    assert job.outcome()["result"] == 3
+    assert job.payload.exists() and not (job.workdir / "download").exists()

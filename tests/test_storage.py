@@ -45,6 +45,27 @@ def test_put_file_then_download_file_creates_parents(storage: Storage, tmp_path:
     assert dest.read_bytes() == BINARY
 
 
+def test_put_shared_stores_the_file_and_a_missing_source_writes_nothing(storage: Storage, tmp_path: Path) -> None:
+    source = tmp_path / "cached.zip"
+    source.write_bytes(BINARY)
+    storage.put_shared("job-1/context.zip", source)
+    assert storage.get_bytes("job-1/context.zip") == BINARY
+    with pytest.raises(NotFoundError, match="not a readable file"):
+        storage.put_shared("job-2/context.zip", tmp_path / "nothere.zip")
+    assert not storage.exists("job-2/context.zip")
+
+
+def test_a_local_bucket_shares_a_put_shared_file_and_removing_it_keeps_the_source(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path / "buckets", "jobs-bucket")
+    source = tmp_path / "cached.zip"
+    source.write_bytes(BINARY)
+    storage.put_shared("job-1/context.zip", source)
+    assert os.path.samefile(source, storage.uri("job-1/context.zip"))  # no bytes copied
+    assert os.listdir(tmp_path / "buckets" / ".staging") == []
+    storage.delete_prefix("job-1/")
+    assert source.read_bytes() == BINARY
+
+
 def test_exists_distinguishes_objects_from_prefixes(storage: Storage) -> None:
     storage.put_bytes("data-cache/abc/file.txt", b"x")
     assert storage.exists("data-cache/abc/file.txt")

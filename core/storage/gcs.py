@@ -65,6 +65,8 @@ class GcsStorage:
         source = require_file(path)
         self._bucket.blob(validate_key(key)).upload_from_filename(str(source), content_type="application/octet-stream")
 
+    put_shared = put_file  # an upload is a copy whatever the source
+
     def get_bytes(self, key: str) -> bytes:
         try:
             data: bytes = self._bucket.blob(validate_key(key)).download_as_bytes()  # the SDK is untyped here

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 from kinetic_tui.core.errors import ValidationError
@@ -58,6 +60,25 @@ class LocalStorage:
         dest = self._writable_path(key)
         with atomic_target(dest, self.root / _STAGING) as tmp:
             shutil.copyfile(source, tmp)
+
+    def put_shared(self, key: str, path: Path) -> None:
+        """A hard link to the file where the filesystem allows one (no bytes copied, and removing the object
+        frees nothing), a copy elsewhere."""
+        source = require_file(path)
+        dest = self._writable_path(key)
+        staging = self.root / _STAGING
+        staging.mkdir(parents=True, exist_ok=True)
+        linked = staging / f".link-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        try:
+            os.link(source, linked)
+        except OSError:  # another filesystem, or one without hard links
+            self.put_file(key, source)
+            return
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(linked, dest)
+        finally:
+            linked.unlink(missing_ok=True)
 
     def get_bytes(self, key: str) -> bytes:
         path = self._base / validate_key(key)

@@ -33,8 +33,8 @@ from kinetic_tui.core.submission.context import JobContext, underlying
 from kinetic_tui.core.submission.packaging import (
     PayloadError,
     SensitiveEnvWarning,
-    build_context_zip,
     build_payload,
+    cached_context_zip,
     capture_env,
     find_package_root,
     is_installed,
@@ -240,18 +240,16 @@ def pack(
 
 
 class Archives:
-    """The context.zip files of one submission, in one temp dir: each distinct (root, plan, kept-out Data)
-    is zipped once, so a map of N inputs builds and removes one archive, not N."""
+    """The context.zip files of one submission, as entries of the archive cache: each distinct (root, plan,
+    kept-out Data) is looked up once, so a map of N inputs scans its tree once, not N times."""
 
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
+    def __init__(self) -> None:
         self._built: dict[tuple[str, str, tuple[Path, ...]], tuple[Path, str]] = {}
 
     def get(self, packed: Packed) -> tuple[Path, str]:
         key = (str(packed.root), json.dumps(dict(packed.plan), sort_keys=True), packed.data_paths)
         if key not in self._built:
-            dest = self._directory / f"{len(self._built)}-{CONTEXT}"
-            self._built[key] = build_context_zip(packed.root, dest, packed.data_paths, plan=packed.plan)
+            self._built[key] = cached_context_zip(packed.root, packed.data_paths, plan=packed.plan)
         return self._built[key]
 
 
@@ -260,7 +258,7 @@ def upload(packed: Packed, storage: Storage, archives: Archives) -> Prepared:
     prefix = packed.ctx.job_id
     zip_path, context_sha = archives.get(packed)
     storage.put_bytes(f"{prefix}/{PAYLOAD}", packed.payload)
-    storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
+    storage.put_shared(f"{prefix}/{CONTEXT}", zip_path)
     return Prepared(
         payload_uri=storage.uri(f"{prefix}/{PAYLOAD}"),
         context_uri=storage.uri(f"{prefix}/{CONTEXT}"),

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.backends.base import (
@@ -85,18 +83,17 @@ def submit_map(
     writes.flush()
     limit = manifest["max_concurrent"]
     records = []
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        archives = Archives(Path(tmp))
-        for index, item in enumerate(packed):
-            records.append(
-                create_workload(
-                    backend,
-                    gke_record(item.ctx, backend.storage),
-                    upload(item, backend.storage, archives),
-                    image,
-                    suspend=limit is not None and index >= limit,
-                )
+    archives = Archives()
+    for index, item in enumerate(packed):
+        records.append(
+            create_workload(
+                backend,
+                gke_record(item.ctx, backend.storage),
+                upload(item, backend.storage, archives),
+                image,
+                suspend=limit is not None and index >= limit,
             )
+        )
     return Submitted(manifest, backend.storage, GkeBatchDriver(manifest, backend), records)
 
 

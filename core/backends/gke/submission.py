@@ -8,7 +8,6 @@ a handle asks for one on every call, and building GCS and Kubernetes clients cos
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -94,8 +93,7 @@ def backend_for(ctx: JobContext) -> GkeBackend:
 
 def _upload(packed: Packed, writes: DeferredWrites) -> Prepared:
     writes.flush()
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        return upload(packed, writes.storage, Archives(Path(tmp)))
+    return upload(packed, writes.storage, Archives())
 
 
 def submit_gke(

@@ -25,7 +25,7 @@ from typing import Any
 
 from kinetic_tui.core.accelerators import format_accelerator
 from kinetic_tui.core.backends.base import JobChanges, LogBatch
-from kinetic_tui.core.backends.local import forkserver_client, lanes, launcher
+from kinetic_tui.core.backends.local import exit_watch, forkserver_client, lanes, launcher
 from kinetic_tui.core.backends.local.claims import claim
 from kinetic_tui.core.backends.local.job_rows import ChangesCursor, JobRow, Pool, SubmitError, job_dir_for
 from kinetic_tui.core.backends.local.launching import adopt_launch, start_claimed
@@ -371,7 +371,7 @@ class LocalBackend:
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")
-            time.sleep(delay)
+            exit_watch.pause(row.job_dir, delay)  # ends early when the fork server reaps the job
             delay = min(delay * 2, 0.05)
 
     # -- logs ------------------------------------------------------------------------------------------

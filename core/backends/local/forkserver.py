@@ -44,6 +44,7 @@ LOCK_NAME = "forkserver.lock"  # held by the server that owns the socket path, f
 DEFAULT_IDLE_SECONDS = 600.0  # a server with no jobs and no requests for 10 minutes exits
 REQUEST_TIMEOUT = 5.0
 MAX_MESSAGE = 64 << 20
+MAX_WATCHERS = 512  # spawn connections kept open to signal an exit (each holds one descriptor)
 # Read by the interpreter or the dynamic linker at start-up only: a forked job cannot change them
 # later, so a server started under different values must not serve the job.
 STARTUP_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_", "LC_", "LANG")
@@ -216,6 +217,9 @@ class _Server:
         self.sources = self._source_stamps()
         self.children: dict[int, dict[str, Any]] = {}
         self.conns: dict[socket.socket, _Conn] = {}  # open client connections, which a job must not inherit
+        # Spawn connections kept open until their hosts are reaped, closed to wake the waiting client
+        # (exit_watch.py); each host's pid names its spawn's socket and the pids of that spawn still running.
+        self.watchers: dict[int, tuple[socket.socket, set[int]]] = {}
         self.last_activity = time.monotonic()
         self.main = self._warm_up()  # before binding, so a runner that fails to import leaves no socket
         self.socket_path.unlink(missing_ok=True)  # we hold the lock, so whoever made this file is dead
@@ -249,6 +253,9 @@ class _Server:
         # A cold runner is __main__, whose classes cloudpickle ships by value; keep results loadable by
         # clients that cannot import our private module name.
         sys.modules["cloudpickle"].register_pickle_by_value(module)
+        warm_up = getattr(module, "warm_up", None)  # ours has one; a launch may name another runner file
+        if warm_up is not None:
+            warm_up()
         gc.freeze()  # keep the template's objects out of the children's collections: fewer copied pages
         return module.main
 
@@ -293,6 +300,10 @@ class _Server:
             spec = self.children.pop(pid, None)
             if spec is not None:
                 host_exited(spec, pid, status)
+            sock, running = self.watchers.pop(pid, (None, set()))
+            running.discard(pid)
+            if sock is not None and not running:
+                sock.close()  # after the exit files: the client that wakes finds them
 
     def _accept(self) -> None:
         while self.listener is not None:
@@ -324,9 +335,16 @@ class _Server:
         except Exception as exc:  # a bad request must not take the server down
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         conn.sock.settimeout(REQUEST_TIMEOUT)  # a reply is small: the socket's buffer takes it at once
-        with contextlib.suppress(OSError):  # the client hung up: nobody is left to tell
+        try:
             send_json(conn.sock, reply)
-        self._close(conn, registered=False)
+        except OSError:  # the client hung up: nobody is left to tell
+            reply = {}
+        pids = {pid for pid, _ in reply.get("hosts", ())} & self.children.keys()
+        if pids and len(self.watchers) < MAX_WATCHERS:
+            del self.conns[conn.sock]
+            self.watchers.update((pid, (conn.sock, pids)) for pid in pids)
+        else:
+            self._close(conn, registered=False)
         self.last_activity = time.monotonic()
 
     def _close(self, conn: _Conn, registered: bool = True) -> None:
@@ -392,7 +410,7 @@ class _Server:
         """A job must not hold the server's fds: an inherited lock fd would keep the lock after we die."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, self.sigchld_default)
-        for sock in [self.listener, *self.conns]:
+        for sock in {self.listener, *self.conns, *(sock for sock, _ in self.watchers.values())}:
             if sock is not None:
                 os.close(sock.detach())
         fds = [self.wake_r, self.wake_w, self.lock_fd, self.selector.fileno()]

@@ -7,6 +7,7 @@ over its Unix socket with forkserver.py's one-line JSON messages.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -27,15 +28,17 @@ _SCRIPT = str(Path(forkserver.__file__).resolve())
 
 
 class Spawned(NamedTuple):
-    """What a spawn started: (pid, start_time) per host in order, and the process that reaps them."""
+    """What a spawn started: (pid, start_time) per host in order, and the process that reaps them; from the
+    warm server, also the connection it closes once it has reaped them all (exit_watch.py)."""
 
     hosts: list[tuple[int, int | None]]
     reaper: tuple[int, int | None]
+    exits: socket.socket | None = None
 
 
-def _spawned(reply: dict[str, Any]) -> Spawned:
+def _spawned(reply: dict[str, Any], exits: socket.socket | None = None) -> Spawned:
     reaper_pid, reaper_start = reply["reaper"]
-    return Spawned([(pid, start) for pid, start in reply["hosts"]], (reaper_pid, reaper_start))
+    return Spawned([(pid, start) for pid, start in reply["hosts"]], (reaper_pid, reaper_start), exits)
 
 
 class ForkServerUnavailable(RuntimeError):
@@ -72,7 +75,8 @@ def spawn(
     deadline = time.monotonic() + START_TIMEOUT
     for _ in range(3):
         sock = _connect_or_start(run_dir, identity, server_env, idle, deadline)
-        with sock:
+        with contextlib.ExitStack() as closing:
+            closing.callback(sock.close)
             sock.settimeout(START_TIMEOUT)
             try:
                 send_json(sock, request)
@@ -84,12 +88,13 @@ def spawn(
                 raise ServerLost(f"fork server at {run_dir} ended before answering the spawn request") from exc
             except (OSError, ValueError) as exc:
                 raise SpawnError(f"fork server at {run_dir} did not answer the spawn request: {exc}") from exc
-        if "error" in reply:
-            raise ForkServerUnavailable(f"fork server could not spawn: {reply['error']}")
-        if "taken" in reply:
-            raise _taken(reply)
-        if "hosts" in reply:
-            return _spawned(reply)
+            if "error" in reply:
+                raise ForkServerUnavailable(f"fork server could not spawn: {reply['error']}")
+            if "taken" in reply:
+                raise _taken(reply)
+            if "hosts" in reply:
+                closing.pop_all()  # kept: the server closes it once the hosts are reaped
+                return _spawned(reply, sock)
         # "retired": it served another identity and has stepped aside; start ours
     raise ForkServerUnavailable(f"fork servers in {run_dir} keep retiring: identity {identity} never matches")
 

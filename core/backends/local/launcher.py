@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kinetic_tui.core.backends.local import forkserver, forkserver_client, launch_files
+from kinetic_tui.core.backends.local import exit_watch, forkserver, forkserver_client, launch_files
 from kinetic_tui.core.errors import KineticError, ValidationError
 from kinetic_tui.core.paths import RUNNER_FILE, kinetic_home
 
@@ -248,6 +248,8 @@ def launch(
         raise StarterLost(str(exc)) from exc
     except forkserver_client.SpawnError as exc:
         raise LaunchError(str(exc)) from exc
+    if started.exits is not None:
+        exit_watch.watch(job_dir, started.exits)
     return [HostProcess(i, pid, pid, start, *started.reaper) for i, (pid, start) in enumerate(started.hosts)]
 
 

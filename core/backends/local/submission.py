@@ -13,11 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kinetic_tui.core.backends.local import lanes
@@ -97,7 +95,7 @@ class Staged:
 @contextmanager
 def stage(backend: LocalBackend, calls: Sequence[Call], *, numbered: bool = False) -> Iterator[list[Staged]]:
     """Place and pack every call before any is written, so one bad input of a map submits nothing; the
-    staged calls share one temp dir of archives until the block ends.
+    staged calls share their archives.
 
     With `numbered`, a failure names the input (`input 3: ...`).
     """
@@ -112,9 +110,8 @@ def stage(backend: LocalBackend, calls: Sequence[Call], *, numbered: bool = Fals
             if ctx.env_patterns not in envs:
                 envs[ctx.env_patterns] = captured_env(ctx.env_patterns)
             packed.append((pack(ctx, args, kwargs, views[ctx.bucket], envs[ctx.env_patterns]), pool, views[ctx.bucket]))
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        archives = Archives(Path(tmp))
-        yield [Staged(backend, item, pool, writes, archives) for item, pool, writes in packed]
+    archives = Archives()
+    yield [Staged(backend, item, pool, writes, archives) for item, pool, writes in packed]
 
 
 def lanes_fit(ctx: JobContext, storage: Storage) -> bool:
@@ -142,7 +139,7 @@ class LaneBatch:
         self.writes.flush()
         zip_path, context_sha = self.archives.get(self.packed)
         storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
-        storage.put_file(f"{prefix}/{CONTEXT}", zip_path)
+        storage.put_shared(f"{prefix}/{CONTEXT}", zip_path)
         records = [
             handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
             for ctx in self.contexts
@@ -186,8 +183,7 @@ def stage_lanes(
     batch = build_batch(first.func, replaced, captured_env(first.env_patterns), root)
     plan = make_plan(root, module_file(first.func), cwd=cwd, sys_path=sys_path)
     packed = Packed(first, b"", root, plan, tuple(dict.fromkeys(kept_out)))
-    with tempfile.TemporaryDirectory(prefix="kinetic-pack-") as tmp:
-        yield LaneBatch(backend, contexts, pool, writes, batch, packed, Archives(Path(tmp)))
+    yield LaneBatch(backend, contexts, pool, writes, batch, packed, Archives())
 
 
 def resubmit(backend: LocalBackend, handle: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ cache), `by_value` (project modules pickled by value), `payload` (payload.pkl an
 (captured variables). The names below are the ones the submission path and the public API use.
 """
 
-from kinetic_tui.core.submission.packaging.archive import DEFAULT_EXCLUDED, build_context_zip
+from kinetic_tui.core.submission.packaging.archive import DEFAULT_EXCLUDED, build_context_zip, cached_context_zip
 from kinetic_tui.core.submission.packaging.env import SensitiveEnvWarning, capture_env
 from kinetic_tui.core.submission.packaging.payload import PayloadError, build_batch, build_payload, client_fingerprint
 from kinetic_tui.core.submission.packaging.plan import PLAN_ARCNAME, make_plan
@@ -20,6 +20,7 @@ __all__ = [
     "build_batch",
     "build_context_zip",
     "build_payload",
+    "cached_context_zip",
     "capture_env",
     "client_fingerprint",
     "find_package_root",

@@ -43,6 +43,8 @@ DEFAULT_EXCLUDED = frozenset(
 IGNORE_FILE = ".kineticignore"
 _CACHE_FORMAT = "context-v1"
 _CACHE_KEEP = 8
+# An archive used this recently is never pruned: a submission uploads straight from its cache entry.
+_IN_USE_NS = 60_000_000_000
 _RACY_NS = 2_000_000_000  # wider than any common filesystem's mtime granularity
 # Below 1 KiB deflate saves little next to the per-entry overhead; above it, level 1 keeps the archive
 # near `zip -qr` size (fewer upload bytes) at a small CPU cost (benchmarks/bench_packaging.py).
@@ -162,14 +164,27 @@ def build_context_zip(
     *,
     plan: Mapping[str, Any],
 ) -> tuple[Path, str]:
-    """Write the package root (minus exclusions) plus `.kinetic/plan.json` to `dest`.
+    """Write the package root (minus exclusions) plus `.kinetic/plan.json` to `dest`: the cached archive
+    (`cached_context_zip`) hard-linked (or copied) there, so treat `dest` as read-only. Returns `(dest,
+    sha256 hex of the archive)`."""
+    cached_zip, digest = cached_context_zip(root, exclude_paths, plan=plan)
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _link_or_copy(cached_zip, dest)
+    return dest, digest
 
-    Returns `(dest, sha256 hex of the archive)`. Archives are cached under
-    `kinetic_home()/cache/context/` keyed by a stat walk (relpath, size, mtime_ns, mode; plus the
-    content digest of files modified in the last 2 s), the plan and the exclusions; a hit hard-links (or
-    copies) the cached archive to `dest`, so treat `dest` as read-only. Entries are sorted, so the same tree
-    yields the same bytes. Only regular files are shipped (symlinked files by content; symlinked directories
-    and empty directories are skipped).
+
+def cached_context_zip(
+    root: str | os.PathLike[str], exclude_paths: Iterable[str | os.PathLike[str]] = (), *, plan: Mapping[str, Any]
+) -> tuple[Path, str]:
+    """The archive of the package root (minus exclusions) plus `.kinetic/plan.json`, as its entry in the
+    cache, and its sha256 hex. The entry is never rewritten in place and is kept for at least a minute
+    after this call, so it can be uploaded (or shared) as it is.
+
+    Archives are cached under `kinetic_home()/cache/context/` keyed by a stat walk (relpath, size,
+    mtime_ns, mode; plus the content digest of files modified in the last 2 s), the plan and the
+    exclusions. Entries are sorted, so the same tree yields the same bytes. Only regular files are shipped
+    (symlinked files by content; symlinked directories and empty directories are skipped).
     """
     root_str = str(Path(root).resolve())
     if not os.path.isdir(root_str):
@@ -188,10 +203,7 @@ def build_context_zip(
         cache.mkdir(parents=True, exist_ok=True)
         digest = _write_cache_entry(cached_zip, cached_sha, files, plan_bytes)
         _prune(cache)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    _link_or_copy(cached_zip, dest)
-    return dest, digest
+    return cached_zip, digest
 
 
 def _signature(
@@ -306,7 +318,8 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 
 
 def _prune(cache: Path) -> None:
-    """Keep only the most recently used archives; the cache must not grow with every edit."""
+    """Keep only the most recently used archives, and any used within the last minute; the cache must not
+    grow with every edit."""
 
     def last_used(path: Path) -> int:
         try:
@@ -314,6 +327,9 @@ def _prune(cache: Path) -> None:
         except FileNotFoundError:  # pruned meanwhile by another process
             return 0
 
+    in_use = time.time_ns() - _IN_USE_NS
     for old in sorted(cache.glob("*.zip"), key=last_used, reverse=True)[_CACHE_KEEP:]:
+        if last_used(old) >= in_use:
+            continue
         old.unlink(missing_ok=True)
         old.with_suffix(".sha256").unlink(missing_ok=True)

@@ -68,8 +68,8 @@ def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
     return buffer.getvalue()
 
 
-# realpath per module directory, kept for the process: resolving them is most of a payload's cost on a
-# slow filesystem, and a module's directory does not move while it is imported
+# the realpath of each module file's directory, kept for the process: resolving them is most of a
+# payload's cost on a slow filesystem, and a module's directory does not move while it is imported
 _REAL_DIRS: dict[str, str] = {}
 
 
@@ -83,10 +83,11 @@ def _register_by_value(root: Path) -> list[Any]:
         file = getattr(module, "__file__", None)
         if not file or name == "__main__" or name in already or name.partition(".")[0] == OURS:
             continue
-        directory = os.path.dirname(os.path.abspath(file))
-        if directory not in real_dirs:
-            real_dirs[directory] = os.path.realpath(directory) + os.sep
-        real = real_dirs[directory]
+        real = real_dirs.get(file)
+        if real is None:
+            real = os.path.realpath(os.path.dirname(os.path.abspath(file))) + os.sep
+            if os.path.isabs(file):  # a relative one depends on the cwd of the moment
+                real_dirs[file] = real
         if real.startswith(inside) and not real.startswith(interpreter):
             cloudpickle.register_pickle_by_value(module)
             registered.append(module)

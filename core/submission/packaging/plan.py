@@ -31,7 +31,7 @@ def make_plan(
     `package_root` is the client's absolute root (informational); the other paths are relative to it,
     `None` when outside it. `sys_path_rel` keeps the order of `sys.path` (default: the current one).
     """
-    root = Path(root).resolve()
+    root = _resolved(os.path.abspath(root))
     cwd = cwd if cwd is not None else os.getcwd()
     rels = []
     for entry in sys.path if sys_path is None else sys_path:
@@ -47,7 +47,22 @@ def make_plan(
 
 
 def _rel_under(path: str | os.PathLike[str], root: Path) -> str | None:
-    resolved = Path(path).resolve()
+    resolved = _resolved(os.path.abspath(path))
     if resolved != root and root not in resolved.parents:
         return None
     return resolved.relative_to(root).as_posix()
+
+
+# Resolved absolute paths that exist, kept for the process: every submission plans the same sys.path
+# entries, and resolving one costs a system call per component on a slow filesystem.
+_RESOLVED: dict[str, Path] = {}
+
+
+def _resolved(path: str) -> Path:
+    found = _RESOLVED.get(path)
+    if found is None:
+        try:
+            found = _RESOLVED[path] = Path(path).resolve(strict=True)
+        except OSError:  # missing (it may appear later, as a link), or a loop: not kept
+            found = Path(path).resolve()
+    return found
