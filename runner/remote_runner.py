@@ -265,11 +265,13 @@ def check_archive(archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, list[
     return members
 
 
-def extract(archive_path: Path, dest: Path) -> None:
+def extract(archive_path: Path, dest: Path) -> bytes | None:
     """Check every member, then unpack into a fresh `dest` (a stale symlink there could redirect writes).
-    A member keeps its archived mode less the process umask, like any file this process creates."""
+    A member keeps its archived mode less the process umask, like any file this process creates. The plan
+    is the runner's, not the job's: it is returned (None when the archive has none), not written."""
     umask = os.umask(0o077)
     os.umask(umask)
+    plan = None
     with zipfile.ZipFile(archive_path) as archive:
         members = check_archive(archive)
         if dest.exists():
@@ -279,7 +281,9 @@ def extract(archive_path: Path, dest: Path) -> None:
         dest.mkdir(parents=True)
         for info, parts in members:
             target = dest.joinpath(*parts)
-            if _is_symlink(info):
+            if "/".join(parts) == PLAN_MEMBER and not _is_symlink(info):
+                plan = archive.read(info)
+            elif _is_symlink(info):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.symlink(archive.read(info).decode(), target)
             elif info.is_dir():
@@ -292,6 +296,7 @@ def extract(archive_path: Path, dest: Path) -> None:
                 mode = (info.external_attr >> 16) & 0o777
                 if mode:
                     os.chmod(target, mode & ~umask)
+    return plan
 
 
 # --- unpickle and environment ----------------------------------------------------------------------
@@ -326,12 +331,11 @@ def _inside(root: Path, rel: str, field: str) -> Path:
     return path
 
 
-def apply_environment(code_dir: Path, env_vars: dict[str, str], output_dir: Path) -> None:
+def apply_environment(code_dir: Path, plan_bytes: bytes | None, env_vars: dict[str, str], output_dir: Path) -> None:
     """Make the job see what the client saw: its sys.path entries, its cwd, its captured env vars."""
-    plan_path = code_dir / PLAN_MEMBER
-    if not plan_path.is_file():
+    if plan_bytes is None:
         raise FileNotFoundError(f"context archive has no {PLAN_MEMBER}")
-    plan = json.loads(plan_path.read_text())
+    plan = json.loads(plan_bytes)
     code_dir = code_dir.resolve()
     entries = [str(_inside(code_dir, rel, "sys_path_rel")) for rel in plan.get("sys_path_rel") or []]
     cwd_rel = plan.get("client_cwd_rel")
@@ -631,12 +635,12 @@ def run_job(args: Any, workdir: Path) -> Any:
             _install(downloads / "requirements.txt")
     code_dir = workdir / "code"
     with _Phase("extract"):
-        extract(context_file, code_dir)
+        plan = extract(context_file, code_dir)
     with _Phase("unpickle"):
         payload = load_payload(payload_bytes)
     with _Phase("environment"):
         output_dir = Path(os.environ.get("KINETIC_OUTPUT_DIR") or workdir / "output")
-        apply_environment(code_dir, payload["env_vars"], output_dir)
+        apply_environment(code_dir, plan, payload["env_vars"], output_dir)
     with _Phase("data"):
         resolver = DataResolver(workdir / "data")
         args_, kwargs = resolver.replace(list(payload["args"])), resolver.replace(payload["kwargs"])
@@ -830,12 +834,12 @@ def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., An
         _check_digest("context", _sha256_file(context_file), spec["context_sha256"])
     code_dir = workdir / "code"
     with _Phase("extract"):
-        extract(context_file, code_dir)
+        plan = extract(context_file, code_dir)
     with _Phase("unpickle"):
         batch = pickle.loads(batch_bytes)  # plain bytes inside; verified above
         payload = load_payload(batch["payload"])
     with _Phase("environment"):
-        apply_environment(code_dir, payload["env_vars"], Path(spec["inputs"][0][2]))
+        apply_environment(code_dir, plan, payload["env_vars"], Path(spec["inputs"][0][2]))
     return payload["func"], list(batch["inputs"])
 
 

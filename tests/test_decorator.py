@@ -306,7 +306,8 @@ def test_kineticignore_and_default_exclusions_shape_what_the_job_sees(tmp_path: 
         },
     )
     shipped = set(client_result(run_client(project, "-m", "pkg.main")))
-    assert {"pkg/main.py", "pkg/__init__.py", "docs/scratch", ".kinetic/plan.json", "pyproject.toml"} <= shipped
+    assert {"pkg/main.py", "pkg/__init__.py", "docs/scratch", "pyproject.toml"} <= shipped
+    assert ".kinetic/plan.json" not in shipped  # the runner reads its plan from the archive
     assert not any(p.startswith((".venv/", "node_modules/", "scratch/")) or "__pycache__" in p for p in shipped)
     assert "keys.secret" not in shipped
 

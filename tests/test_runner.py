@@ -372,6 +372,18 @@ def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
     }
 
 
+def test_extract_returns_the_plan_without_writing_it_into_the_jobs_tree(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(".kinetic/plan.json", '{"client_cwd_rel": "."}')
+        archive.writestr(".kinetic/notes.txt", "the project's own")
+        archive.writestr("main.py", "x = 1")
+    (tmp_path / "context.zip").write_bytes(buffer.getvalue())
+    code = tmp_path / "code"
+    assert json.loads(remote_runner.extract(tmp_path / "context.zip", code) or b"") == {"client_cwd_rel": "."}
+    assert sorted(str(p.relative_to(code)) for p in code.rglob("*")) == [".kinetic", ".kinetic/notes.txt", "main.py"]
+
+
 def test_extract_takes_a_directory_entry_that_follows_its_files(tmp_path: Path) -> None:
     """Some zip tools write `pkg/` after `pkg/a.txt`; the directory already exists by then."""
     code = _extract_zip(tmp_path, {"pkg/a.txt": (0o644, b"a"), "pkg/": (0o755, b"")})

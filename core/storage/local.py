@@ -101,8 +101,11 @@ class LocalStorage:
         # Walk only the deepest directory the prefix pins down; a bucket holds every job ever run.
         start = self._base / prefix.rsplit("/", 1)[0] if "/" in prefix else self._base
         keys = []
-        for dirpath, _dirs, files in os.walk(start):
+        for dirpath, dirs, files in os.walk(start):
             rel_dir = Path(dirpath).relative_to(self._base).as_posix()
+            inside = "" if rel_dir == "." else f"{rel_dir}/"
+            # descend only where a key can still match ("a/b" matches "a/bc/..." but not "a/x/...")
+            dirs[:] = [d for d in dirs if f"{inside}{d}/".startswith(prefix) or prefix.startswith(f"{inside}{d}/")]
             for name in files:
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):

@@ -67,9 +67,16 @@ def proc_start_time(pid: int) -> int | None:
     return stat.start_time if stat else None
 
 
+_this: list[int | None] = []
+
+
 def this_process() -> list[int | None]:
-    """[pid, start time] of the calling process: how a spawn reply names the reaper of its hosts."""
-    return [os.getpid(), proc_start_time(os.getpid())]
+    """[pid, start time] of the calling process: how a spawn reply names the reaper of its hosts. Read
+    from /proc once per process (a forked child has a pid of its own, so it reads its own)."""
+    global _this
+    if not _this or _this[0] != os.getpid():
+        _this = [os.getpid(), proc_start_time(os.getpid())]
+    return list(_this)
 
 
 def write_atomic(final: str, text: str) -> None:

@@ -10,14 +10,11 @@ from pathlib import Path
 
 from kinetic_tui.core.paths import kinetic_home
 
-_trash_lock = threading.Lock()
-_emptying = False
-
 
 def discard(path: Path) -> None:
     """Remove a directory tree off the caller's path: rename it into the workspace trash (one cheap
-    metadata operation) and empty the trash in a background thread. Whatever an exiting process leaves
-    in the trash is emptied by the next one. A runner's downloaded payload copy (a runner killed before it
+    metadata operation) and let this process's emptying thread remove it. Whatever an exiting process
+    leaves in the trash is emptied by the next one. A runner's downloaded payload copy (a runner killed before it
     read and deleted it) is deleted first: it holds secret values in clear and never sits in the trash."""
     for payload in path.glob("host-*/download/*.pkl"):
         payload.unlink(missing_ok=True)
@@ -30,23 +27,44 @@ def discard(path: Path) -> None:
     except OSError:
         shutil.rmtree(path, ignore_errors=True)
         return
-    global _emptying
-    with _trash_lock:
-        if _emptying:
-            return
-        _emptying = True
-    threading.Thread(target=_empty_trash, args=(trash,), name="kinetic-trash", daemon=True).start()
+    _empty_later(trash)
 
 
-def _empty_trash(trash: Path) -> None:
-    global _emptying
-    try:
-        while True:
-            entries = list(trash.iterdir())
-            if not entries:
-                return
+class _Emptier:
+    """One thread per process empties the trash directories handed to it, started on first use: a thread
+    started per removal would cost every job's cleanup its start-up."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.pending: set[Path] = set()
+        self.running = False
+
+
+_emptier = _Emptier()
+os.register_at_fork(after_in_child=lambda: globals().update(_emptier=_Emptier()))  # threads do not survive fork
+
+
+def _empty_later(trash: Path) -> None:
+    emptier = _emptier
+    with emptier.lock:
+        emptier.pending.add(trash)
+        start, emptier.running = not emptier.running, True
+    if start:
+        threading.Thread(target=_empty_forever, args=(emptier,), name="kinetic-trash", daemon=True).start()
+    emptier.wake.set()
+
+
+def _empty_forever(emptier: _Emptier) -> None:
+    while True:
+        emptier.wake.wait()
+        emptier.wake.clear()  # before taking the work: a trash handed over from now on wakes us again
+        with emptier.lock:
+            trashes, emptier.pending = emptier.pending, set()
+        for trash in trashes:
+            try:
+                entries = list(trash.iterdir())
+            except FileNotFoundError:  # the home itself was removed
+                continue
             for entry in entries:
                 shutil.rmtree(entry, ignore_errors=True)
-    finally:
-        with _trash_lock:
-            _emptying = False
