@@ -140,22 +140,23 @@ class KineticApp(App[int]):
         return MainScreen(id="_default")
 
     def compose(self) -> ComposeResult:
-        """The header, the first view and the footer: nothing else is styled before the first frame. The
-        other views mount on their first visit (`action_show_view`), the hidden command bar on its first
-        use (`_bar`) and the "too small" notice when the terminal first is (`_check_size`). Composing all
-        of them up front (about fifty widgets) made the first paint ~10x a one-widget app's."""
+        """The header (which names the first view) and the footer: the first frame is the console's frame.
+        The first view mounts right after it (`on_ready`), the other views on their first visit
+        (`action_show_view`), the hidden command bar on its first use (`_bar`) and the "too small" notice
+        when the terminal first is (`_check_size`). Composing all of them up front (about fifty widgets)
+        made the first paint ~10x a one-widget app's; the first view's two tables alone, still empty
+        then, were a third of it."""
         self._current = self.views[0] if self.views else None
         yield Static(self._header(), id="header")
-        if self._current is not None:
-            yield self._current
         yield KeyFooter(id="footer")
 
-    def on_ready(self) -> None:
-        """Focus the first view and start the app's work once the first frame is on screen (Textual posts
-        `Ready` right after it): the view's keys join the footer and its data arrives a few frames later.
-        Started in `on_mount`, the fetch threads held the GIL while the first frame was being drawn (~20%
-        of the first paint)."""
+    async def on_ready(self) -> None:
+        """Once the first frame is on screen (Textual posts `Ready` right after it), mount and focus the
+        first view and start the app's work: the view and its keys appear in the next frame, its data a
+        few frames later. Started in `on_mount`, the fetch threads held the GIL while the first frame was
+        being drawn (~20% of the first paint)."""
         if self._current is not None:
+            await self.mount(self._current, before=self.query_one("#footer"))
             self._focus_view(self._current)
         self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)
         self.run_worker(self._listen(), group="events", exit_on_error=False)

@@ -82,8 +82,8 @@ async def test_the_dag_follows_a_running_step_and_its_job_id_then_the_run_settle
         (gates / "first.release").touch()
         await wait_for(lambda: "[✓ second]" in dag(app), pilot, timeout=30)  # the app's polls follow it
         assert "[✓ first]" in dag(app)  # a settled step no longer shows its job id
-        history = app.query_one("#runs", KeyedTable).get_row("#1")
-        assert str(history[1]) == "✓ Succeeded"
+        # the run settles after its last step does: the table shows it at the poll that sees it
+        await wait_for(lambda: str(app.query_one("#runs", KeyedTable).get_row("#1")[1]) == "✓ Succeeded", pilot)
         done = await console.pipelines.get_run("gated", 1)
         assert done.finished_at is not None and done.started_at is not None and done.finished_at >= done.started_at
 
