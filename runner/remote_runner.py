@@ -850,11 +850,26 @@ def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., An
     return payload["func"], list(batch["inputs"])
 
 
+def make_dir_and_parent(path: str) -> None:
+    """`os.makedirs(path, exist_ok=True)` in the two calls an input's output directory (`JOB/output/`,
+    beside its result) takes, without a stat of every level first: a lane makes one per input."""
+    path = path.rstrip("/") or "/"
+    for directory in (os.path.dirname(path), path):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+        except FileNotFoundError:  # a deeper path: the general case
+            os.makedirs(path, exist_ok=True)
+            return
+
+
 def _run_input(func: Callable[..., Any], blob: bytes, output_dir: str, resolver: DataResolver) -> Any:
     with _Phase("unpickle", quiet=True):
         args, kwargs = cloudpickle.loads(blob)
     with _Phase("environment", quiet=True):
-        os.makedirs(output_dir, exist_ok=True)
+        make_dir_and_parent(output_dir)
     with _Phase("data", quiet=True):
         args, kwargs = resolver.replace(list(args)), resolver.replace(kwargs)
     with _Phase("execute", quiet=True):

@@ -372,6 +372,18 @@ def test_extract_keeps_each_members_mode_less_the_umask(tmp_path: Path) -> None:
     }
 
 
+def test_an_inputs_output_dir_is_made_with_its_parent_or_deeper_and_a_file_in_the_way_is_refused(
+    tmp_path: Path,
+) -> None:
+    remote_runner.make_dir_and_parent(f"{tmp_path}/job-1/output/")
+    remote_runner.make_dir_and_parent(f"{tmp_path}/job-1/output/")  # again: already there
+    remote_runner.make_dir_and_parent(f"{tmp_path}/a/b/c/output")
+    assert (tmp_path / "job-1" / "output").is_dir() and (tmp_path / "a" / "b" / "c" / "output").is_dir()
+    (tmp_path / "job-2").write_text("a file")
+    with pytest.raises(FileExistsError):
+        remote_runner.make_dir_and_parent(f"{tmp_path}/job-2/output/")
+
+
 def test_extract_returns_the_plan_without_writing_it_into_the_jobs_tree(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:

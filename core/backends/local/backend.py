@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -129,12 +130,13 @@ class LocalBackend:
 
     def submit_lane_inputs(self, inputs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str) -> None:
         """Queue a map's inputs for lanes: (handle, lane_input) each, one transaction, no per-job files."""
+        jobs_root = str(job_dir_for(""))  # joined by hand: one Path per input was a tenth of a map's submit
         self._queue(
             [
                 (
                     handle,
                     {
-                        "job_dir": str(job_dir_for(handle["job_id"])),
+                        "job_dir": os.path.join(jobs_root, handle["job_id"]),
                         "lane_input": lane_input,
                         "output_dir": handle["output_dir"],
                         "volumes": [],

@@ -146,10 +146,11 @@ class LaneBatch:
         ]
         storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
         batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
+        context_uri = storage.uri(f"{prefix}/{CONTEXT}")
         try:
             self.backend.submit_lane_inputs(
                 [
-                    (record, lanes.lane_input(batch_uri, batch_sha, storage.uri(f"{prefix}/{CONTEXT}"), context_sha, i))
+                    (record, lanes.lane_input(batch_uri, batch_sha, context_uri, context_sha, i))
                     for i, record in enumerate(records)
                 ],
                 first.group_id or "",
