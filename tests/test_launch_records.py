@@ -263,7 +263,7 @@ def test_a_job_adopted_before_its_host_said_it_never_ran_is_queued_again(jobs, t
     handle = kinetic.run()(jobs.hold).run_async(0.0, str(markers))
     local_backend().reconcile(handle.job_id, start=False)  # adopts the recorded host, stopped so alive
     row = local_backend().job(handle.job_id)
-    assert row.status is JobStatus.RUNNING and row.hosts is not None
+    assert row.status is JobStatus.RUNNING and row.hosts is not None, row.detail
     (host,) = row.hosts
     os.kill(host.pid, signal.SIGCONT)
     wait_for(lambda: host.never_ran(row.job_dir), TIMEOUT, "the host to say it never ran")

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -161,14 +160,15 @@ def undo_spawn(job_dir: str, token: str, hosts: list[dict[str, Any]]) -> None:
 def fork_host(
     spec: dict[str, Any], token: str, reaper: list[int | None], become: Callable[[dict[str, Any]], int]
 ) -> tuple[int, int | None]:
-    """Fork one host as the leader of its own process group, record it, then let it run `become(spec)`
-    (its exit code).
+    """Fork one host in its own session, record it, then let it run `become(spec)` (its exit code).
 
-    Parent and child both make the child a group leader, whichever runs first, so `killpg(pid)` reaches
-    the host and whatever it starts as soon as this returns, without waiting for the child to be
-    scheduled. (Not its own session: our starters have no controlling terminal to leave.) The child waits
-    for the go-ahead, which comes only once its record is on disk: if the parent dies first, the child sees
-    the pipe close and exits without running. OSError: nothing of this host runs."""
+    Its own session, not only its own group in the starter's session: that group would be orphaned when
+    the starter dies, and the kernel hangs up an orphaned group that has a stopped member. The parent
+    waits until the child leads its session, so `killpg(pid)` reaches it once this returns.
+
+    The child waits for the go-ahead, which comes only once its record is on disk: if the parent dies
+    first, the child sees the pipe close and exits without running. OSError: nothing of this host runs."""
+    sync_r, sync_w = os.pipe()
     go_r, go_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -176,8 +176,11 @@ def fork_host(
     if pid == 0:
         code = 1
         try:
+            os.close(sync_r)
             os.close(go_w)
-            os.setpgid(0, 0)
+            os.setsid()
+            os.write(sync_w, b"x")
+            os.close(sync_w)
             if os.read(go_r, 1) == b"x":
                 os.close(go_r)
                 code = become(spec)
@@ -187,18 +190,16 @@ def fork_host(
             traceback.print_exc()
         finally:
             os._exit(code)
+    os.close(sync_w)
     os.close(go_r)
     try:
-        try:
-            os.setpgid(pid, pid)
-        except OSError:  # it can only have died, unrun: killing it below is harmless
-            os.kill(pid, signal.SIGKILL)
-            raise
+        os.read(sync_r, 1)  # returns once the child leads its own group, so killpg(pid) reaches it
         start = proc_start_time(pid)  # not reaped yet, so /proc still has it
         record = {"host": spec["host"], "pid": pid, "pgid": pid, "start_time": start}
         record.update(reaper=reaper[0], reaper_start=reaper[1])
         write_atomic(started_path(spec["job_dir"], token, spec["host"]), json.dumps(record))
         os.write(go_w, b"x")
     finally:  # without the go-ahead, the closed pipe makes the child exit unrun
+        os.close(sync_r)
         os.close(go_w)
     return pid, start

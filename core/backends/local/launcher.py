@@ -5,8 +5,7 @@ For a job directory J and host i (the same layout whether one host or many, so r
   J/work/host-{i}/      the host's working directory
   J/exit-{i}            its exit code once reaped (negative N: killed by signal N), written atomically
 A host whose exit file is missing is judged by `host_exit`, which never guesses how long a writer may take.
-Each host leads its own process group, detached from the client, which may exit; its starter (the fork
-server or the cold path's reaper) runs in a session of its own, with no controlling terminal.
+Each host runs in its own session (so its own process group), detached from the client, which may exit.
 Hosts are forked from the warm fork server of this KINETIC_HOME; with KINETIC_NO_FORKSERVER=1, or when
 the server cannot start, they start cold as `python runner argv` under a detached reaper. Both paths
 produce the same files, and the same launch records (launch_files.py), from which `launch_state` tells

@@ -14,8 +14,9 @@ from kinetic_tui.core.paths import kinetic_home
 def discard(path: Path) -> None:
     """Remove a directory tree off the caller's path: rename it into the workspace trash (one cheap
     metadata operation) and let this process's emptying thread remove it. Whatever an exiting process
-    leaves in the trash is emptied by the next one. A runner's downloaded payload copy (a runner killed before it
-    read and deleted it) is deleted first: it holds secret values in clear and never sits in the trash."""
+    leaves in the trash is emptied by the next one. A runner's downloaded payload copy (a runner killed
+    before it read and deleted it) is deleted first: it holds secret values in clear and never sits in the
+    trash."""
     for payload in path.glob("host-*/download/*.pkl"):
         payload.unlink(missing_ok=True)
     trash = kinetic_home() / "local" / "trash"
