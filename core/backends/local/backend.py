@@ -374,8 +374,7 @@ class LocalBackend:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")
             exit_watch.pause(row.job_dir, delay)  # ends early when the fork server reaps the job
-            # woken by the exit, the wait needs no quick polls: they would only compete with the job for CPU
-            delay = 0.05 if exit_watch.watching(row.job_dir) else min(delay * 2, 0.05)
+            delay = min(delay * 2, 0.05)
 
     # -- logs ------------------------------------------------------------------------------------------
 
