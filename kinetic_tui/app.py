@@ -156,6 +156,8 @@ class KineticApp(App[int]):
         few frames later. Started in `on_mount`, the fetch threads held the GIL while the first frame was
         being drawn (~20% of the first paint)."""
         if self._current is not None:
+            # the current view: a view key handled before `Ready` may have mounted another (mounting a
+            # mounted widget again changes nothing)
             await self.mount(self._current, before=self.query_one("#footer"))
             self._focus_view(self._current)
         self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)

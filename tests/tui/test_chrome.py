@@ -23,6 +23,7 @@ from kinetic_tui.render.key_hints import CORNER_BAR, KeyHint, key_hints
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views.base import View
 from kinetic_tui.views.clusters import ClustersView
+from kinetic_tui.views.jobs import JobsView
 from kinetic_tui.widgets.key_footer import KeyFooter
 from tests.tui.conftest import SIZE, AppFactory, build_workspace, wait_for
 
@@ -160,3 +161,21 @@ async def test_the_first_frame_draws_only_the_header_and_the_footer_then_the_fir
         ]
         assert app.focused is app.query_one("#clusters")
         assert [type(view) for view in app.query(View)] == [ClustersView]
+
+
+class _KeyBeforeReady(KineticApp):
+    """A view key handled before `Ready` (the terminal delivered it with the first frame)."""
+
+    CSS_PATH = Path(app_module.__file__).with_name(KineticApp.CSS_PATH)
+
+    async def on_ready(self) -> None:
+        await self.action_show_view("2")
+        await super().on_ready()
+
+
+async def test_a_view_key_pressed_before_the_first_view_mounted_shows_that_view(console: Console) -> None:
+    app = _KeyBeforeReady(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.focused is not None, pilot)
+        assert [type(view) for view in app.query(View)] == [JobsView]
+        assert app.current_view is app.query_one(JobsView)
