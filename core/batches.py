@@ -36,15 +36,14 @@ from kinetic_tui.core.backends.registry import backend_for_context, lookup_order
 from kinetic_tui.core.errors import ArgumentTypeError, KineticError, NotFoundError, ValidationError
 from kinetic_tui.core.handle_records import iso_utc
 from kinetic_tui.core.job_status import JobStatus
-from kinetic_tui.core.jobs import JobHandle, attach
+from kinetic_tui.core.jobs import NO_PLAIN_VALUE, JobHandle, attach, plain_value
 from kinetic_tui.core.profiles import resolve_infra
 from kinetic_tui.core.storage import Storage
 from kinetic_tui.core.submission.context import JobContext, new_job_id
 from kinetic_tui.core.validation import MAX_SECONDS, require_group_id, require_number
 
 INPUT_MODES = ("auto", "args", "kwargs", "single")
-POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles...
-EXIT_POLL = 0.003  # ...but exit files, one stat each, are checked this often in between
+POLL_MIN, POLL_MAX = 0.002, 0.5  # polls back off while nothing settles, but news ends a pause early
 FULL_POLL = 0.5  # how often a watching client also reconciles the whole workspace
 
 
@@ -361,11 +360,14 @@ class BatchHandle:
         from milliseconds up to `poll_interval` seconds (default 0.5) while nothing settles."""
         if poll_interval is not None:
             require_number("poll_interval", poll_interval, minimum=0, exclusive=True, maximum=MAX_SECONDS)
-        for index in self._completed(timeout, poll_interval or POLL_MAX):
+        for index in self._completed(timeout, poll_interval or POLL_MAX, each_input=True):
             yield self._handle(self.manifest["attempts"][index][-1])
 
-    def _completed(self, timeout: float | None, longest: float = POLL_MAX) -> Iterator[int]:
-        """Input indices as they settle for good, driving retries and fail-fast on every poll."""
+    def _completed(self, timeout: float | None, longest: float = POLL_MAX, each_input: bool = False) -> Iterator[int]:
+        """Input indices as they settle for good (in finishing order), driving retries and fail-fast. A
+        waiter that needs only the end (`wait`, `results`) wakes when room frees for the next inputs, and
+        backs off meanwhile: on two cores every poll is time taken from the lanes."""
+        each_input = each_input or bool(self.manifest["retries"] or self.manifest["fail_fast"])
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: set[int] = set()
         delay, last_full = POLL_MIN, -FULL_POLL
@@ -384,15 +386,9 @@ class BatchHandle:
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"batch {self.group_id}: {self.status_counts()} after {timeout} s")
-            delay = POLL_MIN if fresh else min(delay * 2, longest)
-            self._pause(delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0)))
-
-    def _pause(self, seconds: float) -> None:
-        """Sleep up to `seconds`, but return as soon as there is news: settling an input frees its node (or
-        its lane moves on), so a batch never waits out a whole poll interval per job."""
-        end = time.monotonic() + seconds
-        while time.monotonic() < end and not self._driver.has_news():
-            time.sleep(EXIT_POLL)
+            delay = POLL_MIN if fresh and each_input else min(delay * 2, longest)
+            seconds = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
+            self._driver.wait_for_news(seconds, each_input)  # so a batch never waits out a whole interval per job
 
     def _collect(self, indices: Iterable[int]) -> None:
         """Read the values (or exceptions) of settled inputs; each lane's results file is read once."""
@@ -407,11 +403,16 @@ class BatchHandle:
             try:
                 if row is None:
                     self._results[index] = self._handle(job_id).result(cleanup=False)
-                else:
-                    handle = self._handles.get(job_id)
-                    if handle is None:
-                        handle = self._handles[job_id] = JobHandle.from_record(row.handle)
-                    self._results[index] = handle.value_from(row, self._driver.result_bytes(row, files))
+                    continue
+                data = self._driver.result_bytes(row, files)
+                value = plain_value(row, data)
+                if value is not NO_PLAIN_VALUE:
+                    self._results[index] = value
+                    continue
+                handle = self._handles.get(job_id)
+                if handle is None:
+                    handle = self._handles[job_id] = JobHandle.from_record(row.handle)
+                self._results[index] = handle.value_from(row, data)
             except Exception as exc:
                 self._failures[index] = exc
 

@@ -215,10 +215,10 @@ def replace_data_refs(obj: Any, storage: Uploads, *, label: str = "arguments") -
     set) leaves the bucket untouched. Containers are copied only where something changed; objects other
     than list/tuple/dict/set/frozenset are left as they are (their attributes are not searched).
     """
+    if not _reaches_data(obj, set()):  # the common case: nothing to replace, no labels to build
+        return obj, []
     found: dict[int, Data] = {}
     _transform(obj, lambda data: found.setdefault(id(data), data), label, set())
-    if not found:  # the common case: nothing to replace, so no second walk
-        return obj, []
     refs = {key: data.to_ref(storage) for key, data in found.items()}
     return _transform(obj, lambda data: refs[id(data)], label, set()), list(found.values())
 
@@ -263,6 +263,18 @@ def _transform(obj: Any, on_data: Callable[[Data], Any], where: str, active: set
         return tuple(new)
     finally:
         active.discard(id(obj))
+
+
+def _reaches_data(obj: Any, active: set[int]) -> bool:
+    """Whether a Data is anywhere `_transform` looks (keys and set members included, so that its errors
+    are raised): a map checks every input, and most hold none."""
+    if isinstance(obj, Data):
+        return True
+    if not isinstance(obj, (list, tuple, dict, set, frozenset)) or id(obj) in active:
+        return False
+    active.add(id(obj))
+    items = [*obj.keys(), *obj.values()] if isinstance(obj, dict) else obj
+    return any(_reaches_data(item, active) for item in items)
 
 
 def _holds_data(obj: Any) -> bool:

@@ -50,6 +50,22 @@ class ResultSerializationError(RemoteJobError):
         self.result_repr = result_repr
 
 
+NO_PLAIN_VALUE = object()
+
+
+def plain_value(row: JobInfo, data: bytes | None) -> Any:
+    """The value of a job that succeeded, from its result pickle at hand (a map input's, from its lane),
+    without a handle (a map's 500 handles were a tenth of collecting it); NO_PLAIN_VALUE for anything else,
+    which `JobHandle.value_from` reads and explains."""
+    if data is None or row.status is not JobStatus.SUCCEEDED:
+        return NO_PLAIN_VALUE
+    try:
+        outcome = cloudpickle.loads(data)
+    except Exception:  # the handle reports what is wrong with the file
+        return NO_PLAIN_VALUE
+    return outcome["result"] if outcome.get("success") else NO_PLAIN_VALUE
+
+
 @dataclass(frozen=True)
 class JobHandle:
     """A job, by Kinetic's field names (and this package's own after them); `cluster` and `bucket` are the

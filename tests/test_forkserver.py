@@ -88,6 +88,22 @@ def test_a_waiter_wakes_when_its_hosts_are_reaped_not_when_a_later_job_ends(jobs
     assert exit_code(later, 0) is None
 
 
+def test_a_waiter_on_several_jobs_wakes_when_the_first_is_reaped_and_keeps_the_others(jobs: Jobs) -> None:
+    """A batch waits on all its lanes at once; a job without a socket here cuts the pause to the fallback."""
+    quick, _ = jobs.launch("sleep", "0.3")
+    slow, _ = jobs.launch("sleep", "30")
+    started = time.monotonic()
+    exit_watch.pause_any([slow, quick], 25.0, 25.0)
+    assert time.monotonic() - started < 20.0
+    assert wait_exit(quick, 1, timeout=0) == [0] and exit_code(slow, 0) is None
+    started = time.monotonic()
+    exit_watch.pause_any([slow], 0.3, 0.3)  # its socket was kept: the pause runs its course
+    assert time.monotonic() - started >= 0.3
+    started = time.monotonic()
+    exit_watch.pause_any([slow, jobs.new_dir()], 25.0, 0.05)  # launched by no one here
+    assert time.monotonic() - started < 20.0
+
+
 def test_a_waiter_wakes_when_the_server_dies_and_then_sleeps(jobs: Jobs) -> None:
     job_dir, _ = jobs.launch("sleep", "30")
     os.kill(server_status()["pid"], signal.SIGKILL)

@@ -80,6 +80,12 @@ def chatty(name, marker_dir):
     return name
 
 
+@kinetic.run(accelerator="l4")
+def nap(x):
+    time.sleep(0.1)
+    return x
+
+
 @kinetic.run()
 def crash(x):
     if x == 1:
@@ -113,19 +119,22 @@ def all_lanes_closed() -> bool:
 
 
 @pytest.mark.parametrize(
-    ("waiting", "parallel", "free", "mean", "expected"),
+    ("waiting", "parallel", "free", "mean", "held", "expected"),
     [
-        (500, 2, 2, None, 125),  # guided: 1/(2P) of what waits
-        (3, 2, 2, None, 1),  # small batches keep every node busy
-        (4, 6, 6, None, 1),
-        (500, 2, 2, 0.0002, 250),  # timed trivial inputs: big lanes, but each free node still gets half
-        (281, 2, 1, 0.0002, 281),  # one node free, the other busy: take what ~0.1 s of work allows
-        (100, 2, 1, 2.0, 25),  # slow inputs: the guided size wins
-        (5000, 1, 1, 0.00001, lanes.MAX_CHUNK),
+        (500, 2, 2, None, 0, 125),  # guided: 1/(2P) of what waits
+        (3, 2, 2, None, 0, 1),  # small batches keep every node busy
+        (4, 6, 6, None, 0, 1),
+        (500, 2, 2, 0.0002, 0, 250),  # timed trivial inputs: big lanes, but each free node still gets half
+        (281, 2, 1, 0.0002, 0, 141),  # one node free, the other busy: ~0.1 s of work, but only a fair share
+        (281, 1, 1, 0.0002, 0, 281),  # the batch may use one node: that ~0.1 s
+        (140, 2, 1, 0.0002, 141, 140),  # the other lane still holds 141: the rest is this lane's fair share
+        (281, 2, 1, 0.001, 10, 100),  # slower inputs: ~0.1 s of them, less than the fair share
+        (100, 2, 1, 2.0, 0, 25),  # slow inputs: the guided size wins
+        (5000, 1, 1, 0.00001, 0, lanes.MAX_CHUNK),
     ],
 )
-def test_chunk_size(waiting: int, parallel: int, free: int, mean: float | None, expected: int) -> None:
-    assert lanes.chunk_size(waiting, parallel, free, mean) == expected
+def test_chunk_size(waiting: int, parallel: int, free: int, mean: float | None, held: int, expected: int) -> None:
+    assert lanes.chunk_size(waiting, parallel, free, mean, held) == expected
 
 
 # -- each input is a job -------------------------------------------------------------------------------------
@@ -189,6 +198,22 @@ def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) ->
     assert len(set(pids)) == opened < 60  # one process per lane, many inputs per process
     wait_for(all_lanes_closed, TIMEOUT, "every lane to close")
     assert local_backend().pool("two").in_use == 0
+
+
+def test_a_client_waiting_for_results_does_not_poll_at_every_input(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`results` needs only the end: it wakes when a lane ends and otherwise backs off (2, 4, 8 ... ms), so
+    8 inputs of 0.1 s in one lane cost about ten polls, where waking at each input's progress costs at least
+    one per input."""
+    from kinetic_tui.core.backends.local.batch import LocalBatchDriver
+
+    local_backend().add_pool("one", "l4", 1)
+    polls = []
+    states = LocalBatchDriver.states
+    monkeypatch.setattr(LocalBatchDriver, "states", lambda self, *a: polls.append(1) or states(self, *a))
+    assert tasks.nap.map(range(8)).results(timeout=TIMEOUT) == list(range(8))
+    assert len(polls) <= 15
 
 
 # -- cancelling ------------------------------------------------------------------------------------------

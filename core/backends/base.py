@@ -168,8 +168,9 @@ class BatchDriver(Protocol):
         may settle only this batch's own work (a cheaper poll)."""
         ...
 
-    def has_news(self) -> bool:
-        """Something of the batch may have settled since the last `states` (cheap; polled between polls)."""
+    def wait_for_news(self, seconds: float, each_input: bool) -> None:
+        """Return within `seconds`, sooner when something of the batch may have settled since the last
+        `states`: any input with `each_input`, else something that frees room for the next inputs."""
         ...
 
     def record(self, job_id: str) -> dict[str, Any] | None:

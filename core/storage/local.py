@@ -46,9 +46,8 @@ class LocalStorage:
 
     def uri(self, key: str) -> str:
         """An absolute path; a trailing '/' (a directory prefix) is kept so refs can tell dirs apart."""
-        validate_prefix(key)
-        path = str(self._base / key) if key else str(self._base)
-        return path + "/" if key.endswith("/") or not key else path
+        validate_prefix(key)  # relative, no empty, '.' or '..' segments: joining the text is joining the path
+        return f"{self._base}/{key}"
 
     def put_bytes(self, key: str, data: bytes) -> None:
         dest = self._writable_path(key)

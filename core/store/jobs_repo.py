@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 from kinetic_tui.core.errors import KineticError
@@ -22,6 +23,7 @@ COLUMNS = (
 
 
 _CHUNK = 500
+_QUEUE_PAGE = 32
 
 
 class DuplicateJob(KineticError):
@@ -32,19 +34,25 @@ class DuplicateJob(KineticError):
         self.job_id = job_id
 
 
+def matching_ids(conn: sqlite3.Connection, ids: list[str], condition: str = "1") -> set[str]:
+    """Which of `ids` have a row for which the SQL `condition` holds."""
+    found: set[str] = set()
+    for start in range(0, len(ids), _CHUNK):  # SQLite bounds the number of parameters of one statement
+        chunk = ids[start : start + _CHUNK]
+        sql = f"SELECT job_id FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))}) AND ({condition})"
+        found.update(job_id for (job_id,) in conn.execute(sql, chunk))
+    return found
+
+
 def insert_pending(
     conn: sqlite3.Connection, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None
 ) -> None:
     """Queue (handle, launch) pairs as PENDING rows, in order; DuplicateJob (and nothing inserted, the
     caller's transaction rolls back) when one of the ids has a row already: a job is queued once."""
     ids = [handle["job_id"] for handle, _ in jobs]
-    for start in range(0, len(ids), _CHUNK):  # SQLite bounds the number of parameters of one statement
-        chunk = ids[start : start + _CHUNK]
-        taken = conn.execute(
-            f"SELECT job_id FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
-        ).fetchone()
-        if taken is not None:
-            raise DuplicateJob(taken[0])
+    taken = matching_ids(conn, ids)
+    if taken:
+        raise DuplicateJob(next(job_id for job_id in ids if job_id in taken))
     conn.executemany(
         "INSERT INTO jobs (job_id, backend, pool, nodes, status, group_id, created_at, handle, launch) "
         "VALUES (?, 'local', ?, ?, 'PENDING', ?, ?, ?, ?)",
@@ -132,9 +140,15 @@ def recent_ids(db: Database, limit: int = 2000) -> list[str]:
 
 
 def newest_first(
-    db: Database, status: str | None = None, group_id: str | None = None, limit: int | None = None
+    db: Database,
+    status: str | None = None,
+    group_id: str | None = None,
+    limit: int | None = None,
+    outside_lanes: bool = False,
 ) -> list[tuple[Any, ...]]:
-    where: list[str] = []
+    """`outside_lanes` leaves out the map inputs a lane holds (a running one always has its lane): a poll
+    that only settles job processes need not decode the rows of a map's hundreds of running inputs."""
+    where: list[str] = ["lane IS NULL"] if outside_lanes else []
     params: list[Any] = []
     if status is not None:  # with a group, its index is the narrower one: `+` keeps SQLite off the status index
         where.append("+status = ?" if group_id is not None else "status = ?")
@@ -168,11 +182,21 @@ def active_in_pool(conn: sqlite3.Connection, pool: str) -> int:
     return count
 
 
-def queue(conn: sqlite3.Connection, pool: str) -> list[tuple[Any, ...]]:
-    """The pool's PENDING jobs not yet in a lane, in submission order."""
-    return conn.execute(
-        f"SELECT {COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' AND lane IS NULL ORDER BY seq", (pool,)
-    ).fetchall()
+def queue(conn: sqlite3.Connection, pool: str) -> Iterator[tuple[Any, ...]]:
+    """The pool's PENDING jobs not yet in a lane, in submission order, read a page at a time: a claim stops
+    at the first head that does not fit, and a map queues hundreds of rows behind it. Each page is read
+    after the caller's writes, so a job the caller put in a lane meanwhile is not among the later ones."""
+    last = -1
+    while True:
+        page = conn.execute(
+            f"SELECT {COLUMNS} FROM jobs WHERE pool = ? AND status = 'PENDING' AND lane IS NULL AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (pool, last, _QUEUE_PAGE),
+        ).fetchall()
+        yield from page
+        if len(page) < _QUEUE_PAGE:
+            return
+        last = page[-1][0]
 
 
 def mark_running(conn: sqlite3.Connection, job_id: str, now: float) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import Any, NamedTuple
 
 from kinetic_tui.core.store.db import Database
+from kinetic_tui.core.store.jobs_repo import matching_ids
 
 COLUMNS = "lane_id, pool, group_id, dir, hosts, started_at, progress, ended_at"
 
@@ -40,12 +41,22 @@ def current(conn: sqlite3.Connection, lane_id: str) -> tuple[Any, ...]:
 # -- opening -------------------------------------------------------------------------------------------
 
 
-def unassigned_inputs(conn: sqlite3.Connection, group_id: str) -> list[tuple[str, str]]:
-    """(job_id, launch JSON) of the batch's PENDING inputs no lane holds, in submission order. `+status`
-    keeps SQLite on the group's index: on the status index this read grows with every queued job."""
+def unassigned_count(conn: sqlite3.Connection, group_id: str) -> int:
+    """How many of the batch's PENDING inputs no lane holds. `+status` keeps SQLite on the group's index: on
+    the status index this read grows with every queued job."""
+    count: int = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE group_id = ? AND +status = 'PENDING' AND lane IS NULL", (group_id,)
+    ).fetchone()[0]
+    return count
+
+
+def unassigned_inputs(conn: sqlite3.Connection, group_id: str, limit: int) -> list[tuple[str, str]]:
+    """(job_id, launch JSON) of the first `limit` of the batch's PENDING inputs no lane holds, in submission
+    order (a lane takes a chunk: the rest stay unread)."""
     return conn.execute(
-        "SELECT job_id, launch FROM jobs WHERE group_id = ? AND +status = 'PENDING' AND lane IS NULL ORDER BY seq",
-        (group_id,),
+        "SELECT job_id, launch FROM jobs WHERE group_id = ? AND +status = 'PENDING' AND lane IS NULL "
+        "ORDER BY seq LIMIT ?",
+        (group_id, limit),
     ).fetchall()
 
 
@@ -59,6 +70,16 @@ def mean_input_seconds(conn: sqlite3.Connection, group_id: str) -> float | None:
         (group_id,),
     ).fetchone()[0]
     return mean
+
+
+def held_inputs(conn: sqlite3.Connection, group_id: str) -> int:
+    """How many of the batch's inputs its open lanes hold and have not ended (as far as their applied
+    progress tells)."""
+    held: int = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE group_id = ? AND lane IS NOT NULL AND +status IN ('PENDING', 'RUNNING')",
+        (group_id,),
+    ).fetchone()[0]
+    return held
 
 
 def insert(conn: sqlite3.Connection, lane_id: str, pool: str, group_id: str, directory: str, now: float) -> None:
@@ -110,31 +131,41 @@ def input_skipped(conn: sqlite3.Connection, job_id: str) -> None:
     conn.execute("UPDATE jobs SET log_end = log_start WHERE job_id = ?", (job_id,))
 
 
-def input_ended(
-    conn: sqlite3.Connection,
-    job_id: str,
-    status: str,
-    phase: str | None,
-    detail: str | None,
-    ended_at: float,
-    log_end: int,
-    result_at: int,
-    result_size: int,
-) -> bool:
-    """Settle the input (CANCELLED if a cancel was requested); True if this settled it. An input settled
-    already (cancelled while it ran) keeps its status but still records where its output is."""
-    changed = conn.execute(
+class Ran(NamedTuple):
+    """An input a lane ended: its outcome and where its log and result are. `log_start` and `started_at`
+    are None when its start was applied by an earlier look."""
+
+    job_id: str
+    status: str
+    phase: str | None
+    detail: str | None
+    ended_at: float
+    log_end: int
+    result_at: int
+    result_size: int
+    log_start: int | None = None
+    started_at: float | None = None
+
+
+def inputs_ended(conn: sqlite3.Connection, ran: list[Ran]) -> list[str]:
+    """Settle the inputs (CANCELLED where a cancel was requested) in one write each; returns the ids this
+    settled. An input settled already (cancelled while it ran) keeps its status but still records where
+    its output is."""
+    ids = [r.job_id for r in ran]
+    unsettled = matching_ids(conn, ids, "status IN ('PENDING', 'RUNNING')")
+    conn.executemany(
         "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE ? END, phase = ?, "
         "detail = CASE WHEN cancel_requested THEN 'cancelled' ELSE ? END, finished_at = ?, log_end = ?, "
-        "result_at = ?, result_size = ? WHERE job_id = ? AND status IN ('PENDING', 'RUNNING')",
-        (status, phase, detail, ended_at, log_end, result_at, result_size, job_id),
-    ).rowcount
-    if not changed:
-        conn.execute(
-            "UPDATE jobs SET log_end = ?, result_at = ?, result_size = ? WHERE job_id = ?",
-            (log_end, result_at, result_size, job_id),
-        )
-    return bool(changed)
+        "result_at = ?, result_size = ?, log_start = COALESCE(?, log_start), "
+        "started_at = COALESCE(started_at, ?) WHERE job_id = ?",
+        [(*r[1:], r.job_id) for r in ran if r.job_id in unsettled],
+    )
+    conn.executemany(
+        "UPDATE jobs SET log_end = ?, result_at = ?, result_size = ?, log_start = COALESCE(?, log_start), "
+        "started_at = COALESCE(started_at, ?) WHERE job_id = ?",
+        [(*r[5:], r.job_id) for r in ran if r.job_id not in unsettled],
+    )
+    return [job_id for job_id in ids if job_id in unsettled]
 
 
 def set_progress(conn: sqlite3.Connection, lane_id: str, offset: int) -> None:

@@ -145,8 +145,8 @@ class GkeBatchDriver:
             self.backend.release(job_id)
             states[job_id] = JobState(job_id, JobStatus.PENDING, None, "released")
 
-    def has_news(self) -> bool:
-        return False  # nothing local to watch: the poll's backoff paces the cluster's API
+    def wait_for_news(self, seconds: float, each_input: bool) -> None:
+        time.sleep(seconds)  # nothing local to watch: the poll's backoff paces the cluster's API
 
     def retry(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """A new Job running the stored payload and archive of `record`'s job (created suspended when the

@@ -197,10 +197,17 @@ class LocalBackend:
         return f"unknown job {job_id!r}; " + (f"nearby ids: {', '.join(near)}" if near else "no jobs yet")
 
     def jobs(
-        self, status: JobStatus | None = None, group_id: str | None = None, limit: int | None = None
+        self,
+        status: JobStatus | None = None,
+        group_id: str | None = None,
+        limit: int | None = None,
+        outside_lanes: bool = False,
     ) -> list[JobRow]:
-        """Newest first; finished jobs included (the store keeps history)."""
-        rows = jobs_repo.newest_first(self.store, None if status is None else status.value, group_id, limit)
+        """Newest first; finished jobs included (the store keeps history); `outside_lanes` leaves out the
+        inputs lanes hold."""
+        rows = jobs_repo.newest_first(
+            self.store, None if status is None else status.value, group_id, limit, outside_lanes
+        )
         return [JobRow.from_values(values) for values in rows]
 
     def job_changes(self, cursor: object = None) -> JobChanges:
@@ -238,7 +245,7 @@ class LocalBackend:
             lane = lanes.get(self.store, row.lane) if row.lane else None
             open_lanes = [lane] if lane else []
         else:
-            rows = [row for row in self.jobs(status=JobStatus.RUNNING) if not row.in_lane]
+            rows = self.jobs(status=JobStatus.RUNNING, outside_lanes=True)
             open_lanes = lanes.active(self.store)
         settled, pools = [], set()
         for row in rows:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from kinetic_tui.core.backends.base import Call, JobInfo, Submitted, manifest_key
-from kinetic_tui.core.backends.local import lanes, launcher
+from kinetic_tui.core.backends.local import exit_watch, lanes, launcher
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend
 from kinetic_tui.core.backends.local.submission import (
     jobs_storage,
@@ -26,6 +26,8 @@ from kinetic_tui.core.storage import LocalStorage, bucket_storage
 from kinetic_tui.core.store import jobs_repo
 from kinetic_tui.core.submission.context import JobContext
 from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD
+
+EXIT_POLL = 0.003  # seconds between looks at exit files and lane progress while a batch waits
 
 
 class LocalBatchDriver:
@@ -48,9 +50,7 @@ class LocalBatchDriver:
         found = [states.get(job_id) for job_id in latest]
         running = any(state and state[0] is JobStatus.RUNNING for state in found)
         self._running = (
-            [row for row in backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id) if not row.in_lane]
-            if running
-            else []
+            backend.jobs(status=JobStatus.RUNNING, group_id=self.group_id, outside_lanes=True) if running else []
         )
         return [state or (JobStatus.NOT_FOUND, None) for state in found]
 
@@ -62,9 +62,28 @@ class LocalBatchDriver:
             if row.hosts and all(launcher.exit_code(row.job_dir, h.host) is not None for h in row.hosts)
         ]
 
-    def has_news(self) -> bool:
-        """An input's process exited, or one of the batch's lanes progressed or ended."""
-        return bool(self._exited()) or any(lane.has_news() for lane in lanes.active(self.backend.store, self.group_id))
+    def wait_for_news(self, seconds: float, each_input: bool) -> None:
+        """With `each_input`, look every EXIT_POLL for an input's exit or a lane's progress. Without, wake
+        only when a node frees (an input's process or a lane ended, so the next chunk can start): the
+        spawn sockets of what this process launched wake it (exit_watch), the rest is looked at every
+        EXIT_POLL. A waiter that needs only the batch's end so leaves both cores to the lanes; it applies
+        their progress at its next poll."""
+        end = time.monotonic() + seconds
+        store = self.backend.store
+        open_lanes = [] if each_input else lanes.active(store, self.group_id)
+        while True:
+            if each_input:
+                open_lanes = lanes.active(store, self.group_id)  # a lane opened meanwhile is news too
+            if self._exited() or any(lane.has_news() if each_input else lane.has_ended() for lane in open_lanes):
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if each_input:
+                time.sleep(min(left, EXIT_POLL))
+            else:
+                watched = [lane.dir for lane in open_lanes] + [row.job_dir for row in self._running]
+                exit_watch.pause_any(watched, left, EXIT_POLL)
 
     def record(self, job_id: str) -> dict[str, Any] | None:
         return None  # attach finds it: in the store, or in the group's handles.json
@@ -86,7 +105,7 @@ class LocalBatchDriver:
         """One query for the group; only inputs that ran as their own process have a working directory and
         inputs of their own (a lane's are the batch's, and the lane removes its working directory)."""
         wanted = set(job_ids)
-        for row in self.backend.jobs(group_id=self.group_id):
+        for row in self.backend.jobs(group_id=self.group_id, outside_lanes=True):
             if row.job_id not in wanted or not row.status.finished or row.in_lane:
                 continue
             if k8s:

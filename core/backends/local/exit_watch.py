@@ -32,18 +32,31 @@ def watch(job_dir: Path, sock: socket.socket) -> None:
 def pause(job_dir: Path, seconds: float) -> None:
     """Sleep up to `seconds`, ending early when the job's processes have all been reaped (or their reaper
     ended). One thread at a time uses a job's socket; any other waiter on that job sleeps."""
+    pause_any([job_dir], seconds, seconds)
+
+
+def pause_any(job_dirs: list[Path], seconds: float, unwatched: float) -> None:
+    """Sleep up to `seconds`, ending early when every process of one of `job_dirs` has been reaped; when
+    some of them have no socket here (launched by another process), wake after `unwatched` seconds at
+    most, so that the caller can look at their exit files."""
+    keys = [str(job_dir) for job_dir in job_dirs]
     with _lock:
-        sock = _watched.pop(str(job_dir), None)
-    if sock is None:
+        socks = {key: sock for key in keys if (sock := _watched.pop(key, None)) is not None}
+    if len(socks) < len(keys):
+        seconds = min(seconds, unwatched)
+    if not socks:
         time.sleep(seconds)
         return
     poller = select.poll()  # not select(): this process may hold more than 1024 descriptors
-    poller.register(sock, select.POLLIN)
-    if poller.poll(seconds * 1000):
-        sock.close()  # the server closed its end: every host is reaped, or the server is gone
-        return
+    by_fd = {}
+    for key, sock in socks.items():
+        poller.register(sock, select.POLLIN)
+        by_fd[sock.fileno()] = key
+    for fd, _event in poller.poll(seconds * 1000):
+        socks.pop(by_fd[fd]).close()  # the server closed its end: every host is reaped, or the server is gone
     with _lock:
-        if str(job_dir) in _watched:  # another spawn of the same directory (a retry) took the slot
-            sock.close()
-        else:
-            _watched[str(job_dir)] = sock
+        for key, sock in socks.items():
+            if key in _watched:  # another spawn of the same directory (a retry) took the slot
+                sock.close()
+            else:
+                _watched[key] = sock

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kinetic_tui.core.accelerators import category, parse_accelerator
 from kinetic_tui.core.backends.local import lanes
@@ -46,6 +46,9 @@ class ChangesCursor:
 
 @dataclass(frozen=True)
 class JobRow:
+    """A job's row. Its handle and launch JSON are decoded when first asked for: a map's client reads its
+    hundreds of rows on every look, and most of them are never asked for either."""
+
     seq: int
     job_id: str
     pool: str | None
@@ -59,8 +62,8 @@ class JobRow:
     finished_at: float | None
     cancel_requested: bool
     hosts: tuple[HostProcess, ...] | None
-    handle: dict[str, Any]
-    launch: dict[str, Any]
+    handle_data: dict[str, Any] | str = field(compare=False, repr=False)  # decoded, or the JSON text
+    launch_data: dict[str, Any] | str = field(compare=False, repr=False)
     lane: str | None = None  # a map input: the lane (see lanes.py) it is assigned to, and its byte ranges
     log_start: int | None = None
     log_end: int | None = None
@@ -102,10 +105,25 @@ class JobRow:
             finished,
             bool(cancel),
             None if hosts is None else tuple(HostProcess.from_dict(h) for h in json.loads(hosts)),
-            json.loads(handle),
-            json.loads(launch),
+            handle,
+            launch,
             *lane_fields,
         )
+
+    @property
+    def handle(self) -> dict[str, Any]:
+        return self._decoded("handle_data")
+
+    @property
+    def launch(self) -> dict[str, Any]:
+        return self._decoded("launch_data")
+
+    def _decoded(self, name: str) -> dict[str, Any]:
+        value = getattr(self, name)
+        if isinstance(value, str):
+            value = json.loads(value)
+            object.__setattr__(self, name, value)  # a cache: the row's value does not change
+        return cast(dict[str, Any], value)
 
     @property
     def job_dir(self) -> Path:

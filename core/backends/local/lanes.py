@@ -10,7 +10,10 @@ batches and jobs never share one.
 Chunks follow guided self-scheduling: a lane takes `1 / (CHUNK_DIVISOR x P)` of the batch's unassigned
 inputs (P: the nodes the batch may use), so chunks shrink toward the end and a slow input delays few
 others. Each lane costs a fork and an archive extraction (~10 ms), so once the batch's inputs have been
-timed a lane takes at least what keeps it busy for LANE_SECONDS: trivial inputs run in a few big lanes.
+timed a lane takes at least what keeps it busy for LANE_SECONDS, but never more than its fair share: a
+`1 / P` of what waits and what the batch's open lanes still hold, so that they all end together. Trivial
+inputs run in a few big lanes, and a lane opened while the batch's other lanes finish does not take the
+whole rest while their nodes go idle.
 A lane holds one node of its pool for its lifetime; its inputs show PENDING until it reaches them, then
 RUNNING, then their outcome.
 
@@ -75,6 +78,10 @@ class Lane:
                 return True
         except FileNotFoundError:
             pass
+        return self.has_ended()
+
+    def has_ended(self) -> bool:
+        """The lane's process has been reaped (its exit file is written): one stat."""
         return launcher.exit_code(self.dir, 0) is not None
 
 
@@ -110,24 +117,26 @@ class Assignment:
     inputs: list[tuple[str, dict[str, Any]]]
 
 
-def chunk_size(waiting: int, parallel: int, free: int, mean_seconds: float | None) -> int:
+def chunk_size(waiting: int, parallel: int, free: int, mean_seconds: float | None, held: int = 0) -> int:
     """How many of `waiting` inputs the next lane takes when `free` of the batch's `parallel` nodes are
-    free (see the module docstring); never so many that a free node would be left without inputs."""
+    free and its open lanes still hold `held` (see the module docstring); never so many that a free node
+    would be left without inputs."""
     size = math.ceil(waiting / (CHUNK_DIVISOR * max(parallel, 1)))
     if mean_seconds is not None:
-        size = max(size, int(LANE_SECONDS / max(mean_seconds, 1e-6)))
+        fair_share = math.ceil((waiting + held) / max(parallel, 1))
+        size = max(size, min(int(LANE_SECONDS / max(mean_seconds, 1e-6)), fair_share))
     return max(1, min(size, math.ceil(waiting / max(free, 1)), MAX_CHUNK))
 
 
 def assign(conn: sqlite3.Connection, group_id: str, pool: str, free: int, now: float) -> Assignment:
     """Open a lane on `pool` for the group's next chunk of unassigned inputs (inside the claim transaction)."""
-    waiting = lanes_repo.unassigned_inputs(conn, group_id)
+    waiting = lanes_repo.unassigned_count(conn, group_id)
     capacity = pools_repo.capacity(conn, pool)
     limit = jobs_repo.max_concurrent(conn, group_id)
     parallel = min(capacity, limit) if limit else capacity
     mean = lanes_repo.mean_input_seconds(conn, group_id)
-    size = chunk_size(len(waiting), parallel, free, mean)
-    chunk = [(job_id, json.loads(launch)) for job_id, launch in waiting[:size]]
+    size = chunk_size(waiting, parallel, free, mean, lanes_repo.held_inputs(conn, group_id))
+    chunk = [(job_id, json.loads(launch)) for job_id, launch in lanes_repo.unassigned_inputs(conn, group_id, size)]
     lane_id = f"lane-{secrets.token_hex(6)}"
     directory = kinetic_home() / "local" / "lanes" / lane_id
     directory.mkdir(parents=True)
@@ -188,29 +197,42 @@ def _read_progress(lane: Lane) -> tuple[list[dict[str, Any]], int]:
 
 
 def _apply(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[str]:
-    settled = []
+    """Apply progress lines in order; an input's `start` right before its `end` is written with it (its
+    row, and the status indexes, change once, not twice: a map's client applies hundreds per look)."""
+    ended: list[lanes_repo.Ran] = []
+    started: dict[str, dict[str, Any]] = {}  # the last `start` line, not written yet
     for event in events:
         job_id = event["job"]
         if "start" in event:
-            lanes_repo.input_started(conn, job_id, event["log"], event["start"])
+            started[job_id] = event
         elif "skip" in event:
+            _write_start(conn, started.pop(job_id, None))
             lanes_repo.input_skipped(conn, job_id)
         else:
+            start = started.pop(job_id, None)
             ok = event["success"]
-            detail = None if ok else f"{event['error_type']}: {event['error']}"
-            if lanes_repo.input_ended(
-                conn,
-                job_id,
-                "SUCCEEDED" if ok else "FAILED",
-                None if ok else event["phase"],
-                detail,
-                event["end"],
-                event["log"],
-                event["at"],
-                event["size"],
-            ):
-                settled.append(job_id)
-    return settled
+            ended.append(
+                lanes_repo.Ran(
+                    job_id,
+                    "SUCCEEDED" if ok else "FAILED",
+                    None if ok else event["phase"],
+                    None if ok else f"{event['error_type']}: {event['error']}",
+                    event["end"],
+                    event["log"],
+                    event["at"],
+                    event["size"],
+                    None if start is None else start["log"],
+                    None if start is None else start["start"],
+                )
+            )
+    for start in started.values():
+        _write_start(conn, start)
+    return lanes_repo.inputs_ended(conn, ended)
+
+
+def _write_start(conn: sqlite3.Connection, event: dict[str, Any] | None) -> None:
+    if event is not None:
+        lanes_repo.input_started(conn, event["job"], event["log"], event["start"])
 
 
 def _close(conn: sqlite3.Connection, lane: Lane, code: int | None, now: float) -> list[str]:

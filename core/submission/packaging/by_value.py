@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,11 @@ def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
     file names or source lines. A root-relative name resolves against the extracted archive on the job's
     sys.path, so `linecache` finds the source and the traceback reads like a local one.
     """
+    return filename_keeping_dumps(root)(payload)
+
+
+def filename_keeping_dumps(root: Path) -> Callable[[Any], bytes]:
+    """`dumps_keeping_filenames` for one root, its pickler class made once: a map pickles every input."""
     import io
     import types
 
@@ -63,9 +68,12 @@ def dumps_keeping_filenames(payload: Any, root: Path) -> bytes:
     class Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         dispatch_table = collections.ChainMap({types.CodeType: reduce_code}, cloudpickle.Pickler.dispatch_table)
 
-    buffer = io.BytesIO()
-    Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(payload)
-    return buffer.getvalue()
+    def dumps(payload: Any) -> bytes:
+        buffer = io.BytesIO()
+        Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(payload)
+        return buffer.getvalue()
+
+    return dumps
 
 
 # the realpath of each module file's directory, kept for the process: resolving them is most of a

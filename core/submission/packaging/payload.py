@@ -15,7 +15,11 @@ from typing import Any
 import cloudpickle
 
 from kinetic_tui.core.errors import KineticError
-from kinetic_tui.core.submission.packaging.by_value import dumps_keeping_filenames, project_by_value
+from kinetic_tui.core.submission.packaging.by_value import (
+    dumps_keeping_filenames,
+    filename_keeping_dumps,
+    project_by_value,
+)
 
 
 class PayloadError(KineticError):
@@ -77,10 +81,11 @@ def build_batch(
     root = Path(package_root).resolve()
     payload = build_payload(func, (), {}, env_vars, {}, root)
     inputs = []
+    dumps = filename_keeping_dumps(root)
     with project_by_value(root):
         for index, (args, kwargs) in enumerate(calls):
             try:
-                inputs.append(dumps_keeping_filenames((tuple(args), dict(kwargs)), root))
+                inputs.append(dumps((tuple(args), dict(kwargs))))
             except Exception as exc:
                 raise PayloadError(
                     f"input {index}: {_explain_pickle_failure(func, tuple(args), dict(kwargs), exc)}"
