@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from kinetic_tui.core import cleanup_later
 from kinetic_tui.core.batches import BatchHandle, map_calls
 from kinetic_tui.core.debugging import require_debug_terminal
 from kinetic_tui.core.jobs import JobHandle
@@ -70,7 +71,8 @@ class RemoteCallable(Generic[P, R]):
             require_debug_terminal()  # before submitting: nobody could attach to the job
         handle = submit_call(ctx, args, kwargs)
         if not handle.debug:
-            result: R = handle.result(stream_logs=True)  # unpickled from the job: what `func` returned
+            with cleanup_later.deferred():  # the value comes back first; the job's inputs go right after
+                result: R = handle.result(stream_logs=True)  # unpickled from the job: what `func` returned
             return result
         with handle.debug_attach():  # prints where to attach; the job waits for the debugger
             value: R = handle.result(cleanup=False)

@@ -10,6 +10,7 @@ again and the console can still show the job.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import warnings
@@ -19,6 +20,7 @@ from typing import Any
 
 import cloudpickle
 
+from kinetic_tui.core import cleanup_later
 from kinetic_tui.core.backends.base import Backend, JobInfo
 from kinetic_tui.core.backends.registry import (
     backend_for_handle,
@@ -238,9 +240,14 @@ class JobHandle:
                 f"result: {row.detail or 'no detail'}"
             ) from None
         outcome = self._unpickled(row, data, where)
-        if cleanup:
+        clean = functools.partial(
+            self.cleanup, cleanup_timeout=cleanup_timing[0], cleanup_poll_interval=cleanup_timing[1]
+        )
+        if cleanup and cleanup_later.deferring():
+            cleanup_later.later(clean)
+        elif cleanup:
             try:
-                self.cleanup(cleanup_timeout=cleanup_timing[0], cleanup_poll_interval=cleanup_timing[1])
+                clean()
             except TimeoutError as slow:  # as Kinetic: a slow removal must not cost the caller the result
                 warnings.warn(f"cleanup after reading the result: {slow}", stacklevel=3)
         if outcome["success"] and row.status is JobStatus.SUCCEEDED:

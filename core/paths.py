@@ -143,8 +143,14 @@ def job_data_in(home: Path) -> Path | None:
     return None
 
 
+_made_roots: set[Path] = set()
+
+
 def local_root() -> Path:
-    """Root of the local backend: buckets and per-job working directories."""
+    """Root of the local backend: buckets and per-job working directories (made once per process: a job's
+    round trip asks for it several times)."""
     path = kinetic_home() / "local"
-    path.mkdir(exist_ok=True)
+    if path not in _made_roots:
+        path.mkdir(exist_ok=True)
+        _made_roots.add(path)
     return path

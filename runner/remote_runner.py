@@ -704,11 +704,13 @@ class _SavedProcessState:
     def __exit__(self, *_exc: Any) -> None:
         os.chdir(self.cwd)
         sys.path[:] = self.path
-        if (
-            os.environ != self.environ
-        ):  # comparing is cheap; rewriting every variable is not (a lane does this per input)
-            os.environ.clear()
-            os.environ.update(self.environ)
+        now = dict(os.environ)
+        if now != self.environ:  # only what changed: rewriting every variable is not cheap (a lane does this per input)
+            for key in now.keys() - self.environ.keys():
+                del os.environ[key]
+            for key, value in self.environ.items():
+                if now.get(key) != value:
+                    os.environ[key] = value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, core, settings
 
+from kinetic_tui.core import cleanup_later
 from kinetic_tui.core.supervisor.loop import LINGER_ENV
 from tests.helpers import processes
 
@@ -86,6 +87,7 @@ def kinetic_home(tmp_path_factory, monkeypatch):
     # the console's own config file (keymap, theme) is the test's to write, never the user's
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     yield home
+    cleanup_later.drain()  # a test's deferred cleanups run in its own home, before its processes are judged
     # a test that undid the suite's patches (monkeypatch.undo()) ends on the outer home: never stop that one
     undone = outer is not None and os.environ.get("KINETIC_HOME") == outer
     ended = home if undone else Path(os.environ.get("KINETIC_HOME") or home)

@@ -14,7 +14,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from kinetic_tui.core.backends.local import exit_watch, forkserver
+from kinetic_tui.core.backends.local import exit_watch, forkserver, launch_files
 from kinetic_tui.core.backends.local.launcher import (
     exit_code,
     server_status,
@@ -102,6 +102,45 @@ def test_a_waiter_on_several_jobs_wakes_when_the_first_is_reaped_and_keeps_the_o
     started = time.monotonic()
     exit_watch.pause_any([slow, jobs.new_dir()], 25.0, 0.05)  # launched by no one here
     assert time.monotonic() - started < 20.0
+
+
+def spare_pid() -> int:
+    found: list[int] = []
+    wait_until(lambda: bool(found.append(server_status()["spare"]) or found[-1]))
+    return found[-1]
+
+
+def test_the_next_job_runs_in_the_spare_forked_once_the_last_one_ended(jobs: Jobs) -> None:
+    """The spawn after a job's end costs no fork: the spare, already in its own session, is recorded as
+    the host and let run; a new spare follows the next end."""
+    first, _ = jobs.launch("hello")
+    assert wait_exit(first, 1, timeout=20) == [0]
+    spare = spare_pid()
+    job_dir, [host] = jobs.launch("hello", "7")
+    assert (host.pid, host.pgid) == (spare, spare)
+    assert wait_exit(job_dir, 1, timeout=20) == [7]
+    assert json.loads((work_dir(job_dir, 0) / "info.json").read_text())["argv"] == ["hello", "7"]
+    assert spare_pid() != spare
+
+
+def test_a_spare_killed_by_someone_is_replaced_by_a_fork_at_the_next_spawn(jobs: Jobs) -> None:
+    first, _ = jobs.launch("hello")
+    assert wait_exit(first, 1, timeout=20) == [0]
+    spare = spare_pid()
+    os.kill(spare, signal.SIGKILL)
+    wait_until(lambda: not launch_files.pid_alive(spare))
+    job_dir, [host] = jobs.launch("hello")
+    assert host.pid != spare
+    assert wait_exit(job_dir, 1, timeout=20) == [0]
+
+
+def test_a_spare_exits_without_running_when_its_server_dies(jobs: Jobs) -> None:
+    first, _ = jobs.launch("hello")
+    assert wait_exit(first, 1, timeout=20) == [0]
+    spare = spare_pid()
+    os.kill(server_status()["pid"], signal.SIGKILL)
+    wait_until(lambda: not launch_files.pid_alive(spare))  # its pipe closed: no job was ever handed to it
+    assert not list(jobs.root.rglob("unrun-*.json"))
 
 
 def test_a_waiter_wakes_when_the_server_dies_and_then_sleeps(jobs: Jobs) -> None:

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinetic_tui.core.backends.local import forkserver
+from kinetic_tui.core.backends.local.launch_files import read_proc_stat
 from kinetic_tui.core.backends.local.launcher import (
     HostProcess,
     claim_token,
@@ -107,7 +108,8 @@ if __name__ == "__main__":
 
 
 def server_processes(run_dir: Path) -> list[int]:
-    """Live fork-server processes for run_dir, found by their command line."""
+    """Live fork-server processes for run_dir, found by their command line; its forks (the hosts it
+    started and the spare it keeps ready) have the same one, but lead their own process groups."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -117,7 +119,9 @@ def server_processes(run_dir: Path) -> list[int]:
         except OSError:
             continue
         if b"serve" in cmdline and os.fsencode(str(run_dir)) in cmdline and is_alive(int(entry)):
-            pids.append(int(entry))
+            stat = read_proc_stat(int(entry))
+            if stat is not None and stat.pgrp != int(entry):
+                pids.append(int(entry))
     return pids
 
 

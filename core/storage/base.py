@@ -112,13 +112,19 @@ def atomic_target(dest: Path, staging: Path | None = None) -> Iterator[Path]:
     temp file is removed and `dest` keeps its previous content.
     """
     where = staging if staging is not None else dest.parent
-    where.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-")
+    try:  # the directories usually exist: try first, make them only when missing
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-")
+    except FileNotFoundError:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-")
     os.close(fd)
     try:
         yield Path(tmp)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except FileNotFoundError:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, dest)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)

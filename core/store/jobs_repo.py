@@ -182,6 +182,11 @@ def active_in_pool(conn: sqlite3.Connection, pool: str) -> int:
     return count
 
 
+def any_queued(db: Database, pool: str) -> bool:
+    """Whether the pool has a PENDING job not yet in a lane (a read, without the write lock)."""
+    return bool(db.query("SELECT 1 FROM jobs WHERE pool = ? AND status = 'PENDING' AND lane IS NULL LIMIT 1", (pool,)))
+
+
 def queue(conn: sqlite3.Connection, pool: str) -> Iterator[tuple[Any, ...]]:
     """The pool's PENDING jobs not yet in a lane, in submission order, read a page at a time: a claim stops
     at the first head that does not fit, and a map queues hundreds of rows behind it. Each page is read

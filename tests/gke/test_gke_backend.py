@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core import cleanup_later
 from kinetic_tui.core.backends.gke import manifests
 from kinetic_tui.core.backends.gke.backend import OUTCOME, GkeError
 from kinetic_tui.core.backends.gke.cluster import GkeCluster
@@ -77,7 +78,8 @@ def test_run_returns_the_remote_value_and_streams_its_output(
     (job,) = created(cluster, name)
     assert job["metadata"]["labels"] == {"app": "kinetic", "kinetic/job-id": name}
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
-    _assert_job_deleted(cluster, name)  # result() cleans up: the finished Job goes with the inputs
+    assert cleanup_later.drain()  # the call handed its value back first: the finished Job goes with the inputs
+    _assert_job_deleted(cluster, name)
 
 
 def test_run_reraises_the_remote_exception_with_its_traceback(cluster: Cluster, jobs: Any) -> None:

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kinetic_tui.core import cleanup_later
 from kinetic_tui.core.accelerators import format_accelerator
 from kinetic_tui.core.backends.base import JobChanges, LogBatch
 from kinetic_tui.core.backends.local import exit_watch, forkserver_client, lanes, launcher
@@ -44,6 +45,7 @@ from kinetic_tui.core.supervisor import process as supervisor
 __all__ = ["CANCEL_GRACE", "JobRow", "LocalBackend", "Pool", "SubmitError", "job_dir_for"]
 
 CANCEL_GRACE = 5.0
+WAIT_POLL_MAX = 0.05  # seconds: the longest pause of a client waiting on its job (and echoing its log)
 LOG_CHUNK = 1 << 20  # bytes of a log per batch: a replayed million-line log is never one huge list
 
 
@@ -380,8 +382,11 @@ class LocalBackend:
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {row.status.value} after {timeout} s; it keeps running")
-            exit_watch.pause(row.job_dir, delay)  # ends early when the fork server reaps the job
-            delay = min(delay * 2, 0.05)
+            cleanup_later.run_pending()  # the previous call's, while this job runs on another core
+            # with the job's spawn connection, the pause ends when the fork server reaps it: no need to look
+            # sooner; without it, look again soon and then less often
+            exit_watch.pause(row.job_dir, WAIT_POLL_MAX if exit_watch.watching(row.job_dir) else delay)
+            delay = min(delay * 2, WAIT_POLL_MAX)
 
     # -- logs ------------------------------------------------------------------------------------------
 

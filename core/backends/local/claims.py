@@ -27,6 +27,8 @@ def claim(store: Store, pool_name: str | None) -> tuple[list[JobRow], list[lanes
     now = time.time()
     claimed: list[JobRow] = []
     assigned: list[lanes.Assignment] = []
+    if pool_name is not None and not jobs_repo.any_queued(store, pool_name):
+        return claimed, assigned  # no write lock for an empty queue: whoever queues a job schedules it
     with store.transaction() as conn:
         for name, capacity in pools_repo.capacities(conn, pool_name):
             used = pools_repo.nodes_in_use(conn, name)

@@ -29,6 +29,12 @@ def watch(job_dir: Path, sock: socket.socket) -> None:
             _watched.popitem(last=False)[1].close()
 
 
+def watching(job_dir: Path) -> bool:
+    """Whether this process holds the job's spawn connection (so `pause` wakes at its end)."""
+    with _lock:
+        return str(job_dir) in _watched
+
+
 def pause(job_dir: Path, seconds: float) -> None:
     """Sleep up to `seconds`, ending early when the job's processes have all been reaped (or their reaper
     ended). One thread at a time uses a job's socket; any other waiter on that job sleeps."""

@@ -220,6 +220,7 @@ class _Server:
         # Spawn connections kept open until their hosts are reaped, closed to wake the waiting client
         # (exit_watch.py); each host's pid names its spawn's socket and the pids of that spawn still running.
         self.watchers: dict[int, tuple[socket.socket, set[int]]] = {}
+        self.spare: launch_files.Spare | None = None  # the next spawn's first host, forked ahead
         self.last_activity = time.monotonic()
         self.main = self._warm_up()  # before binding, so a runner that fails to import leaves no socket
         self.socket_path.unlink(missing_ok=True)  # we hold the lock, so whoever made this file is dead
@@ -280,7 +281,7 @@ class _Server:
             for conn in [c for c in self.conns.values() if c.deadline <= now]:
                 self._close(conn)  # no whole request in time: that client gave up or is stuck
             if not self.children and not self.conns and now - self.last_activity >= self.idle:
-                self._retire()
+                self._retire()  # the spare goes too
 
     def _timeout(self) -> float | None:
         deadlines = [conn.deadline for conn in self.conns.values()]
@@ -304,6 +305,8 @@ class _Server:
             running.discard(pid)
             if sock is not None and not running:
                 sock.close()  # after the exit files: the client that wakes finds them
+            if spec is not None:
+                self._fork_spare()
 
     def _accept(self) -> None:
         while self.listener is not None:
@@ -356,7 +359,8 @@ class _Server:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "status":
-            return {"pid": os.getpid(), "children": sorted(self.children), "runner": self.runner}
+            spare = None if self.spare is None else self.spare.pid
+            return {"pid": os.getpid(), "children": sorted(self.children), "runner": self.runner, "spare": spare}
         if op == "shutdown":
             self._retire()
             return {"pid": os.getpid()}
@@ -372,7 +376,7 @@ class _Server:
         started: list[tuple[int, int | None]] = []
         try:
             for spec in hosts:
-                started.append(launch_files.fork_host(spec, token, self.reaper, self._become_job))
+                started.append(self._start_host(spec, token))
                 self.children[started[-1][0]] = spec
         except OSError as exc:
             for pid, _ in started:
@@ -382,8 +386,32 @@ class _Server:
             return {"error": f"fork failed: {exc}"}
         return {"hosts": started, "reaper": self.reaper}
 
+    def _start_host(self, spec: dict[str, Any], token: str) -> tuple[int, int | None]:
+        """The spare forked ahead becomes the host (see launch_files.fork_spare); without one, or if it is
+        gone, a host is forked now."""
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            try:
+                return launch_files.assign(spare, spec, token, self.reaper)
+            except OSError:
+                pass  # it died (killed by someone): nothing was recorded for it
+        return launch_files.fork_host(spec, token, self.reaper, self._become_job, self._drop_server_state)
+
+    def _fork_spare(self) -> None:
+        """Fork the next spawn's host ahead, once a job has ended (not while one starts, whose core it would
+        take): the fork and the wait for its session leave the next job's start."""
+        if self.spare is None and self.listener is not None:
+            with contextlib.suppress(OSError):  # out of processes: the next spawn forks as it needs
+                self.spare = launch_files.fork_spare(self._become_job, self._drop_server_state)
+
+    def _drop_spare(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            os.close(spare.spec_w)  # it exits without running; reaped like any child
+
     def _retire(self) -> None:
         """Give up the socket path, serve whoever already queued on it, keep reaping our jobs."""
+        self._drop_spare()
         if self.listener is None:
             return
         self.socket_path.unlink(missing_ok=True)
@@ -394,7 +422,6 @@ class _Server:
         os.close(self.lock_fd)  # only now may a new server take the path
 
     def _become_job(self, spec: dict[str, Any]) -> int:
-        self._drop_server_state()
         log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -414,6 +441,8 @@ class _Server:
             if sock is not None:
                 os.close(sock.detach())
         fds = [self.wake_r, self.wake_w, self.lock_fd, self.selector.fileno()]
+        if self.spare is not None:
+            fds.append(self.spare.spec_w)  # that spare must see its pipe close if the server dies
         for fd in fds:
             with contextlib.suppress(OSError):  # the lock fd is already closed once the server retired
                 os.close(fd)

@@ -157,19 +157,27 @@ def undo_spawn(job_dir: str, token: str, hosts: list[dict[str, Any]]) -> None:
         os.unlink(spawn_path(job_dir, token))
 
 
-def fork_host(
-    spec: dict[str, Any], token: str, reaper: list[int | None], become: Callable[[dict[str, Any]], int]
-) -> tuple[int, int | None]:
-    """Fork one host in its own session, record it, then let it run `become(spec)` (its exit code).
+class Spare(NamedTuple):
+    """A forked process that leads its own session and waits for the spec of the host it is to become."""
+
+    pid: int
+    start_time: int | None
+    spec_w: int  # where its spec, then the go-ahead, are written
+
+
+def fork_spare(become: Callable[[dict[str, Any]], int], prepare: Callable[[], None] | None = None) -> Spare:
+    """Fork a process in its own session (after `prepare`, which drops what it must not inherit) that waits
+    for its spec and then for the go-ahead (`assign`), and then runs `become(spec)` (its exit code).
 
     Its own session, not only its own group in the starter's session: that group would be orphaned when
-    the starter dies, and the kernel hangs up an orphaned group that has a stopped member. The parent
-    waits until the child leads its session, so `killpg(pid)` reaches it once this returns.
+    the starter dies, and the kernel hangs up an orphaned group that has a stopped member. This waits until
+    the child leads its session, so `killpg(pid)` reaches it once it is recorded. A fork server keeps one
+    spare forked ahead of the next spawn, which then costs neither the fork nor this wait.
 
-    The child waits for the go-ahead, which comes only once its record is on disk: if the parent dies
-    first, the child sees the pipe close and exits without running. OSError: nothing of this host runs."""
+    If its parent dies before the go-ahead, the child exits without running; once it knows its spec it
+    first leaves `unrun-{i}.json`, since its parent may have recorded it. OSError: nothing was forked."""
     sync_r, sync_w = os.pipe()
-    go_r, go_w = os.pipe()
+    spec_r, spec_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -177,29 +185,70 @@ def fork_host(
         code = 1
         try:
             os.close(sync_r)
-            os.close(go_w)
+            os.close(spec_w)
+            if prepare is not None:
+                prepare()
             os.setsid()
             os.write(sync_w, b"x")
             os.close(sync_w)
-            if os.read(go_r, 1) == b"x":
-                os.close(go_r)
+            spec, go = _read_assignment(spec_r)
+            os.close(spec_r)
+            if spec is not None and go:
                 code = become(spec)
-            else:  # the parent died before letting us run, perhaps after recording us: say we never ran
+            elif spec is not None:  # the parent died before letting us run, perhaps after recording us
                 write_atomic(unrun_path(spec["job_dir"], spec["host"]), json.dumps(this_process()))
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(code)
     os.close(sync_w)
-    os.close(go_r)
+    os.close(spec_r)
     try:
-        os.read(sync_r, 1)  # returns once the child leads its own group, so killpg(pid) reaches it
-        start = proc_start_time(pid)  # not reaped yet, so /proc still has it
-        record = {"host": spec["host"], "pid": pid, "pgid": pid, "start_time": start}
+        os.read(sync_r, 1)  # returns once the child leads its own session, so killpg(pid) reaches it
+        return Spare(pid, proc_start_time(pid), spec_w)  # not reaped yet, so /proc still has it
+    except BaseException:
+        os.close(spec_w)  # the child sees the pipe close and exits unrun
+        raise
+    finally:
+        os.close(sync_r)
+
+
+def _read_assignment(fd: int) -> tuple[dict[str, Any] | None, bool]:
+    """(the spec, whether the go-ahead followed it) from a spare's pipe; (None, False) if it closed first."""
+    data = b""
+    while b"\n" not in data or len(data) == data.index(b"\n") + 1:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    line, newline, rest = data.partition(b"\n")
+    if not newline:
+        return None, False
+    return json.loads(line), rest[:1] == b"x"
+
+
+def assign(spare: Spare, spec: dict[str, Any], token: str, reaper: list[int | None]) -> tuple[int, int | None]:
+    """Make the spare host `spec` of the launch `token`: hand it its spec, record it, then let it run.
+    OSError (nothing recorded) when the spare is gone."""
+    try:
+        data = json.dumps(spec).encode() + b"\n"
+        while data:  # a spec bigger than the pipe's buffer: the spare reads while we write
+            data = data[os.write(spare.spec_w, data) :]
+        record = {"host": spec["host"], "pid": spare.pid, "pgid": spare.pid, "start_time": spare.start_time}
         record.update(reaper=reaper[0], reaper_start=reaper[1])
         write_atomic(started_path(spec["job_dir"], token, spec["host"]), json.dumps(record))
-        os.write(go_w, b"x")
-    finally:  # without the go-ahead, the closed pipe makes the child exit unrun
-        os.close(sync_r)
-        os.close(go_w)
-    return pid, start
+        os.write(spare.spec_w, b"x")
+    finally:  # without the go-ahead, the closed pipe makes the spare exit unrun
+        os.close(spare.spec_w)
+    return spare.pid, spare.start_time
+
+
+def fork_host(
+    spec: dict[str, Any],
+    token: str,
+    reaper: list[int | None],
+    become: Callable[[dict[str, Any]], int],
+    prepare: Callable[[], None] | None = None,
+) -> tuple[int, int | None]:
+    """Fork one host in its own session, record it, then let it run `become(spec)` (see `fork_spare`)."""
+    return assign(fork_spare(become, prepare), spec, token, reaper)
