@@ -325,6 +325,21 @@ def test_payload_runs_where_the_project_is_not_importable(temp_project: Path, tm
     assert out.stdout.split("\n")[0] == "7 {'A': '1'} {'/mnt/x': {'ref': 1}} ['cloudpickle', 'kinetic', 'python']"
 
 
+def test_a_module_imported_after_an_earlier_submission_still_travels_by_value(temp_project: Path) -> None:
+    """The modules under a root are remembered with the sys.modules they were found in: one imported later
+    is found at the next submission."""
+    build_payload(len, ((1,),), {}, {}, {}, temp_project)
+    (temp_project / "kn_late.py").write_text("def late(x):\n    return x + 1\n")
+    import kn_late
+
+    try:
+        assert b"kn_late.py" not in cloudpickle.dumps(kn_late.late)  # by name: no code, no file name
+        # by value: its code travels, named by its file relative to the root
+        assert b"kn_late.py" in build_payload(kn_late.late, (1,), {}, {}, {}, temp_project)
+    finally:
+        sys.modules.pop("kn_late", None)
+
+
 def test_unpicklable_arguments_are_named(temp_project: Path) -> None:
     import kn_entry
 

@@ -81,22 +81,43 @@ def filename_keeping_dumps(root: Path) -> Callable[[Any], bytes]:
 _REAL_DIRS: dict[str, str] = {}
 
 
+# per package root: the names of the modules under it, with the sys.modules they were found in (its size
+# and newest name); a submission checks every loaded module otherwise, and most add none
+_UNDER_ROOT: dict[str, tuple[tuple[int, str], list[str]]] = {}
+
+
 def _register_by_value(root: Path) -> list[Any]:
     already = set(cloudpickle.list_registry_pickle_by_value())
     inside = os.path.join(str(root), "")
+    seen = (len(sys.modules), next(reversed(sys.modules), ""))
+    cached = _UNDER_ROOT.get(inside)
+    names = cached[1] if cached is not None and cached[0] == seen else _modules_under(inside, seen)
+    registered = []
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None and name not in already:
+            cloudpickle.register_pickle_by_value(module)
+            registered.append(module)
+    return registered
+
+
+def _modules_under(inside: str, seen: tuple[int, str]) -> list[str]:
     interpreter = interpreter_dirs()
     real_dirs = _REAL_DIRS
-    registered = []
+    names, relative = [], False
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if not file or name == "__main__" or name in already or name.partition(".")[0] == OURS:
+        if not file or name == "__main__" or name.partition(".")[0] == OURS:
             continue
         real = real_dirs.get(file)
         if real is None:
             real = os.path.realpath(os.path.dirname(os.path.abspath(file))) + os.sep
-            if os.path.isabs(file):  # a relative one depends on the cwd of the moment
+            if os.path.isabs(file):
                 real_dirs[file] = real
+            else:
+                relative = True  # depends on the cwd of the moment: not kept
         if real.startswith(inside) and not real.startswith(interpreter):
-            cloudpickle.register_pickle_by_value(module)
-            registered.append(module)
-    return registered
+            names.append(name)
+    if not relative:
+        _UNDER_ROOT[inside] = (seen, names)
+    return names
