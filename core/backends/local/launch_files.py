@@ -214,12 +214,10 @@ def fork_spare(become: Callable[[dict[str, Any]], int], prepare: Callable[[], No
 
 
 def _read_assignment(fd: int) -> tuple[dict[str, Any] | None, bool]:
-    """(the spec, whether the go-ahead followed it) from a spare's pipe; (None, False) if it closed first."""
+    """(the spec, whether the go-ahead followed it) from a spare's pipe, read until its writer closes it
+    (`assign` always does, and so does the kernel when the writer dies); (None, False) without a spec."""
     data = b""
-    while b"\n" not in data or len(data) == data.index(b"\n") + 1:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
+    while chunk := os.read(fd, 1 << 16):
         data += chunk
     line, newline, rest = data.partition(b"\n")
     if not newline:
