@@ -143,7 +143,7 @@ def test_prune_and_polls_find_jobs_through_indexes_not_a_scan_of_the_history() -
     try:
         jobs_repo.oldest_finished(store, time.time(), 5)
         jobs_repo.changed_since(store, 5, ["job-00000000"])
-        jobs_repo.any_pending(store)
+        jobs_repo.any_queued(store)
         jobs_repo.prunes(store)
     finally:
         store.connection.set_trace_callback(None)

@@ -44,6 +44,11 @@ def whose(x):
     return os.getpid()
 
 
+@kinetic.run(accelerator="l4")
+def whose_too(x):
+    return os.getpid()
+
+
 @kinetic.run()
 def hold(x, marker_dir):
     if x == "fail":
@@ -198,6 +203,22 @@ def test_a_batch_runs_in_a_few_lanes_and_every_lane_closes(tasks: ModuleType) ->
     assert len(set(pids)) == opened < 60  # one process per lane, many inputs per process
     wait_for(all_lanes_closed, TIMEOUT, "every lane to close")
     assert local_backend().pool("two").in_use == 0
+
+
+def test_a_repeated_map_starts_from_its_function_s_measured_input_time(tasks: ModuleType) -> None:
+    """Before a batch's own inputs are timed its lanes take guided chunks (a quarter, then less), so 60
+    trivial inputs need more lanes than nodes; the function's next batch starts from the time its inputs
+    took there, and each node's first lane takes a fair share. Another function starts guided again."""
+    local_backend().add_pool("two", "l4", 2)
+
+    def lanes_of(batch: kinetic.BatchHandle) -> int:
+        batch.results(timeout=TIMEOUT)
+        return local_backend().store.query("SELECT COUNT(*) FROM lanes WHERE group_id = ?", (batch.group_id,))[0][0]
+
+    assert lanes_of(tasks.whose.map(range(60))) > 2
+    wait_for(all_lanes_closed, TIMEOUT, "every lane to close")  # a closing lane records its function's time
+    assert lanes_of(tasks.whose.map(range(60))) == 2
+    assert lanes_of(tasks.whose_too.map(range(60))) > 2
 
 
 def test_a_client_waiting_for_results_does_not_poll_at_every_input(

@@ -26,6 +26,7 @@ from kinetic_tui.core.supervisor import process as supervisor
 from kinetic_tui.core.supervisor.lease import Lease
 from tests.helpers import processes
 from tests.lifecycle.backend_projects import wait_for
+from tests.lifecycle.run_projects import client_result, make_project, run_client
 
 TIMEOUT = 60.0
 SCRIPT_HEAD = "pool remove cpu\npool add solo --accelerator cpu --nodes 1\n"
@@ -93,6 +94,44 @@ def test_a_job_queued_by_an_exited_client_starts_and_the_supervisor_then_exits(k
     wait_for(lambda: statuses(kinetic_home)[-1] != "PENDING", TIMEOUT, "the queued job to start")
     wait_for(lambda: supervisor.running(kinetic_home) is None and not supervisors(kinetic_home), 10, "it to exit")
     wait_for(lambda: looked_at(kinetic_home) == ["SUCCEEDED", "SUCCEEDED"], TIMEOUT, "both jobs to succeed")
+
+
+MAP_MAIN = """
+import json, time
+
+import kinetic_tui as kinetic
+
+
+@kinetic.run()
+def nap(x):
+    time.sleep(0.02)
+    return x
+
+
+if __name__ == "__main__":
+    batch = nap.map(range(40))
+    print("RESULT " + json.dumps(batch.group_id))
+"""
+
+
+def test_a_map_whose_client_exited_is_driven_to_its_end_by_the_supervisor_alone(
+    kinetic_home: Path, tmp_path: Path
+) -> None:
+    """Its first lanes take a part of the batch; the supervisor, due while inputs wait and again whenever a
+    lane's process ends, opens the next lanes and settles the last ones, with nobody else looking."""
+    project = make_project(tmp_path / "mapproj", {"mappkg/__init__.py": "", "mappkg/main.py": MAP_MAIN})
+    group_id = client_result(run_client(project, "-m", "mappkg.main"))
+    first_lanes = read(kinetic_home, "SELECT COUNT(*) FROM lanes")[0][0]
+    assert wait_for(lambda: supervisor.running(kinetic_home), 10, "the supervisor to start")
+
+    def settled() -> bool:
+        open_lanes = read(kinetic_home, "SELECT COUNT(*) FROM lanes WHERE ended_at IS NULL")[0][0]
+        return open_lanes == 0 and set(statuses(kinetic_home)) == {"SUCCEEDED"}
+
+    wait_for(settled, TIMEOUT, "every input to succeed and every lane to close")
+    assert len(statuses(kinetic_home)) == 40
+    assert read(kinetic_home, f"SELECT COUNT(*) FROM lanes WHERE group_id = '{group_id}'")[0][0] > first_lanes
+    wait_for(lambda: supervisor.running(kinetic_home) is None and not supervisors(kinetic_home), 10, "it to exit")
 
 
 def test_a_killed_supervisor_is_brought_back_by_the_next_command_and_the_queue_drains(kinetic_home: Path) -> None:

@@ -126,12 +126,9 @@ def finished_among(db: Database, job_ids: list[str]) -> tuple[set[str], list[tup
     return {row[1] for row in rows}, [row for row in rows if row[4] not in ("PENDING", "RUNNING")]
 
 
-def is_pending(db: Database, job_id: str) -> bool:
-    return bool(db.query("SELECT 1 FROM jobs WHERE job_id = ? AND status = 'PENDING'", (job_id,)))
-
-
-def any_pending(db: Database) -> bool:
-    return bool(db.query("SELECT 1 FROM jobs WHERE status = 'PENDING' LIMIT 1"))
+def is_queued(db: Database, job_id: str) -> bool:
+    """PENDING and not held by a lane: waiting for the scheduler (a lane's input waits for its lane only)."""
+    return bool(db.query("SELECT 1 FROM jobs WHERE job_id = ? AND status = 'PENDING' AND lane IS NULL", (job_id,)))
 
 
 def recent_ids(db: Database, limit: int = 2000) -> list[str]:
@@ -182,8 +179,11 @@ def active_in_pool(conn: sqlite3.Connection, pool: str) -> int:
     return count
 
 
-def any_queued(db: Database, pool: str) -> bool:
-    """Whether the pool has a PENDING job not yet in a lane (a read, without the write lock)."""
+def any_queued(db: Database, pool: str | None = None) -> bool:
+    """Whether a PENDING job not yet in a lane waits in the pool, or in any pool (a read, without the
+    write lock)."""
+    if pool is None:
+        return bool(db.query("SELECT 1 FROM jobs WHERE status = 'PENDING' AND lane IS NULL LIMIT 1"))
     return bool(db.query("SELECT 1 FROM jobs WHERE pool = ? AND status = 'PENDING' AND lane IS NULL LIMIT 1", (pool,)))
 
 
@@ -259,13 +259,16 @@ def request_cancel(db: Database, job_id: str, now: float) -> None:
 # -- batches (job_groups) ------------------------------------------------------------------------------
 
 
-def insert_group(db: Database, group_id: str, max_concurrent: int | None, now: float) -> None:
-    db.write("INSERT INTO job_groups VALUES (?, ?, ?)", (group_id, max_concurrent, now))
+def insert_group(db: Database, group_id: str, max_concurrent: int | None, now: float, func: str | None = None) -> None:
+    db.write(
+        "INSERT INTO job_groups (group_id, max_concurrent, created_at, func) VALUES (?, ?, ?, ?)",
+        (group_id, max_concurrent, now, func),
+    )
 
 
 def ensure_group(conn: sqlite3.Connection, group_id: str, now: float) -> None:
     """The batch's row, unlimited, unless it has one (a rebuilt job of a batch the store lost)."""
-    conn.execute("INSERT OR IGNORE INTO job_groups VALUES (?, NULL, ?)", (group_id, now))
+    conn.execute("INSERT OR IGNORE INTO job_groups (group_id, created_at) VALUES (?, ?)", (group_id, now))
 
 
 def max_concurrent(conn: sqlite3.Connection, group_id: str) -> int | None:

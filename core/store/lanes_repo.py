@@ -27,6 +27,10 @@ def open_lanes(db: Database, group_id: str | None = None) -> list[tuple[Any, ...
     return db.query(sql, params)
 
 
+def any_open(db: Database) -> bool:
+    return bool(db.query("SELECT 1 FROM lanes WHERE ended_at IS NULL LIMIT 1"))
+
+
 def get(db: Database, lane_id: str) -> tuple[Any, ...] | None:
     rows = db.query(f"SELECT {COLUMNS} FROM lanes WHERE lane_id = ?", (lane_id,))
     return rows[0] if rows else None
@@ -61,15 +65,34 @@ def unassigned_inputs(conn: sqlite3.Connection, group_id: str, limit: int) -> li
 
 
 def mean_input_seconds(conn: sqlite3.Connection, group_id: str) -> float | None:
-    """How long the batch's inputs that succeeded in lanes took on average (None before the first). `+status`
-    keeps SQLite on the group's index: on the status index it read every job that ever succeeded, so each
-    lane a map opened cost more as the workspace's history grew."""
+    """How long the batch's inputs that succeeded in lanes took on average; before the first, how long its
+    function's took in the last batch that measured them (None if none did). `+status` keeps SQLite on the
+    group's index: on the status index it read every job that ever succeeded, so each lane a map opened
+    cost more as the workspace's history grew."""
     mean: float | None = conn.execute(
         "SELECT AVG(finished_at - started_at) FROM jobs WHERE group_id = ? AND lane IS NOT NULL "
         "AND +status = 'SUCCEEDED'",
         (group_id,),
     ).fetchone()[0]
+    if mean is None:
+        row = conn.execute(
+            "SELECT t.mean_seconds FROM job_groups g JOIN input_timings t ON t.func = g.func WHERE g.group_id = ?",
+            (group_id,),
+        ).fetchone()
+        mean = None if row is None else row[0]
     return mean
+
+
+def record_input_seconds(conn: sqlite3.Connection, group_id: str, now: float) -> None:
+    """The batch's mean input time so far becomes its function's (what its next batch starts from)."""
+    conn.execute(
+        "INSERT INTO input_timings (func, mean_seconds, measured_at) "
+        "SELECT g.func, AVG(j.finished_at - j.started_at), ? FROM job_groups g JOIN jobs j ON j.group_id = g.group_id "
+        "WHERE g.group_id = ? AND g.func IS NOT NULL AND j.lane IS NOT NULL AND +j.status = 'SUCCEEDED' "
+        "GROUP BY g.func "
+        "ON CONFLICT (func) DO UPDATE SET mean_seconds = excluded.mean_seconds, measured_at = excluded.measured_at",
+        (now, group_id),
+    )
 
 
 def held_inputs(conn: sqlite3.Connection, group_id: str) -> int:

@@ -331,4 +331,16 @@ MIGRATIONS: list[tuple[int, Migration]] = [
         );
     """,
     ),
+    (
+        13,
+        """
+        -- a map's first lanes are sized from how long its function's inputs took in its last batch (lanes.py)
+        ALTER TABLE job_groups ADD COLUMN func TEXT;  -- MODULE:QUALNAME of the mapped function
+        CREATE TABLE input_timings (
+            func         TEXT PRIMARY KEY,
+            mean_seconds REAL NOT NULL,
+            measured_at  REAL NOT NULL
+        );
+    """,
+    ),
 ]

@@ -242,6 +242,14 @@ def function_names(func: Callable[..., Any]) -> tuple[str, str]:
     return qualified, short
 
 
+def function_key(func: Callable[..., Any]) -> str:
+    """MODULE:QUALNAME, what tells one function's batches from another's across processes (a map's lanes
+    are sized from its function's last batch). Two scripts' `__main__.f` share a key: it sizes chunks only."""
+    func = underlying(func)
+    module = getattr(func, "__module__", None) or type(func).__module__
+    return f"{module}:{function_names(func)[0]}"
+
+
 def check_callable(func: object) -> Callable[..., Any]:
     """Decoration-time checks: these objects cannot be shipped as a plain function."""
     if isinstance(func, (classmethod, staticmethod)):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kinetic_tui.core.pipelines.driver import PipelineRuns
 from kinetic_tui.core.serving.controller import EndpointControllers
-from kinetic_tui.core.store import Store, jobs_repo
+from kinetic_tui.core.store import Store, jobs_repo, lanes_repo
 
 if TYPE_CHECKING:
     from kinetic_tui.core.artifacts import ArtifactStore
@@ -70,16 +70,20 @@ class Duty(Protocol):
 
 
 class JobQueue:
-    """PENDING local jobs start as their pools free nodes; settling a finished job starts the next."""
+    """PENDING local jobs start as their pools free nodes; settling a finished job or map lane starts the
+    next. The duty stays due while a lane is open (its end must be seen with no client left), but a round
+    acts only when a lane's process has ended or a job waits: a round while a lane runs would apply its
+    progress every poll beside the waiting client, taking a core from the lanes."""
 
     name = "job queue"
     pause: float | None = None
 
     def due(self, home: Supervised) -> bool:
-        return jobs_repo.any_pending(home.store)
+        return jobs_repo.any_queued(home.store) or lanes_repo.any_open(home.store)
 
     def tick(self, home: Supervised) -> None:
-        home.local.reconcile()
+        if home.local.scheduling_due():
+            home.local.reconcile()
 
 
 class Studies:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kinetic_tui.core.paths import kinetic_home
-from kinetic_tui.core.store import Store, jobs_repo, pipeline_steps_repo, serving_repo
+from kinetic_tui.core.store import Store, jobs_repo, lanes_repo, pipeline_steps_repo, serving_repo
 from kinetic_tui.core.supervisor.lease import AT_ONCE_ENV, HANDOVER_ENV, Lease, holder
 
 LOG_NAME = "supervisor.log"
@@ -63,11 +63,13 @@ def ensure_running(home: Path | None = None, at_once: bool = False) -> bool:
 
 
 def revive(store: Store, home: Path | None = None) -> bool:
-    """Bring the supervisor back when the store holds work only a supervisor moves (a queued job, a study
+    """Bring the supervisor back when the store holds work only a supervisor moves (a queued job, a map lane
+    to close when it ends, a study
     with trials to submit, a pipeline run to drive, an endpoint that should be running or whose processes
     must be stopped); True when this call started one. A few indexed reads when nothing is due."""
     if SERVING or not (
-        jobs_repo.any_pending(store)
+        jobs_repo.any_queued(store)
+        or lanes_repo.any_open(store)
         or store.tuning.any_may_move()
         or pipeline_steps_repo.any_running(store)
         or serving_repo.any_wanted_running(store)

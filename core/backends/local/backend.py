@@ -156,14 +156,19 @@ class LocalBackend:
         ids = [handle["job_id"] for handle, _ in jobs]
         for pool in dict.fromkeys(handle["pool"] for handle, _ in jobs):
             self.schedule(pool)
-        if self._any_pending(ids):
+        if self._any_queued(ids):
             self.reconcile()  # jobs that ended while nobody looked may still hold the nodes; settling starts us
-            if self._any_pending(ids):
+            if self._any_queued(ids):
                 supervisor.ensure_running()
 
-    def _any_pending(self, job_ids: list[str]) -> bool:
-        last = job_ids[-1]  # FIFO: if the last one started, all did; a batch's lanes claim in order too
-        return jobs_repo.is_pending(self.store, last)
+    def scheduling_due(self) -> bool:
+        """Whether work waits for a scheduler: a queued job, or a lane whose process has ended (its node to
+        free, what it did not reach to requeue), as a cheap look tells (`lanes.has_stopped`)."""
+        return jobs_repo.any_queued(self.store) or any(lane.has_stopped() for lane in lanes.active(self.store))
+
+    def _any_queued(self, job_ids: list[str]) -> bool:
+        last = job_ids[-1]  # FIFO: if the last one started (or a lane took it), all did: lanes claim in order
+        return jobs_repo.is_queued(self.store, last)
 
     # -- queries -------------------------------------------------------------------------------------
 

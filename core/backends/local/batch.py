@@ -24,7 +24,7 @@ from kinetic_tui.core.job_status import JobStatus
 from kinetic_tui.core.paths import kinetic_home
 from kinetic_tui.core.storage import LocalStorage, bucket_storage
 from kinetic_tui.core.store import jobs_repo
-from kinetic_tui.core.submission.context import JobContext
+from kinetic_tui.core.submission.context import JobContext, function_key
 from kinetic_tui.core.submission.pack import CONTEXT, PAYLOAD
 
 EXIT_POLL = 0.003  # seconds between looks at exit files and lane progress while a batch waits
@@ -130,7 +130,9 @@ def submit_map(
     )
     with staging as staged:
         storage.put_bytes(manifest_key(group_id), json.dumps(manifest).encode())
-        jobs_repo.insert_group(backend.store, group_id, manifest["max_concurrent"], time.time())
+        jobs_repo.insert_group(
+            backend.store, group_id, manifest["max_concurrent"], time.time(), function_key(contexts[0].func)
+        )
         records = staged.submit() if in_lanes else [item.submit() for item in staged]
     return Submitted(manifest, storage, LocalBatchDriver(backend, group_id), records)
 

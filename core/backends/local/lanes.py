@@ -13,7 +13,9 @@ others. Each lane costs a fork and an archive extraction (~10 ms), so once the b
 timed a lane takes at least what keeps it busy for LANE_SECONDS, but never more than its fair share: a
 `1 / P` of what waits and what the batch's open lanes still hold, so that they all end together. Trivial
 inputs run in a few big lanes, and a lane opened while the batch's other lanes finish does not take the
-whole rest while their nodes go idle.
+whole rest while their nodes go idle. Before a batch's own inputs are timed, the time its function's
+inputs took in its last timed batch stands in (`input_timings`, keyed by MODULE:QUALNAME), so a map
+repeated in a loop starts with one fair-share lane per node instead of a second round of lanes.
 A lane holds one node of its pool for its lifetime; its inputs show PENDING until it reaches them, then
 RUNNING, then their outcome.
 
@@ -50,6 +52,7 @@ from kinetic_tui.core.store import Store, jobs_repo, lanes_repo, pools_repo
 CHUNK_DIVISOR = 2
 LANE_SECONDS = 0.1
 MAX_CHUNK = 1000
+ADOPT_AFTER = 2.0  # seconds a lane may open without its process recorded before a scheduler looks at it
 SPEC, PROGRESS, RESULTS, CANCELLED = "spec.json", "progress.jsonl", "results.bin", "cancelled"
 
 
@@ -83,6 +86,16 @@ class Lane:
     def has_ended(self) -> bool:
         """The lane's process has been reaped (its exit file is written): one stat."""
         return launcher.exit_code(self.dir, 0) is not None
+
+    def has_stopped(self, now: float | None = None) -> bool:
+        """Ended, or its leader is gone without an exit file (its reaper died), or no process was recorded
+        ADOPT_AFTER seconds after it opened (its launcher died): a stat and, while it runs, a read of its
+        leader's /proc entry. What a full reconcile must then settle."""
+        if self.has_ended():
+            return True
+        if self.hosts is None:
+            return (time.time() if now is None else now) - self.started_at > ADOPT_AFTER
+        return not self.hosts[0].is_alive()
 
 
 def is_lane_input(launch: dict[str, Any]) -> bool:
@@ -248,6 +261,7 @@ def _close(conn: sqlite3.Connection, lane: Lane, code: int | None, now: float) -
             conn, lane.lane_id, f"its lane {lane.lane_id} {how} before starting any input; see {lane.dir}", now
         )
     lanes_repo.close(conn, lane.lane_id, now)
+    lanes_repo.record_input_seconds(conn, lane.group_id, now)
     return settled
 
 
