@@ -28,7 +28,6 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from kinetic_tui.core.backends.base import BatchDriver, Submitted, manifest_key
@@ -153,7 +152,7 @@ def map_calls(
     calls = [((*remote.leading, *args), kwargs) for args, kwargs in calls]
     group_id = new_group_id()
     first = remote._context(group_id=group_id, group_index=0, project=project, cluster=cluster)
-    contexts = [replace(first, job_id=new_job_id(), group_index=i) if i else first for i in range(len(calls))]
+    contexts = [first.for_input(new_job_id(), i) if i else first for i in range(len(calls))]
     manifest = batch_manifest(
         contexts,
         name=name,

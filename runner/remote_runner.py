@@ -545,20 +545,18 @@ def encode_result(outcome: dict[str, Any]) -> bytes:
         return pickled
 
 
-def summarize(outcome: dict[str, Any]) -> bytes:
-    """A JSON digest of the outcome beside the pickle, so schedulers and consoles can show why a job
+def summary(outcome: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-ready digest of the outcome beside the pickle, so schedulers and consoles can show why a job
     failed without unpickling objects whose classes they may not have."""
     exc = outcome["exception"]
-    return json.dumps(
-        {
-            "success": outcome["success"],
-            "phase": outcome["phase"],
-            "host_index": outcome["host_index"],
-            "error_type": None if exc is None else type(exc).__name__,
-            "error": None if exc is None else str(exc)[:2000],
-            "serialization_failed": bool(outcome.get("serialization_failed")),
-        }
-    ).encode()
+    return {
+        "success": outcome["success"],
+        "phase": outcome["phase"],
+        "host_index": outcome["host_index"],
+        "error_type": None if exc is None else type(exc).__name__,
+        "error": None if exc is None else str(exc)[:2000],
+        "serialization_failed": bool(outcome.get("serialization_failed")),
+    }
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -762,13 +760,13 @@ def main(argv: list[str] | None = None) -> int:
     stem = "result" if host == 0 else f"result-worker-{host}"
     payload = host == 0 or not outcome["success"]  # a worker's return value is not wanted, its summary is
     target = (args.result if host == 0 else sibling_uri(args.result, f"{stem}.pkl")) if payload else None
-    summary = sibling_uri(args.result, f"{stem}.json")
+    summary_uri = sibling_uri(args.result, f"{stem}.json")
     try:
         if target is not None:
             store(target, data)
-        store(summary, summarize(outcome))
+        store(summary_uri, json.dumps(summary(outcome)).encode())
     except Exception as exc:
-        log(f"phase upload FAILED: could not write {target or summary}: {type(exc).__name__}: {exc}")
+        log(f"phase upload FAILED: could not write {target or summary_uri}: {type(exc).__name__}: {exc}")
         return 1
     if target is not None:
         log(f"phase upload ok: {target}")
@@ -834,9 +832,7 @@ class _Lane:
         at = self.result_at
         self.results.write(data)
         self.result_at += len(data)
-        self.note(
-            job=job_id, end=time.time(), log=_log_offset(), at=at, size=len(data), **json.loads(summarize(outcome))
-        )
+        self.note(job=job_id, end=time.time(), log=_log_offset(), at=at, size=len(data), **summary(outcome))
 
 
 def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., Any], list[bytes]]:

@@ -105,9 +105,10 @@ def test_a_waiter_on_several_jobs_wakes_when_the_first_is_reaped_and_keeps_the_o
 
 
 def spare_pid() -> int:
-    found: list[int] = []
-    wait_until(lambda: bool(found.append(server_status()["spare"]) or found[-1]))
-    return found[-1]
+    """The oldest spare: the next spawn's host."""
+    found: list[list[int]] = []
+    wait_until(lambda: bool(found.append(server_status()["spares"]) or found[-1]))
+    return found[-1][0]
 
 
 def test_the_next_job_runs_in_the_spare_forked_once_the_last_one_ended(jobs: Jobs) -> None:
@@ -121,6 +122,18 @@ def test_the_next_job_runs_in_the_spare_forked_once_the_last_one_ended(jobs: Job
     assert wait_exit(job_dir, 1, timeout=20) == [7]
     assert json.loads((work_dir(job_dir, 0) / "info.json").read_text())["argv"] == ["hello", "7"]
     assert spare_pid() != spare
+
+
+def test_two_spawns_in_a_row_both_take_spares_once_two_jobs_ended(jobs: Jobs) -> None:
+    """A map's two lanes start together: each job's end forks a spare, up to SPARES, and a burst of spawns
+    takes them oldest first."""
+    ended = [jobs.launch("sleep", "1")[0] for _ in range(2)]  # both run at once: neither takes the other's spare
+    assert all(wait_exit(job_dir, 1, timeout=20) == [0] for job_dir in ended)
+    wait_until(lambda: len(server_status()["spares"]) == forkserver.SPARES == 2)
+    spares = server_status()["spares"]
+    started = [jobs.launch("hello") for _ in range(2)]
+    assert [hosts[0].pid for _, hosts in started] == spares
+    assert all(wait_exit(job_dir, 1, timeout=20) == [0] for job_dir, _ in started)
 
 
 def test_a_spare_killed_by_someone_is_replaced_by_a_fork_at_the_next_spawn(jobs: Jobs) -> None:

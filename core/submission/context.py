@@ -154,6 +154,13 @@ class JobContext:
     # with package_root: the imports and cwd the job recreates in it, instead of this process's sys.path and cwd
     package_imports: Imports | None = None
 
+    def for_input(self, job_id: str, index: int) -> JobContext:
+        """This context for input `index` of its map, under `job_id`: a copy with the two fields set, since
+        `dataclasses.replace` runs the whole frozen `__init__` and a map makes one per input."""
+        clone = object.__new__(JobContext)
+        clone.__dict__.update(self.__dict__, job_id=job_id, group_index=index)
+        return clone
+
     @property
     def accelerator_text(self) -> str:
         return format_accelerator(self.accelerator)

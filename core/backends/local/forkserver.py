@@ -45,6 +45,7 @@ DEFAULT_IDLE_SECONDS = 600.0  # a server with no jobs and no requests for 10 min
 REQUEST_TIMEOUT = 5.0
 MAX_MESSAGE = 64 << 20
 MAX_WATCHERS = 512  # spawn connections kept open to signal an exit (each holds one descriptor)
+SPARES = 2  # job processes forked ahead, each idle on a pipe until a spawn hands it its spec
 # Read by the interpreter or the dynamic linker at start-up only: a forked job cannot change them
 # later, so a server started under different values must not serve the job.
 STARTUP_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_", "LC_", "LANG")
@@ -220,7 +221,7 @@ class _Server:
         # Spawn connections kept open until their hosts are reaped, closed to wake the waiting client
         # (exit_watch.py); each host's pid names its spawn's socket and the pids of that spawn still running.
         self.watchers: dict[int, tuple[socket.socket, set[int]]] = {}
-        self.spare: launch_files.Spare | None = None  # the next spawn's first host, forked ahead
+        self.spares: list[launch_files.Spare] = []  # the next spawns' hosts, forked ahead (SPARES at most)
         self.last_activity = time.monotonic()
         self.main = self._warm_up()  # before binding, so a runner that fails to import leaves no socket
         self.socket_path.unlink(missing_ok=True)  # we hold the lock, so whoever made this file is dead
@@ -281,7 +282,7 @@ class _Server:
             for conn in [c for c in self.conns.values() if c.deadline <= now]:
                 self._close(conn)  # no whole request in time: that client gave up or is stuck
             if not self.children and not self.conns and now - self.last_activity >= self.idle:
-                self._retire()  # the spare goes too
+                self._retire()  # the spares go too
 
     def _timeout(self) -> float | None:
         deadlines = [conn.deadline for conn in self.conns.values()]
@@ -359,8 +360,8 @@ class _Server:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "status":
-            spare = None if self.spare is None else self.spare.pid
-            return {"pid": os.getpid(), "children": sorted(self.children), "runner": self.runner, "spare": spare}
+            spares = [spare.pid for spare in self.spares]
+            return {"pid": os.getpid(), "children": sorted(self.children), "runner": self.runner, "spares": spares}
         if op == "shutdown":
             self._retire()
             return {"pid": os.getpid()}
@@ -387,10 +388,10 @@ class _Server:
         return {"hosts": started, "reaper": self.reaper}
 
     def _start_host(self, spec: dict[str, Any], token: str) -> tuple[int, int | None]:
-        """The spare forked ahead becomes the host (see launch_files.fork_spare); without one, or if it is
-        gone, a host is forked now."""
-        spare, self.spare = self.spare, None
-        if spare is not None:
+        """The oldest spare forked ahead becomes the host (see launch_files.fork_spare); without one, or if
+        they are gone, a host is forked now."""
+        while self.spares:
+            spare = self.spares.pop(0)
             try:
                 return launch_files.assign(spare, spec, token, self.reaper)
             except OSError:
@@ -398,20 +399,21 @@ class _Server:
         return launch_files.fork_host(spec, token, self.reaper, self._become_job, self._drop_server_state)
 
     def _fork_spare(self) -> None:
-        """Fork the next spawn's host ahead, once a job has ended (not while one starts, whose core it would
-        take): the fork and the wait for its session leave the next job's start."""
-        if self.spare is None and self.listener is not None:
+        """Fork a next spawn's host ahead, once a job has ended (not while one starts, whose core it would
+        take): the fork and the wait for its session leave the next job's start. Up to SPARES, so a map
+        whose lanes start together on a 2-node pool takes both from spares."""
+        if len(self.spares) < SPARES and self.listener is not None:
             with contextlib.suppress(OSError):  # out of processes: the next spawn forks as it needs
-                self.spare = launch_files.fork_spare(self._become_job, self._drop_server_state)
+                self.spares.append(launch_files.fork_spare(self._become_job, self._drop_server_state))
 
-    def _drop_spare(self) -> None:
-        spare, self.spare = self.spare, None
-        if spare is not None:
+    def _drop_spares(self) -> None:
+        spares, self.spares = self.spares, []
+        for spare in spares:
             os.close(spare.spec_w)  # it exits without running; reaped like any child
 
     def _retire(self) -> None:
         """Give up the socket path, serve whoever already queued on it, keep reaping our jobs."""
-        self._drop_spare()
+        self._drop_spares()
         if self.listener is None:
             return
         self.socket_path.unlink(missing_ok=True)
@@ -441,8 +443,7 @@ class _Server:
             if sock is not None:
                 os.close(sock.detach())
         fds = [self.wake_r, self.wake_w, self.lock_fd, self.selector.fileno()]
-        if self.spare is not None:
-            fds.append(self.spare.spec_w)  # that spare must see its pipe close if the server dies
+        fds += [spare.spec_w for spare in self.spares]  # each spare must see its pipe close if the server dies
         for fd in fds:
             with contextlib.suppress(OSError):  # the lock fd is already closed once the server retired
                 os.close(fd)
