@@ -859,8 +859,11 @@ def _prepare_lane(spec: dict[str, Any], workdir: Path) -> tuple[Callable[..., An
 
 def make_dir_and_parent(path: str) -> None:
     """`os.makedirs(path, exist_ok=True)` in the two calls an input's output directory (`JOB/output/`,
-    beside its result) takes, without a stat of every level first: a lane makes one per input."""
+    beside its result) takes, without a stat of every level first: a lane makes one per input. One stat
+    when it exists already (a map's client makes them ahead while it queues the batch)."""
     path = path.rstrip("/") or "/"
+    if os.path.isdir(path):
+        return
     for directory in (os.path.dirname(path), path):
         try:
             os.mkdir(directory)

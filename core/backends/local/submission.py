@@ -20,6 +20,7 @@ from typing import Any
 
 from kinetic_tui.core.backends.local import lanes
 from kinetic_tui.core.backends.local.backend import JobRow, LocalBackend, job_dir_for
+from kinetic_tui.core.backends.local.output_dirs import OutputDirs
 from kinetic_tui.core.data import replace_data_refs
 from kinetic_tui.core.errors import ValidationError
 from kinetic_tui.core.storage import GcsStorage, LocalStorage, Storage, bucket_storage
@@ -133,21 +134,21 @@ class LaneBatch:
     archives: Archives
 
     def submit(self) -> list[dict[str, Any]]:
-        """Upload the batch and the archive once under `_groups/GROUP/` and queue every input."""
+        """Upload the batch and the archive once under `_groups/GROUP/` and queue every input; if that
+        fails, what it wrote goes again (`forget_unqueued`)."""
         first, storage = self.contexts[0], self.writes.storage
         prefix = f"_groups/{first.group_id}"
-        self.writes.flush()
-        zip_path, context_sha = self.archives.get(self.packed)
-        storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
-        storage.put_shared(f"{prefix}/{CONTEXT}", zip_path)
-        records = [
-            handle_record(ctx, self.pool, storage, ctx.output_dir or default_output_dir(ctx.job_id, storage))
-            for ctx in self.contexts
-        ]
-        storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
-        batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
-        context_uri = storage.uri(f"{prefix}/{CONTEXT}")
+        outputs = [ctx.output_dir or default_output_dir(ctx.job_id, storage) for ctx in self.contexts]
+        ahead = OutputDirs([path for ctx, path in zip(self.contexts, outputs) if not ctx.output_dir])
         try:
+            self.writes.flush()
+            zip_path, context_sha = self.archives.get(self.packed)
+            storage.put_bytes(f"{prefix}/batch.pkl", self.batch)
+            storage.put_shared(f"{prefix}/{CONTEXT}", zip_path)
+            records = [handle_record(ctx, self.pool, storage, path) for ctx, path in zip(self.contexts, outputs)]
+            storage.put_bytes(f"{prefix}/handles.json", json.dumps({r["job_id"]: r for r in records}).encode())
+            batch_uri, batch_sha = storage.uri(f"{prefix}/batch.pkl"), hashlib.sha256(self.batch).hexdigest()
+            context_uri = storage.uri(f"{prefix}/{CONTEXT}")
             self.backend.submit_lane_inputs(
                 [
                     (record, lanes.lane_input(batch_uri, batch_sha, context_uri, context_sha, i))
@@ -156,7 +157,8 @@ class LaneBatch:
                 first.group_id or "",
             )
         except BaseException:
-            self.backend.forget_unqueued([r["job_id"] for r in records], storage, [f"{prefix}/"])
+            ahead.undo()
+            self.backend.forget_unqueued([ctx.job_id for ctx in self.contexts], storage, [f"{prefix}/"])
             raise
         return records
 
