@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import kinetic_tui as kinetic
+from kinetic_tui.core.backends.local import backend as local_backend_module
 from kinetic_tui.core.backends.local import launcher, launching
 from kinetic_tui.core.backends.local.backend import LocalBackend, SubmitError
 from kinetic_tui.core.backends.local.workspace import local_backend
@@ -225,7 +226,7 @@ def test_a_claimed_job_whose_start_raises_fails_with_the_error_and_the_others_st
     backend.add_pool("trio", "l4", 3)
     add = kinetic.run(accelerator="l4")(jobs.add)
     with monkeypatch.context() as patch:  # queue all three with nothing started, so one walk claims them
-        patch.setattr(LocalBackend, "schedule", lambda self, pool_name=None: [])
+        patch.setattr(local_backend_module, "claim", lambda store, pool_name: ([], []))
         patch.setattr(supervisor, "ensure_running", lambda: None)
         first, broken, third = add.run_async(1, 2), add.run_async(3, 4), add.run_async(5, 6)
     real_launch = launching.launcher.launch

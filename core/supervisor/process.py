@@ -64,9 +64,9 @@ def ensure_running(home: Path | None = None, at_once: bool = False) -> bool:
 
 def revive(store: Store, home: Path | None = None) -> bool:
     """Bring the supervisor back when the store holds work only a supervisor moves (a queued job, a map lane
-    to close when it ends, a study
-    with trials to submit, a pipeline run to drive, an endpoint that should be running or whose processes
-    must be stopped); True when this call started one. A few indexed reads when nothing is due."""
+    to close when it ends, a study with trials to submit, a pipeline run to drive, an endpoint that should
+    be running or whose processes must be stopped); True when this call started one. A few indexed reads
+    when nothing is due."""
     if SERVING or not (
         jobs_repo.any_queued(store)
         or lanes_repo.any_open(store)

@@ -150,12 +150,15 @@ class LocalBackend:
         )
 
     def _queue(self, jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_id: str | None) -> None:
-        """Insert the jobs PENDING and start whatever their pools can run now."""
+        """Insert the jobs PENDING and start whatever their pools can run now. The rows and the claims of
+        what starts commit together: a map's rows are written once, not inserted and then updated by a
+        second transaction that puts them in lanes."""
         with self.store.transaction() as conn:
             jobs_repo.insert_pending(conn, jobs, group_id)
+            claims = [claim(self.store, pool) for pool in dict.fromkeys(handle["pool"] for handle, _ in jobs)]
+        for claimed, assigned in claims:
+            start_claimed(self.store, claimed, assigned)
         ids = [handle["job_id"] for handle, _ in jobs]
-        for pool in dict.fromkeys(handle["pool"] for handle, _ in jobs):
-            self.schedule(pool)
         if self._any_queued(ids):
             self.reconcile()  # jobs that ended while nobody looked may still hold the nodes; settling starts us
             if self._any_queued(ids):

@@ -87,14 +87,14 @@ class Lane:
         """The lane's process has been reaped (its exit file is written): one stat."""
         return launcher.exit_code(self.dir, 0) is not None
 
-    def has_stopped(self, now: float | None = None) -> bool:
+    def has_stopped(self) -> bool:
         """Ended, or its leader is gone without an exit file (its reaper died), or no process was recorded
         ADOPT_AFTER seconds after it opened (its launcher died): a stat and, while it runs, a read of its
         leader's /proc entry. What a full reconcile must then settle."""
         if self.has_ended():
             return True
         if self.hosts is None:
-            return (time.time() if now is None else now) - self.started_at > ADOPT_AFTER
+            return time.time() - self.started_at > ADOPT_AFTER
         return not self.hosts[0].is_alive()
 
 
