@@ -237,6 +237,21 @@ def test_a_client_waiting_for_results_does_not_poll_at_every_input(
     assert len(polls) <= 15
 
 
+def test_a_client_waiting_for_results_checkpoints_the_store_while_the_lanes_run(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write-ahead log is copied while the client would only wait, not by the commit that settles the
+    lanes' inputs (see `Database.checkpoint`)."""
+    from kinetic_tui.core.store.db import Database
+
+    local_backend().add_pool("one", "l4", 1)
+    calls = []
+    checkpoint = Database.checkpoint
+    monkeypatch.setattr(Database, "checkpoint", lambda self: calls.append(1) or checkpoint(self))
+    assert tasks.nap.map(range(4)).results(timeout=TIMEOUT) == list(range(4))
+    assert calls
+
+
 # -- cancelling ------------------------------------------------------------------------------------------
 
 

@@ -108,6 +108,27 @@ def test_failing_migration_leaves_the_previous_version(store, monkeypatch):
         assert not again.query("SELECT name FROM sqlite_master WHERE name = 'extra'")
 
 
+def test_a_checkpoint_copies_the_log_into_the_database_file_and_waits_for_no_transaction(store, tmp_path):
+    """`checkpoint` is for a process about to wait: afterwards the database file alone holds what was
+    committed (a copy without its -wal file reads it); inside a transaction it does nothing."""
+    store.checkpoint()  # the schema, written by the migrations
+    store.connection.execute("PRAGMA wal_autocheckpoint = 0")  # only our call copies the log from here
+    with store.transaction():
+        store.pipelines.cache["a"] = {"x": 1}
+        store.checkpoint()
+    store.pipelines.cache["b"] = {"x": 2}
+    copy = tmp_path / "copy.db"
+
+    def file_alone() -> list[str]:
+        copy.write_bytes(store.path.read_bytes())
+        with contextlib.closing(sqlite3.connect(copy)) as conn:
+            return sorted(key for (key,) in conn.execute("SELECT key FROM step_cache"))
+
+    assert file_alone() == []
+    store.checkpoint()
+    assert file_alone() == ["a", "b"]
+
+
 def _count(store: Store) -> int:
     return store.query("SELECT COUNT(*) FROM step_cache")[0][0]
 

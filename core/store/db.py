@@ -408,6 +408,15 @@ class Database:
         with self.transaction() as conn:
             conn.execute(sql, params)
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file now, without waiting on any reader or writer
+        (PASSIVE). For a process about to wait anyway: otherwise the commit that finds the log past 1,000
+        pages does it (a 500-input map writes ~700), 5 to 15 ms inside whatever that commit was doing.
+        Nothing to copy costs a read of the log's index; outside a transaction only."""
+        if not getattr(self._local, "depth", 0):
+            with self._translated():
+                self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """A read outside any action (joins the current transaction when there is one)."""
         with self._translated():

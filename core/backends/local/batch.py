@@ -67,9 +67,12 @@ class LocalBatchDriver:
         only when a node frees (an input's process or a lane ended, so the next chunk can start): the
         spawn sockets of what this process launched wake it (exit_watch), the rest is looked at every
         EXIT_POLL. A waiter that needs only the batch's end so leaves both cores to the lanes; it applies
-        their progress at its next poll."""
+        their progress at its next poll, and copies the store's log into its file first (a checkpoint,
+        otherwise paid by one of its commits)."""
         end = time.monotonic() + seconds
         store = self.backend.store
+        if not each_input:
+            store.checkpoint()
         open_lanes = [] if each_input else lanes.active(store, self.group_id)
         while True:
             if each_input:
