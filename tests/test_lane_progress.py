@@ -5,6 +5,7 @@ JSON is decoded when first asked for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,10 @@ def test_a_row_decodes_its_json_when_first_asked_and_compares_by_its_state(store
     assert asked.handle["job_id"] == job_id and asked.launch["job_dir"] == "/tmp"
     assert isinstance(asked.handle_data, dict)
     assert fresh == asked
+
+
+def test_json_lines_decodes_each_line_as_one_document() -> None:
+    docs = [{"job": "job-1", "start": 1.5}, {"text": "two\nlines, a comma, ] and ["}, [], "x"]
+    data = "\n".join(json.dumps(doc) for doc in docs).encode() + b"\n"
+    assert lanes.json_lines(data) == docs
+    assert lanes.json_lines(b"") == [] and lanes.json_lines(b"\n") == []
