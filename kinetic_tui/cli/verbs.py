@@ -97,6 +97,10 @@ class VerbCommand(click.Command):
             if exc.param in self.extra:  # the CLI's own option: the command language never sees it
                 raise
             return []  # the parser explains the problem when the words run
+        except click.BadOptionUsage as exc:  # e.g. an option without its value
+            if exc.option_name in {name for param in self.extra for name in param.opts}:
+                raise
+            return []
         except click.UsageError:
             return []
 
