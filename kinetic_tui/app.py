@@ -9,6 +9,8 @@ pool usage); a refresh reloads only what is on screen. Errors become notificatio
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 import time
 from collections import deque
@@ -60,6 +62,7 @@ from kinetic_tui.widgets.too_small import TooSmall
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 TICK = 0.2
+PRELOAD_WAIT = 0.1  # seconds a view waits for its first rows on its first visit, then mounts without them
 THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
     ClustersView,
@@ -152,13 +155,12 @@ class KineticApp(App[int]):
 
     async def on_ready(self) -> None:
         """Once the first frame is on screen (Textual posts `Ready` right after it), mount and focus the
-        first view and start the app's work: the view and its keys appear in the next frame, its data a
-        few frames later. Started in `on_mount`, the fetch threads held the GIL while the first frame was
-        being drawn (~20% of the first paint)."""
+        first view and start the app's work: the view and its keys appear in the next frame. Started in
+        `on_mount`, the fetch threads held the GIL while the first frame was being drawn (~20% of the
+        first paint); the first refresh waits for the view's frame for the same reason."""
         if self._current is not None:
-            # the current view: a view key handled before `Ready` may have mounted another (mounting a
-            # mounted widget again changes nothing)
-            await self.mount(self._current, before=self.query_one("#footer"))
+            if self._current.parent is None:  # a view key handled before `Ready` may have mounted another
+                await self._mount_view(self._current)
             self._focus_view(self._current)
         self.run_worker(self._workspace_label(), group="startup", exit_on_error=False)
         self.run_worker(self._listen(), group="events", exit_on_error=False)
@@ -167,7 +169,20 @@ class KineticApp(App[int]):
             self.run_worker(self.background(self.service), group="background", exit_on_error=False)
         if self.config.problem:
             self.notify(self.config.problem, title="config", severity="error", timeout=20)
-        self._tick()
+        self.call_after_refresh(self._tick)
+
+    async def _mount_view(self, view: View) -> None:
+        """A view's first visit. One that preloads mounts with its first rows, in one frame: mounted
+        empty and filled by the next refresh, its rows came one or two frames later (Textual draws at
+        most one per 1/60 s), and their listing thread held the GIL while the empty view was drawn.
+        The preload waits at most PRELOAD_WAIT: a slow store (or a reconcile that starts jobs) must not
+        hold the view back. One that fails or runs out of time changes nothing: the next refresh lists
+        the view's data again, and reports what failed."""
+        if view.PRELOADS:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(view.preload(), PRELOAD_WAIT)
+        with self.batch_update():
+            await self.mount(view, before=self.query_one("#footer"))
 
     def on_resize(self, event: events.Resize) -> None:
         self._check_size(event.size)  # `self.size` catches up only after this event
@@ -356,7 +371,7 @@ class KineticApp(App[int]):
             self.pop_screen()
         if view.parent is None:  # its first visit: mount it hidden, then show it composed
             view.display = False
-            await self.mount(view, before=self.query_one("#footer"))
+            await self._mount_view(view)
         if self._current is not None:
             self._current.display = False
         view.display, self._current = True, view

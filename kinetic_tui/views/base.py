@@ -48,12 +48,18 @@ class View(Widget, can_focus=False):
     title: ClassVar[str] = ""
     ACTION_VERBS: ClassVar[Mapping[str, str]] = {}
     LISTS_JOBS: ClassVar[bool] = False  # its reload lists every job, which is a poll: the app skips its own
+    PRELOADS: ClassVar[bool] = False  # it has a `preload`: on its first visit it mounts once that returned
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         unknown = sorted(set(cls.ACTION_VERBS.values()) - VERBS.keys())
         if unknown:
             raise TypeError(f"{cls.__name__}.ACTION_VERBS names verbs the table lacks: {', '.join(unknown)}")
+
+    async def preload(self) -> None:
+        """Fetch what the view's first frame shows, before it mounts (it shows that when it mounts). Most
+        views have nothing worth the wait: their first refresh fills them."""
+        raise NotImplementedError(f"{type(self).__name__} sets PRELOADS without a preload")
 
     @classmethod
     def mutating_actions(cls) -> frozenset[str]:

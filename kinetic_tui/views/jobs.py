@@ -71,6 +71,7 @@ class JobsView(View):
     title = "Jobs"
     ACTION_VERBS = {"submit": "submit", "cancel": "cancel"}
     LISTS_JOBS = True
+    PRELOADS = True
     DEFAULT_CSS = "JobsView #jobs-detail { color: $text-muted; padding: 0 1; height: auto; max-height: 2; }"
     BINDINGS = [
         Binding("enter", "open", "Open", id="jobs.open"),
@@ -93,6 +94,7 @@ class JobsView(View):
         self._query = ""
         self.sort_column: int | None = None  # None: newest first
         self.sort_reverse = False
+        self._preloaded: tuple[tuple[JobSnapshot, ...], dict[str, str]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Label("Jobs", classes="section", id="jobs-title")
@@ -103,11 +105,20 @@ class JobsView(View):
     def table(self) -> VirtualTable:
         return self.query_one("#jobs", VirtualTable)
 
+    async def preload(self) -> None:
+        self._preloaded = await self.console.jobs.list_with_batches(limit=FIRST_PAGE)
+
+    async def on_mount(self) -> None:
+        if self._preloaded is not None:
+            await self._show(*self._preloaded)
+            self._preloaded = None
+
     async def reload(self) -> None:
         """The first load shows the newest page at once and then the whole list: listing every job of a
         big workspace takes a while, and the operator looks at the newest ones first."""
         if not self._jobs:
             await self._show(*await self.console.jobs.list_with_batches(limit=FIRST_PAGE))
+            await self.wait_for_refresh()  # the page's frame first: the whole listing's thread holds the GIL
         await self._show(*await self.console.jobs.list_with_batches())
 
     async def _show(self, jobs: tuple[JobSnapshot, ...], batches: dict[str, str]) -> None:

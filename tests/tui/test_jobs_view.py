@@ -3,22 +3,29 @@ remote traceback, log search and save."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import RenderableType
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Static
 
+from kinetic_tui import app as app_module
 from kinetic_tui.app import KineticApp
 from kinetic_tui.core.console import Console
 from kinetic_tui.core.console.snapshots import JobSnapshot
+from kinetic_tui.core.errors import KineticError
 from kinetic_tui.screens.dialogs import ConfirmScreen, FormScreen
 from kinetic_tui.screens.help import HelpScreen
 from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views import jobs as jobs_screen
 from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.jobs import JobsView, submit_line
+from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.widgets.log_view import LogView
 from tests.tui.conftest import SIZE, AppFactory, build_workspace, job_status, notes, settle, wait_for
@@ -316,3 +323,81 @@ async def test_the_first_load_paints_the_newest_page_then_the_whole_list(
         assert asked[:2] == [jobs_screen.FIRST_PAGE, None]  # the newest page first, then everything
         await view.reload()
         assert asked[-1] is None  # once shown, reloads list everything
+
+
+class _JobsFrames(KineticApp):
+    """Records how many rows the Jobs view's table held in each frame drawn while the view is shown."""
+
+    CSS_PATH = Path(app_module.__file__).with_name(KineticApp.CSS_PATH)  # else relative to this file
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console)
+        self.jobs_frames: list[int] = []
+
+    def _display(self, screen: Screen[Any], renderable: RenderableType | None) -> None:
+        super()._display(screen, renderable)
+        view = self.current_view
+        if renderable is not None and isinstance(view, JobsView) and view.is_mounted:
+            self.jobs_frames.append(len(view.table.keys))
+
+
+async def test_the_jobs_view_is_drawn_with_its_newest_rows_on_its_first_visit(console: Console) -> None:
+    """Its first frame has the rows: mounted empty and filled by the next refresh, they came frames later."""
+    await build_workspace(console)
+    app = _JobsFrames(console)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.focused is not None, pilot)
+        await pilot.press("2")
+        await wait_for(lambda: bool(app.jobs_frames), pilot)
+        assert app.jobs_frames[0] == 3
+
+
+@pytest.mark.parametrize("preload", ["slow", "failing"])
+async def test_a_view_whose_preload_is_slow_or_fails_mounts_without_it_and_its_refresh_fills_it(
+    make_app: AppFactory, console: Console, monkeypatch: pytest.MonkeyPatch, preload: str
+) -> None:
+    await build_workspace(console)
+
+    async def slow(self: JobsView) -> None:
+        await asyncio.sleep(60)
+
+    async def failing(self: JobsView) -> None:
+        raise KineticError("store busy")
+
+    monkeypatch.setattr(JobsView, "preload", slow if preload == "slow" else failing)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_for(lambda: isinstance(app.current_view, JobsView), pilot)  # not after the 60 s
+        view = app.current_view
+        await wait_for(lambda: len(view.table.keys) == 3, pilot)
+        assert not notes(app, "error")
+
+
+async def test_the_footer_redraws_only_when_its_keys_change(
+    make_app: AppFactory, console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every table update signals that the bindings may have changed; a needless redraw is a frame that
+    delays the next one."""
+    ids = await build_workspace(console)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _jobs_view(app, pilot, 3)
+        await pilot.pause()
+        footer = app.query_one(KeyFooter)
+        redraws: list[str | None] = []
+        redraw = footer.refresh
+        monkeypatch.setattr(
+            footer, "refresh", lambda *a, **k: redraws.append(view.table.selected_key) or redraw(*a, **k)
+        )
+        app.screen.refresh_bindings()
+        assert redraws == []  # nothing changed
+        assert view.table.keys[:2] == [ids["running"], ids["failed"]]
+        await pilot.press("down")  # onto a finished job: `c` dims
+        await wait_for(lambda: bool(redraws), pilot)
+        assert redraws == [ids["failed"]]
+        await pilot.pause()  # the footer draws its new line
+        await pilot.press("down")  # onto another finished job: the same keys
+        await wait_for(lambda: view.table.selected_key == ids["done"], pilot)
+        await pilot.pause()
+        assert redraws == [ids["failed"]]
