@@ -155,9 +155,9 @@ class KineticApp(App[int]):
 
     async def on_ready(self) -> None:
         """Once the first frame is on screen (Textual posts `Ready` right after it), mount and focus the
-        first view and start the app's work: the view and its keys appear in the next frame. Started in
-        `on_mount`, the fetch threads held the GIL while the first frame was being drawn (~20% of the
-        first paint); the first refresh waits for the view's frame for the same reason."""
+        first view and start the app's work: the view and its keys appear in the next frame, its data a
+        few frames later. Started in `on_mount`, the fetch threads held the GIL while the first frame was
+        being drawn (~20% of the first paint)."""
         if self._current is not None:
             if self._current.parent is None:  # a view key handled before `Ready` may have mounted another
                 await self._mount_view(self._current)
@@ -169,7 +169,7 @@ class KineticApp(App[int]):
             self.run_worker(self.background(self.service), group="background", exit_on_error=False)
         if self.config.problem:
             self.notify(self.config.problem, title="config", severity="error", timeout=20)
-        self.call_after_refresh(self._tick)
+        self._tick()
 
     async def _mount_view(self, view: View) -> None:
         """A view's first visit. One that preloads mounts with its first rows, in one frame: mounted

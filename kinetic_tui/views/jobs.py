@@ -95,6 +95,7 @@ class JobsView(View):
         self.sort_column: int | None = None  # None: newest first
         self.sort_reverse = False
         self._preloaded: tuple[tuple[JobSnapshot, ...], dict[str, str]] | None = None
+        self._listed_all = False
 
     def compose(self) -> ComposeResult:
         yield Label("Jobs", classes="section", id="jobs-title")
@@ -114,12 +115,16 @@ class JobsView(View):
             self._preloaded = None
 
     async def reload(self) -> None:
-        """The first load shows the newest page at once and then the whole list: listing every job of a
-        big workspace takes a while, and the operator looks at the newest ones first."""
-        if not self._jobs:
-            await self._show(*await self.console.jobs.list_with_batches(limit=FIRST_PAGE))
-            await self.wait_for_refresh()  # the page's frame first: the whole listing's thread holds the GIL
+        """The first load shows the newest page (unless the preload did) and then the whole list: listing
+        every job of a big workspace takes a while, and the operator looks at the newest ones first. The
+        whole listing waits until the page is drawn: its thread holds the GIL, which the event loop must
+        win back on each of the turns a frame takes."""
+        if not self._listed_all:
+            if not self._jobs:
+                await self._show(*await self.console.jobs.list_with_batches(limit=FIRST_PAGE))
+            await self.wait_for_refresh()
         await self._show(*await self.console.jobs.list_with_batches())
+        self._listed_all = True
 
     async def _show(self, jobs: tuple[JobSnapshot, ...], batches: dict[str, str]) -> None:
         self._now = self.host.now()
