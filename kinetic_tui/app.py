@@ -9,8 +9,6 @@ pool usage); a refresh reloads only what is on screen. Errors become notificatio
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
 import time
 from collections import deque
@@ -62,7 +60,6 @@ from kinetic_tui.widgets.too_small import TooSmall
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 HISTORY_SAMPLES = 60  # utilisation samples kept per pool
 TICK = 0.2
-PRELOAD_WAIT = 0.1  # seconds a view waits for its first rows on its first visit, then mounts without them
 THEME = "ansi-dark"  # 16 colours only: every theme colour is an ANSI name the terminal maps itself
 VIEW_CLASSES: tuple[type[View], ...] = (
     ClustersView,
@@ -155,9 +152,8 @@ class KineticApp(App[int]):
 
     async def on_ready(self) -> None:
         """Once the first frame is on screen (Textual posts `Ready` right after it), mount and focus the
-        first view and start the app's work: the view and its keys appear in the next frame, its data a
-        few frames later. Started in `on_mount`, the fetch threads held the GIL while the first frame was
-        being drawn (~20% of the first paint)."""
+        first view and start the app's work, whose threads, started in `on_mount`, held the GIL while the
+        first frame was drawn (~20% of the first paint): the view appears in the next frame."""
         if self._current is not None:
             if self._current.parent is None:  # a view key handled before `Ready` may have mounted another
                 await self._mount_view(self._current)
@@ -172,15 +168,8 @@ class KineticApp(App[int]):
         self._tick()
 
     async def _mount_view(self, view: View) -> None:
-        """A view's first visit. One that preloads mounts with its first rows, in one frame: mounted
-        empty and filled by the next refresh, its rows came one or two frames later (Textual draws at
-        most one per 1/60 s), and their listing thread held the GIL while the empty view was drawn.
-        The preload waits at most PRELOAD_WAIT: a slow store (or a reconcile that starts jobs) must not
-        hold the view back. One that fails or runs out of time changes nothing: the next refresh lists
-        the view's data again, and reports what failed."""
-        if view.PRELOADS:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(view.preload(), PRELOAD_WAIT)
+        """A view's first visit: it mounts once prepared, in one frame with what its preload fetched."""
+        await view.prepare()
         with self.batch_update():
             await self.mount(view, before=self.query_one("#footer"))
 

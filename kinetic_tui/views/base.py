@@ -10,6 +10,8 @@ share one code path.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,6 +25,8 @@ from kinetic_tui.screens.dialogs import ConfirmScreen, Field, FormScreen
 
 if TYPE_CHECKING:
     from kinetic_tui.core.console import Console
+
+PRELOAD_WAIT = 0.1  # seconds a view waits for its first rows on its first visit, then mounts without them
 
 
 class View(Widget, can_focus=False):
@@ -55,6 +59,16 @@ class View(Widget, can_focus=False):
         unknown = sorted(set(cls.ACTION_VERBS.values()) - VERBS.keys())
         if unknown:
             raise TypeError(f"{cls.__name__}.ACTION_VERBS names verbs the table lacks: {', '.join(unknown)}")
+
+    async def prepare(self) -> None:
+        """Before the first mount: the preload, if the view has one. Mounted empty and filled by the next
+        refresh, its rows came one or two frames after the view (Textual draws at most one per 1/60 s),
+        and their listing thread held the GIL while the empty view was drawn. It waits at most
+        PRELOAD_WAIT: a slow store (or a reconcile that starts jobs) must not hold the view back. One that
+        fails or runs out of time changes nothing: the next refresh lists again, and reports what failed."""
+        if self.PRELOADS:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.preload(), PRELOAD_WAIT)
 
     async def preload(self) -> None:
         """Fetch what the view's first frame shows, before it mounts (it shows that when it mounts). Most

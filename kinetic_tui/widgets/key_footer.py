@@ -35,7 +35,6 @@ class KeyFooter(Widget, can_focus=False):
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self._line = HintLine([], [])  # as last drawn, for clicks
-        self._drawn: tuple[list[KeyHint], KeyHint | None] | None = None  # the hints of that line
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -44,11 +43,7 @@ class KeyFooter(Widget, can_focus=False):
         self.screen.bindings_updated_signal.unsubscribe(self)
 
     def _bindings_changed(self, screen: Screen[object]) -> None:
-        """Redraw only when the keys changed: the signal fires on every table update, and a needless
-        frame delays the next one (Textual draws at most one per 1/60 s), e.g. the frame that shows a
-        view's first rows."""
-        if self.hints() != self._drawn:
-            self.refresh()
+        self.refresh()
 
     def hints(self) -> tuple[list[KeyHint], KeyHint | None]:
         """(the shown keys, one per action, in binding order; the palette key or None)."""
@@ -74,7 +69,7 @@ class KeyFooter(Widget, can_focus=False):
 
     def render_line(self, y: int) -> Strip:
         """Segments straight to a strip (Line API): Textual's content pipeline cost this one line twice."""
-        shown, corner = self._drawn = self.hints()
+        shown, corner = self.hints()
         width = self.size.width
         self._line = key_hints(shown, width, corner, self.rich_style, self.get_component_rich_style("key-footer--key"))
         return Strip(self._line.segments, width)

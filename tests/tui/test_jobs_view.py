@@ -25,7 +25,6 @@ from kinetic_tui.screens.job_detail import JobScreen
 from kinetic_tui.views import jobs as jobs_screen
 from kinetic_tui.views.clusters import ClustersView
 from kinetic_tui.views.jobs import JobsView, submit_line
-from kinetic_tui.widgets.key_footer import KeyFooter
 from kinetic_tui.widgets.keyed_table import KeyedTable
 from kinetic_tui.widgets.log_view import LogView
 from tests.tui.conftest import SIZE, AppFactory, build_workspace, job_status, notes, settle, wait_for
@@ -372,32 +371,3 @@ async def test_a_view_whose_preload_is_slow_or_fails_mounts_without_it_and_its_r
         view = app.current_view
         await wait_for(lambda: len(view.table.keys) == 3, pilot)
         assert not notes(app, "error")
-
-
-async def test_the_footer_redraws_only_when_its_keys_change(
-    make_app: AppFactory, console: Console, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every table update signals that the bindings may have changed; a needless redraw is a frame that
-    delays the next one."""
-    ids = await build_workspace(console)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        view = await _jobs_view(app, pilot, 3)
-        await pilot.pause()
-        footer = app.query_one(KeyFooter)
-        redraws: list[str | None] = []
-        redraw = footer.refresh
-        monkeypatch.setattr(
-            footer, "refresh", lambda *a, **k: redraws.append(view.table.selected_key) or redraw(*a, **k)
-        )
-        app.screen.refresh_bindings()
-        assert redraws == []  # nothing changed
-        assert view.table.keys[:2] == [ids["running"], ids["failed"]]
-        await pilot.press("down")  # onto a finished job: `c` dims
-        await wait_for(lambda: bool(redraws), pilot)
-        assert redraws == [ids["failed"]]
-        await pilot.pause()  # the footer draws its new line
-        await pilot.press("down")  # onto another finished job: the same keys
-        await wait_for(lambda: view.table.selected_key == ids["done"], pilot)
-        await pilot.pause()
-        assert redraws == [ids["failed"]]

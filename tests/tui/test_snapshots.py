@@ -93,10 +93,13 @@ def job(job_id: str) -> Scenario:
         await pilot.press("enter")
         expected = len((await app.service.jobs.logs(job_id)).lines)  # type: ignore[attr-defined]
 
-        def loaded() -> bool:
+        def loaded() -> bool:  # the outcome laid out too: it shows in the frame after it arrived
             screen = app.screen
             return (
-                isinstance(screen, JobScreen) and screen.outcome is not None and len(screen.log_view.buffer) == expected
+                isinstance(screen, JobScreen)
+                and screen.outcome is not None
+                and len(screen.log_view.buffer) == expected
+                and screen.query_one("#job-outcome").region.height > 0
             )
 
         await wait_until(pilot, loaded)
